@@ -1,0 +1,4 @@
+//! Benchmark support.
+#![deny(missing_docs)]
+
+pub mod smoltcp_loopback;

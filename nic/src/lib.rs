@@ -1,0 +1,19 @@
+//! Fairway's packet I/O: everything that moves Ethernet frames in and out of
+//! the protocol engine.
+//!
+//! - [`Device`] is the one interface the runtime drives: batched receive and
+//!   transmit of whole Ethernet frames through buffers the device owns and
+//!   recycles. Its contract is written once, on the trait; every backend
+//!   follows it.
+//! - [`sim`] is the in-memory backend: a deterministic discrete-event network
+//!   in virtual time (delay, bandwidth, drop-tail queues, seeded loss,
+//!   reordering, duplication and corruption; any number of hosts behind one
+//!   shared bottleneck). Tests and benchmarks run the real stack over it.
+//!
+//! The kernel-facing backends (AF_XDP, TAP) will implement the same trait.
+#![deny(missing_docs)]
+
+mod device;
+pub mod sim;
+
+pub use device::Device;

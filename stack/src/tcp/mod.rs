@@ -1,0 +1,4 @@
+//! TCP (RFC 9293).
+
+pub mod assembler;
+pub mod seq;

@@ -1,0 +1,1 @@
+//! Integration tests and simulated-network scenarios (to come).

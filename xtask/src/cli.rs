@@ -1,0 +1,463 @@
+//! The command line: parsing (by hand, to keep xtask std-only and quick to
+//! build) and the help texts.
+//!
+//! Rules shared by the subcommands:
+//! - `-h`/`--help` as the first argument of a subcommand shows its help, as
+//!   does `cargo xtask help <COMMAND>`.
+//! - Commands that run one of our binaries (`sim`, `run`, `bench loopback`)
+//!   hand every further argument to it unchanged; a leading `--` is dropped,
+//!   so `cargo xtask sim -- --help` reaches fairway-sim's own help.
+//! - `bench micro` hands its arguments to `cargo bench` as they are, so
+//!   criterion's options go after a `--` there, as with cargo itself.
+
+use std::ffi::{OsStr, OsString};
+
+use crate::error::Failure;
+
+/// A parsed command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Print usage: of the tool (`None`) or of one subcommand.
+    Help(Option<Topic>),
+    Test(TestArgs),
+    Sim(PassThrough),
+    Bench(BenchArgs),
+    Run(PassThrough),
+}
+
+/// A subcommand with its own help page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topic {
+    Run,
+    Test,
+    Sim,
+    Bench,
+}
+
+impl Topic {
+    const ALL: [Topic; 4] = [Topic::Run, Topic::Test, Topic::Sim, Topic::Bench];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Topic::Run => "run",
+            Topic::Test => "test",
+            Topic::Sim => "sim",
+            Topic::Bench => "bench",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Topic> {
+        Topic::ALL.into_iter().find(|topic| topic.name() == name)
+    }
+}
+
+/// `cargo xtask test [--quick] [-- <extra cargo test args>]`
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TestArgs {
+    /// Leave out the heavy simulated-network tests (the fairway-tests crate).
+    pub quick: bool,
+    /// Appended to the `cargo test` command line.
+    pub extra: Vec<OsString>,
+}
+
+/// Arguments handed unchanged to the binary a subcommand runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PassThrough {
+    pub args: Vec<OsString>,
+}
+
+/// What `cargo xtask bench` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchTarget {
+    Loopback,
+    Micro,
+    All,
+}
+
+impl BenchTarget {
+    pub const DEFAULT: BenchTarget = BenchTarget::Loopback;
+
+    fn from_name(name: &str) -> Option<BenchTarget> {
+        match name {
+            "loopback" => Some(BenchTarget::Loopback),
+            "micro" => Some(BenchTarget::Micro),
+            "all" => Some(BenchTarget::All),
+            _ => None,
+        }
+    }
+}
+
+/// `cargo xtask bench [loopback|micro|all] [args...]`
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchArgs {
+    pub target: BenchTarget,
+    /// For `loopback`: the benchmark binary's arguments. For `micro`: extra
+    /// `cargo bench` arguments. Always empty for `all`.
+    pub args: Vec<OsString>,
+}
+
+/// Parses the arguments that follow `cargo xtask`.
+pub fn parse<I>(args: I) -> Result<Command, Failure>
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
+    let mut args = args.into_iter().map(Into::into);
+    let Some(first) = args.next() else {
+        return Ok(Command::Help(None));
+    };
+    let rest: Vec<OsString> = args.collect();
+    match first.to_str() {
+        Some("help") => parse_help(rest),
+        Some("-h" | "--help") => Ok(Command::Help(None)),
+        Some("test") => parse_test(rest),
+        Some("sim") => Ok(parse_pass_through(rest).map_or(Command::Help(Some(Topic::Sim)), Command::Sim)),
+        Some("run") => Ok(parse_pass_through(rest).map_or(Command::Help(Some(Topic::Run)), Command::Run)),
+        Some("bench") => parse_bench(rest),
+        _ => Err(Failure::usage(format!(
+            "unknown command `{}` (expected one of: run, test, sim, bench, help)",
+            first.to_string_lossy()
+        ))),
+    }
+}
+
+fn is_help_flag(arg: &OsStr) -> bool {
+    arg == "-h" || arg == "--help"
+}
+
+fn parse_help(rest: Vec<OsString>) -> Result<Command, Failure> {
+    match rest.as_slice() {
+        [] => Ok(Command::Help(None)),
+        [topic] => match topic.to_str() {
+            Some("help") => Ok(Command::Help(None)),
+            Some(name) if let Some(topic) = Topic::from_name(name) => Ok(Command::Help(Some(topic))),
+            _ => Err(Failure::usage(format!(
+                "no help for `{}`: not a command (expected one of: run, test, sim, bench)",
+                topic.to_string_lossy()
+            ))),
+        },
+        [_, extra, ..] => Err(Failure::usage(format!(
+            "`cargo xtask help` takes at most one command, got also `{}`",
+            extra.to_string_lossy()
+        ))),
+    }
+}
+
+fn parse_test(rest: Vec<OsString>) -> Result<Command, Failure> {
+    let mut parsed = TestArgs::default();
+    let mut args = rest.into_iter();
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            parsed.extra = args.collect();
+            break;
+        } else if arg == "--quick" {
+            parsed.quick = true;
+        } else if is_help_flag(&arg) {
+            return Ok(Command::Help(Some(Topic::Test)));
+        } else {
+            let message = format!(
+                "unexpected argument `{}` for `cargo xtask test` \
+                 (extra `cargo test` arguments go after `--`)",
+                arg.to_string_lossy()
+            );
+            return Err(Failure::usage_of("test", message));
+        }
+    }
+    Ok(Command::Test(parsed))
+}
+
+/// `None` means the user asked for the subcommand's help.
+fn parse_pass_through(rest: Vec<OsString>) -> Option<PassThrough> {
+    match rest.first() {
+        Some(first) if is_help_flag(first) => None,
+        _ => Some(PassThrough { args: strip_separator(rest) }),
+    }
+}
+
+fn parse_bench(rest: Vec<OsString>) -> Result<Command, Failure> {
+    let Some(first) = rest.first() else {
+        return Ok(Command::Bench(BenchArgs { target: BenchTarget::DEFAULT, args: Vec::new() }));
+    };
+    if is_help_flag(first) {
+        return Ok(Command::Help(Some(Topic::Bench)));
+    }
+    if let Some(target) = first.to_str().and_then(BenchTarget::from_name) {
+        let args: Vec<OsString> = rest.into_iter().skip(1).collect();
+        return match target {
+            BenchTarget::Loopback => Ok(Command::Bench(BenchArgs { target, args: strip_separator(args) })),
+            // cargo bench gets its arguments as typed: `-- <criterion args>`.
+            BenchTarget::Micro => Ok(Command::Bench(BenchArgs { target, args })),
+            BenchTarget::All if args.is_empty() => Ok(Command::Bench(BenchArgs { target, args })),
+            BenchTarget::All => Err(Failure::usage_of(
+                "bench",
+                "`cargo xtask bench all` takes no further arguments; \
+                 run `bench loopback ARGS...` and `bench micro ARGS...` separately to pass some",
+            )),
+        };
+    }
+    // Options without a target go to the default target, loopback.
+    if first.to_string_lossy().starts_with('-') {
+        return Ok(Command::Bench(BenchArgs { target: BenchTarget::DEFAULT, args: strip_separator(rest) }));
+    }
+    Err(Failure::usage_of(
+        "bench",
+        format!("unknown bench target `{}` (expected loopback, micro or all)", first.to_string_lossy()),
+    ))
+}
+
+/// Drops one leading `--`: the binary behind `cargo run ... --` would
+/// otherwise see it as an argument.
+fn strip_separator(mut args: Vec<OsString>) -> Vec<OsString> {
+    if args.first().is_some_and(|arg| arg == "--") {
+        args.remove(0);
+    }
+    args
+}
+
+/// The help text for the tool (`None`) or for one subcommand.
+pub fn help(topic: Option<Topic>) -> &'static str {
+    match topic {
+        None => MAIN_HELP,
+        Some(Topic::Run) => RUN_HELP,
+        Some(Topic::Test) => TEST_HELP,
+        Some(Topic::Sim) => SIM_HELP,
+        Some(Topic::Bench) => BENCH_HELP,
+    }
+}
+
+const MAIN_HELP: &str = "\
+cargo xtask: set-up and orchestration for Fairway
+
+Usage: cargo xtask <COMMAND> [ARGS...]
+
+Commands:
+  run     Run Fairway (for now: the simulated-network demo)
+  test    Check formatting, run clippy, run the workspace tests
+  sim     Run simulated-network scenarios (fairway-sim)
+  bench   Run benchmarks: loopback (default), micro or all
+  help    Show this help, or a command's: cargo xtask help <COMMAND>
+
+Each command also takes -h/--help.
+
+Commands install the Debian packages they need when missing (as root); when
+not root they print the apt-get command to run instead.
+";
+
+pub const TEST_HELP: &str = "\
+Usage: cargo xtask test [--quick] [-- <CARGO TEST ARGS>...]
+
+Runs these steps in order, stopping at the first failure:
+  1. fmt     cargo fmt --all -- --check
+  2. clippy  cargo clippy --workspace --all-targets -- -D warnings
+  3. test    cargo test --workspace [<CARGO TEST ARGS>...]
+It prints each step's wall time, and exits with the status of the step that
+failed.
+
+Options:
+      --quick   Leave out the heavy simulated-network tests: step 3 becomes
+                cargo test --workspace --exclude fairway-tests [...]
+  -h, --help    Show this help
+
+Arguments after `--` are appended to the `cargo test` command line; the test
+binaries' own arguments go after a second `--`.
+
+Examples:
+  cargo xtask test
+  cargo xtask test --quick
+  cargo xtask test -- tcp::                 only tests whose name contains tcp::
+  cargo xtask test -- -- --nocapture        show the tests' output
+";
+
+const SIM_HELP: &str = "\
+Usage: cargo xtask sim [ARGS...]
+
+Builds and runs the simulated-network scenario runner:
+  cargo run --release -p fairway-tests --bin fairway-sim -- [ARGS...]
+
+Every argument goes to fairway-sim unchanged (a leading `--` is dropped).
+fairway-sim takes --list, --scenario NAME and --seed N; for its own help run
+  cargo xtask sim -- --help
+
+Examples:
+  cargo xtask sim --list
+  cargo xtask sim --scenario c100k
+  cargo xtask sim --scenario NAME --seed 7
+";
+
+const BENCH_HELP: &str = "\
+Usage: cargo xtask bench [loopback|micro|all] [ARGS...]
+
+Targets:
+  loopback  (default) in-memory loopback throughput, Fairway and smoltcp
+            side by side:
+              cargo run --release -p fairway-benches --bin loopback -- [ARGS...]
+            ARGS go to it unchanged (a leading `--` is dropped).
+  micro     the criterion micro-benchmarks:
+              cargo bench -p fairway-benches [ARGS...]
+            ARGS go to cargo bench: a name filter, or criterion's options
+            after `--`.
+  all       loopback, then micro; takes no ARGS.
+
+Options:
+  -h, --help    Show this help (only as the first argument; after a target,
+                --help goes to that target)
+
+Examples:
+  cargo xtask bench
+  cargo xtask bench loopback
+  cargo xtask bench micro
+  cargo xtask bench micro -- --save-baseline before
+";
+
+const RUN_HELP: &str = "\
+Usage: cargo xtask run [ARGS...]
+
+Runs Fairway: installs the Debian packages it needs when they are missing,
+builds the server and brings up the testbed.
+
+That is the plan. The AF_XDP server is not built yet, so for now `run` runs
+the simulated-network demo instead: fairway-sim with its default scenario,
+  cargo run --release -p fairway-tests --bin fairway-sim -- [ARGS...]
+Every argument goes to fairway-sim unchanged (a leading `--` is dropped).
+
+Options:
+  -h, --help    Show this help (only as the first argument)
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_strs(args: &[&str]) -> Result<Command, Failure> {
+        parse(args.iter().copied())
+    }
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn no_arguments_shows_usage() {
+        assert_eq!(parse_strs(&[]), Ok(Command::Help(None)));
+    }
+
+    #[test]
+    fn help_forms() {
+        assert_eq!(parse_strs(&["help"]), Ok(Command::Help(None)));
+        assert_eq!(parse_strs(&["--help"]), Ok(Command::Help(None)));
+        assert_eq!(parse_strs(&["-h"]), Ok(Command::Help(None)));
+        assert_eq!(parse_strs(&["help", "help"]), Ok(Command::Help(None)));
+        for topic in Topic::ALL {
+            let expected = Ok(Command::Help(Some(topic)));
+            assert_eq!(parse_strs(&["help", topic.name()]), expected);
+            assert_eq!(parse_strs(&[topic.name(), "--help"]), expected);
+            assert_eq!(parse_strs(&[topic.name(), "-h"]), expected);
+        }
+    }
+
+    #[test]
+    fn help_errors() {
+        assert!(matches!(parse_strs(&["help", "nope"]), Err(Failure::Usage { .. })));
+        assert!(matches!(parse_strs(&["help", "test", "sim"]), Err(Failure::Usage { .. })));
+    }
+
+    #[test]
+    fn unknown_command_is_a_usage_error() {
+        let err = parse_strs(&["tset"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("unknown command `tset`"));
+        assert!(err.to_string().ends_with("Run `cargo xtask help` for usage."));
+    }
+
+    #[test]
+    fn test_plain_and_quick() {
+        assert_eq!(parse_strs(&["test"]), Ok(Command::Test(TestArgs::default())));
+        assert_eq!(parse_strs(&["test", "--quick"]), Ok(Command::Test(TestArgs { quick: true, extra: vec![] })));
+    }
+
+    #[test]
+    fn test_extra_args_after_separator_are_verbatim() {
+        assert_eq!(
+            parse_strs(&["test", "--quick", "--", "tcp::", "--", "--nocapture", "--help", "--quick"]),
+            Ok(Command::Test(TestArgs {
+                quick: true,
+                extra: os(&["tcp::", "--", "--nocapture", "--help", "--quick"]),
+            }))
+        );
+        assert_eq!(parse_strs(&["test", "--"]), Ok(Command::Test(TestArgs::default())));
+    }
+
+    #[test]
+    fn test_rejects_unknown_options() {
+        let err = parse_strs(&["test", "--release"]).unwrap_err();
+        assert!(matches!(err, Failure::Usage { .. }));
+        assert!(err.to_string().contains("after `--`"));
+        assert!(err.to_string().ends_with("Run `cargo xtask help test` for usage."));
+        assert!(matches!(parse_strs(&["test", "tcp::"]), Err(Failure::Usage { .. })));
+    }
+
+    #[test]
+    fn sim_and_run_pass_everything_through() {
+        let args = ["--scenario", "c100k", "--seed", "7", "--help"];
+        for (name, wrap) in
+            [("sim", Command::Sim as fn(PassThrough) -> Command), ("run", Command::Run as fn(PassThrough) -> Command)]
+        {
+            let mut line = vec![name];
+            line.extend(args);
+            assert_eq!(parse_strs(&line), Ok(wrap(PassThrough { args: os(&args) })));
+            assert_eq!(parse_strs(&[name]), Ok(wrap(PassThrough::default())));
+            // A leading `--` is a separator; later ones are arguments.
+            assert_eq!(
+                parse_strs(&[name, "--", "--help", "--"]),
+                Ok(wrap(PassThrough { args: os(&["--help", "--"]) }))
+            );
+        }
+    }
+
+    #[test]
+    fn bench_default_is_loopback() {
+        let loopback = |args: &[&str]| Ok(Command::Bench(BenchArgs { target: BenchTarget::Loopback, args: os(args) }));
+        assert_eq!(parse_strs(&["bench"]), loopback(&[]));
+        assert_eq!(parse_strs(&["bench", "--duration", "5"]), loopback(&["--duration", "5"]));
+        assert_eq!(parse_strs(&["bench", "--", "x"]), loopback(&["x"]));
+        assert_eq!(parse_strs(&["bench", "loopback"]), loopback(&[]));
+        assert_eq!(parse_strs(&["bench", "loopback", "--", "--help"]), loopback(&["--help"]));
+        assert_eq!(parse_strs(&["bench", "loopback", "--help"]), loopback(&["--help"]));
+    }
+
+    #[test]
+    fn bench_micro_keeps_cargo_bench_arguments_as_typed() {
+        assert_eq!(
+            parse_strs(&["bench", "micro", "--", "--save-baseline", "x"]),
+            Ok(Command::Bench(BenchArgs { target: BenchTarget::Micro, args: os(&["--", "--save-baseline", "x"]) }))
+        );
+    }
+
+    #[test]
+    fn bench_all_and_errors() {
+        assert_eq!(
+            parse_strs(&["bench", "all"]),
+            Ok(Command::Bench(BenchArgs { target: BenchTarget::All, args: vec![] }))
+        );
+        assert!(matches!(parse_strs(&["bench", "all", "x"]), Err(Failure::Usage { .. })));
+        let err = parse_strs(&["bench", "loopbak"]).unwrap_err();
+        assert!(err.to_string().contains("unknown bench target `loopbak`"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn non_utf8_arguments_pass_through_unchanged() {
+        use std::os::unix::ffi::OsStringExt;
+        let odd = OsString::from_vec(vec![0x66, 0xff, 0x6f]);
+        assert_eq!(parse(vec![OsString::from("sim"), odd.clone()]), Ok(Command::Sim(PassThrough { args: vec![odd] })));
+    }
+
+    #[test]
+    fn every_help_fits_in_80_columns() {
+        for topic in std::iter::once(None).chain(Topic::ALL.map(Some)) {
+            for line in help(topic).lines() {
+                assert!(line.chars().count() <= 80, "too long: {line:?}");
+            }
+        }
+    }
+}

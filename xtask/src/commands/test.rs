@@ -1,0 +1,112 @@
+//! `cargo xtask test`: formatting, lints and the workspace's tests, in that
+//! order, stopping at the first failure.
+
+use std::ffi::OsString;
+use std::time::Instant;
+
+use super::seconds;
+use crate::cargo::{Cargo, Invocation};
+use crate::cli::TestArgs;
+use crate::error::Failure;
+use crate::system;
+
+/// Debian packages the tests need: none yet. The AF_XDP work will add
+/// `clang llvm libelf-dev zlib1g-dev libpcap-dev m4 gcc-multilib pkg-config`
+/// (what xsk-rs needs to build), and the real-peer tests their kernel-side
+/// tools.
+pub const PACKAGES: &[&str] = &[];
+
+/// The crate holding the heavy simulated-network tests, left out by `--quick`.
+const HEAVY_TESTS_PACKAGE: &str = "fairway-tests";
+
+/// One named step of the run.
+#[derive(Debug)]
+struct Step {
+    name: &'static str,
+    invocation: Invocation,
+}
+
+fn steps(cargo: &Cargo, args: &TestArgs) -> Vec<Step> {
+    let mut test: Vec<OsString> = vec!["test".into(), "--workspace".into()];
+    if args.quick {
+        test.extend(["--exclude".into(), HEAVY_TESTS_PACKAGE.into()]);
+    }
+    test.extend(args.extra.iter().cloned());
+    vec![
+        Step { name: "fmt", invocation: cargo.command(["fmt", "--all", "--", "--check"]) },
+        Step {
+            name: "clippy",
+            invocation: cargo.command(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+        },
+        Step { name: "test", invocation: cargo.command(test) },
+    ]
+}
+
+pub fn run(cargo: &Cargo, args: &TestArgs) -> Result<(), Failure> {
+    system::ensure_debian_packages(PACKAGES)?;
+    let steps = steps(cargo, args);
+    let total = steps.len();
+    let start = Instant::now();
+    for (index, step) in steps.iter().enumerate() {
+        let number = index + 1;
+        eprintln!("xtask test: [{number}/{total}] {}: $ {}", step.name, step.invocation.display());
+        let step_start = Instant::now();
+        let result = step.invocation.run();
+        let elapsed = seconds(step_start.elapsed());
+        match result {
+            Ok(()) => eprintln!("xtask test: [{number}/{total}] {} passed in {elapsed}", step.name),
+            Err(failure) => {
+                return Err(Failure::Failed {
+                    message: format!(
+                        "xtask test: step {number}/{total} `{}` failed after {elapsed}: {failure}",
+                        step.name
+                    ),
+                    code: failure.exit_code(),
+                });
+            }
+        }
+    }
+    eprintln!("xtask test: all {total} steps passed in {}", seconds(start.elapsed()));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli;
+
+    fn lines(args: &TestArgs) -> Vec<(&'static str, String)> {
+        let cargo = Cargo::new("/some/toolchain/cargo", "/ws");
+        steps(&cargo, args).into_iter().map(|step| (step.name, step.invocation.display())).collect()
+    }
+
+    #[test]
+    fn default_steps() {
+        assert_eq!(
+            lines(&TestArgs::default()),
+            [
+                ("fmt", "cargo fmt --all -- --check".to_owned()),
+                ("clippy", "cargo clippy --workspace --all-targets -- -D warnings".to_owned()),
+                ("test", "cargo test --workspace".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn quick_and_extra_arguments_change_only_the_test_step() {
+        let args = TestArgs { quick: true, extra: vec!["tcp::".into(), "--".into(), "--nocapture".into()] };
+        let lines = lines(&args);
+        assert_eq!(lines[0].1, "cargo fmt --all -- --check");
+        assert_eq!(lines[1].1, "cargo clippy --workspace --all-targets -- -D warnings");
+        assert_eq!(lines[2].1, "cargo test --workspace --exclude fairway-tests tcp:: -- --nocapture");
+    }
+
+    #[test]
+    fn help_describes_the_steps_as_run() {
+        let help = cli::help(Some(cli::Topic::Test));
+        for (name, line) in lines(&TestArgs::default()) {
+            assert!(help.contains(&format!("{name:<8}{line}")), "help lacks {line:?}");
+        }
+        assert!(help.contains("cargo test --workspace --exclude fairway-tests"));
+    }
+}
