@@ -1,0 +1,194 @@
+//! The Fairway half of the side-by-side in-memory loopback benchmark: the same
+//! transfer as [`crate::smoltcp_loopback`], between two Fairway shards.
+//!
+//! Setup mirrors the smoltcp half so the two figures compare like with like:
+//! two shards with distinct MAC and IPv4 addresses on one /24, joined by an
+//! in-memory link of two FIFO queues of recycled frame buffers (no delay, no
+//! loss), ARP resolved the normal way, all in the calling thread. Checksums
+//! are computed on transmit and verified on receive. The client writes with
+//! `send` and the server reads with `recv` in `chunk`-byte pieces; byte `i`
+//! of the stream is `(i % 251) as u8` and every byte is checked. The clock
+//! runs from the first write to the last verified read; the time passed to
+//! the shards is real elapsed time, read once per loop turn.
+//!
+//! One difference is inherent: Fairway's TCP (this issue) has no window
+//! scaling yet, so its window is at most 64 KiB whatever the buffer size.
+
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::Instant as StdInstant;
+
+use fairway_stack::time::Instant;
+use fairway_stack::{Config, Event, Handle, RecvError, SendError, Shard};
+
+use crate::smoltcp_loopback::{LoopbackConfig, LoopbackResult, STALL_LIMIT};
+
+const SERVER_PORT: u16 = 5201;
+const PATTERN_PERIOD: usize = 251;
+
+/// One direction of the in-memory link: queued frames and spare buffers.
+struct Lane {
+    queue: VecDeque<(Vec<u8>, usize)>,
+    free: Vec<Vec<u8>>,
+    frame_len: usize,
+}
+
+impl Lane {
+    fn new(frame_len: usize, frames: usize) -> Lane {
+        Lane {
+            queue: VecDeque::with_capacity(frames),
+            free: (0..frames).map(|_| vec![0; frame_len]).collect(),
+            frame_len,
+        }
+    }
+
+    /// Moves everything `from` wants to send into this lane. Returns frames moved.
+    fn fill_from(&mut self, from: &mut Shard, now: Instant) -> u64 {
+        let mut n = 0;
+        loop {
+            let mut buf = self.free.pop().unwrap_or_else(|| vec![0; self.frame_len]);
+            match from.poll_transmit(now, &mut buf) {
+                Some(len) => {
+                    self.queue.push_back((buf, len));
+                    n += 1;
+                }
+                None => {
+                    self.free.push(buf);
+                    return n;
+                }
+            }
+        }
+    }
+
+    /// Hands every queued frame to `to`.
+    fn drain_into(&mut self, to: &mut Shard, now: Instant) {
+        while let Some((buf, len)) = self.queue.pop_front() {
+            to.handle_frame(now, &buf[..len]);
+            self.free.push(buf);
+        }
+    }
+}
+
+fn shard(mac_last: u8, ip_last: u8, config: &LoopbackConfig) -> Shard {
+    let mut c = Config::new([2, 0, 0, 0, 0, mac_last], Ipv4Addr::new(10, 0, 0, ip_last), 24);
+    c.mtu = config.mtu;
+    c.tcp.rx_buffer = config.socket_buffer;
+    c.tcp.tx_buffer = config.socket_buffer;
+    c.secret = 0xbe4c_0000 + ip_last as u128;
+    Shard::new(c)
+}
+
+/// Runs one bulk transfer between two Fairway shards (see the module docs).
+///
+/// # Panics
+///
+/// Panics on corrupted data, if the connection cannot be established, or if
+/// no progress is made for [`STALL_LIMIT`] loop turns.
+pub fn run(config: &LoopbackConfig) -> LoopbackResult {
+    assert!(config.chunk > 0, "chunk must be positive");
+    let mut client = shard(1, 1, config);
+    let mut server = shard(2, 2, config);
+    let frame_len = client.config().max_frame_len();
+    let frames = 2 * config.socket_buffer / config.mtu.saturating_sub(40).max(1) + 64;
+    let mut to_server = Lane::new(frame_len, frames);
+    let mut to_client = Lane::new(frame_len, frames);
+    let epoch = StdInstant::now();
+    let clock = || Instant::from_micros(epoch.elapsed().as_micros() as u64);
+
+    // Set-up, outside the measured interval: listen, connect, handshake.
+    let listener = server.listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, SERVER_PORT)).expect("listen");
+    let c = client.connect(clock(), SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), SERVER_PORT)).expect("connect");
+    let mut s: Option<Handle> = None;
+    let mut connected = false;
+    for _ in 0..1000 {
+        let now = clock();
+        to_server.fill_from(&mut client, now);
+        to_server.drain_into(&mut server, now);
+        to_client.fill_from(&mut server, now);
+        to_client.drain_into(&mut client, now);
+        while let Some(e) = server.poll_event() {
+            if let Event::Acceptable(_) = e {
+                s = server.accept(listener);
+            }
+        }
+        while let Some(e) = client.poll_event() {
+            connected |= e == Event::Connected(c);
+        }
+        if connected && s.is_some() {
+            break;
+        }
+    }
+    let s = s.expect("the handshake did not complete");
+    assert!(connected, "the client never saw the connection open");
+
+    // The same pattern source as the smoltcp half: slices of a precomputed
+    // buffer, compared with one memcmp per read.
+    let pattern: Vec<u8> = (0..PATTERN_PERIOD + config.chunk).map(|i| (i % PATTERN_PERIOD) as u8).collect();
+    let mut inbox = vec![0u8; config.chunk];
+    let mut written = 0usize;
+    let mut read = 0usize;
+    let mut frames = 0u64;
+    let mut idle_turns = 0u64;
+    let start = StdInstant::now();
+    while read < config.total_bytes {
+        let now = clock();
+        let before = (written, read);
+        // The client writes as much as the send buffer takes.
+        while written < config.total_bytes {
+            let n = (config.total_bytes - written).min(config.chunk);
+            let off = written % PATTERN_PERIOD;
+            match client.send(c, &pattern[off..off + n]) {
+                Ok(k) => written += k,
+                Err(SendError::WouldBlock) => break,
+                Err(e) => panic!("client send: {e}"),
+            }
+        }
+        frames += to_server.fill_from(&mut client, now);
+        to_server.drain_into(&mut server, now);
+        // The server reads and checks everything that arrived.
+        loop {
+            match server.recv(s, &mut inbox) {
+                Ok(0) => panic!("unexpected end of stream after {read} bytes"),
+                Ok(n) => {
+                    let off = read % PATTERN_PERIOD;
+                    if inbox[..n] != pattern[off..off + n] {
+                        let i = inbox[..n].iter().zip(&pattern[off..]).position(|(a, b)| a != b).unwrap_or(0);
+                        panic!("corrupted byte at offset {}", read + i);
+                    }
+                    read += n;
+                }
+                Err(RecvError::WouldBlock) => break,
+                Err(e) => panic!("server recv: {e}"),
+            }
+        }
+        frames += to_client.fill_from(&mut server, now);
+        to_client.drain_into(&mut client, now);
+        for shard in [&mut client, &mut server] {
+            if shard.poll_timeout().is_some_and(|t| t <= now) {
+                shard.handle_timeout(now);
+            }
+            while shard.poll_event().is_some() {}
+        }
+        if (written, read) == before {
+            idle_turns += 1;
+            assert!(idle_turns < STALL_LIMIT, "no progress for {STALL_LIMIT} turns at {read} bytes");
+        } else {
+            idle_turns = 0;
+        }
+    }
+    LoopbackResult { bytes: read, elapsed: start.elapsed(), frames }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transfer_completes_and_verifies() {
+        for mtu in [1500, 9000] {
+            let r = run(&LoopbackConfig { total_bytes: 3_000_001, mtu, socket_buffer: 256 * 1024, chunk: 64 * 1024 });
+            assert_eq!(r.bytes, 3_000_001);
+            assert!(r.frames > 3_000_001 / mtu as u64, "{r:?}");
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! A shard's configuration: addresses, TCP parameters and resource limits.
+//!
+//! Defaults follow Linux where the RFCs leave a choice (200 ms minimum RTO,
+//! 40 ms delayed ACK, 60 s TIME-WAIT, 49152–65535 for ephemeral ports).
+
+use core::net::Ipv4Addr;
+
+use crate::time::Duration;
+
+/// Everything a [`crate::Shard`] needs to know before its first frame.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Our Ethernet address.
+    pub mac: [u8; 6],
+    /// Our IPv4 address.
+    pub ip: Ipv4Addr,
+    /// The length of our subnet prefix (24 for a /24).
+    pub prefix_len: u8,
+    /// The next hop for destinations outside our subnet; without one they are
+    /// unreachable.
+    pub gateway: Option<Ipv4Addr>,
+    /// The IP MTU of the link: the largest IPv4 packet we send (Ethernet
+    /// header excluded). Our MSS is `mtu - 40`.
+    pub mtu: usize,
+    /// A secret that keys initial sequence numbers (RFC 6528) and the flow
+    /// table's hash. The driver must choose it at random; tests fix it.
+    pub secret: u128,
+    /// TCP parameters.
+    pub tcp: TcpConfig,
+    /// Resource limits.
+    pub limits: Limits,
+    /// Recycle buffers through pools (the default). Off, every buffer is
+    /// allocated and freed: the baseline of the recycling ablation.
+    pub recycle: bool,
+}
+
+impl Config {
+    /// A configuration with default parameters for the given addresses.
+    pub fn new(mac: [u8; 6], ip: Ipv4Addr, prefix_len: u8) -> Config {
+        Config {
+            mac,
+            ip,
+            prefix_len,
+            gateway: None,
+            mtu: 1500,
+            secret: 0x5eed_f00d_dead_beef_0123_4567_89ab_cdef,
+            tcp: TcpConfig::default(),
+            limits: Limits::default(),
+            recycle: true,
+        }
+    }
+
+    /// The largest Ethernet frame this shard emits (header included).
+    pub fn max_frame_len(&self) -> usize {
+        self.mtu + crate::wire::ETHERNET_HEADER_LEN
+    }
+
+    /// The MSS we announce: the MTU minus minimal IPv4 and TCP headers.
+    pub fn mss(&self) -> u16 {
+        (self.mtu.saturating_sub(40)).clamp(64, u16::MAX as usize) as u16
+    }
+}
+
+/// TCP parameters.
+#[derive(Clone, Debug)]
+pub struct TcpConfig {
+    /// Receive buffer per connection, in bytes (allocated on first data).
+    pub rx_buffer: usize,
+    /// Send buffer per connection, in bytes (allocated on first send).
+    pub tx_buffer: usize,
+    /// RTO before the first RTT sample (RFC 6298: 1 s).
+    pub initial_rto: Duration,
+    /// Lower bound of the RTO (RFC 6298 says 1 s; Linux and we use 200 ms).
+    pub min_rto: Duration,
+    /// Upper bound of the RTO (RFC 6298: at least 60 s).
+    pub max_rto: Duration,
+    /// How long an ACK may be delayed; zero acknowledges every segment at once.
+    pub delayed_ack: Duration,
+    /// How long TIME-WAIT lasts (2·MSL).
+    pub time_wait: Duration,
+    /// How long a closed-by-us connection waits in FIN-WAIT-2 for the peer's FIN.
+    pub fin_wait2_timeout: Duration,
+    /// Abort a connection whose data stays unacknowledged this long (RFC 9293
+    /// user timeout).
+    pub user_timeout: Duration,
+    /// SYN retransmissions before an active open gives up (6: about 127 s).
+    pub syn_retries: u8,
+    /// SYN-ACK retransmissions before a half-open connection is dropped (5: about 63 s).
+    pub synack_retries: u8,
+    /// Keep-alive probing; off by default.
+    pub keepalive: Option<KeepAlive>,
+    /// Coalesce small writes (Nagle's algorithm). Off by default, as servers
+    /// set TCP_NODELAY.
+    pub nagle: bool,
+    /// Local ports used by `connect`.
+    pub ephemeral_ports: (u16, u16),
+    /// Challenge ACKs (RFC 5961) the shard sends per second at most.
+    pub challenge_acks_per_sec: u32,
+}
+
+impl Default for TcpConfig {
+    fn default() -> TcpConfig {
+        TcpConfig {
+            rx_buffer: 64 * 1024,
+            tx_buffer: 64 * 1024,
+            initial_rto: Duration::from_secs(1),
+            min_rto: Duration::from_millis(200),
+            max_rto: Duration::from_secs(60),
+            delayed_ack: Duration::from_millis(40),
+            time_wait: Duration::from_secs(60),
+            fin_wait2_timeout: Duration::from_secs(60),
+            user_timeout: Duration::from_secs(300),
+            syn_retries: 6,
+            synack_retries: 5,
+            keepalive: None,
+            nagle: false,
+            ephemeral_ports: (49152, 65535),
+            challenge_acks_per_sec: 1000,
+        }
+    }
+}
+
+/// Keep-alive parameters (RFC 9293 §3.8.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeepAlive {
+    /// Idle time before the first probe.
+    pub idle: Duration,
+    /// Time between unanswered probes.
+    pub interval: Duration,
+    /// Unanswered probes before the connection is dropped.
+    pub probes: u8,
+}
+
+impl Default for KeepAlive {
+    fn default() -> KeepAlive {
+        KeepAlive { idle: Duration::from_secs(7200), interval: Duration::from_secs(75), probes: 9 }
+    }
+}
+
+/// Bounds on what a shard will hold, whatever its peers send.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Connections of every state, TIME-WAIT included.
+    pub max_connections: usize,
+    /// Connections in TIME-WAIT; past this, a closing connection skips TIME-WAIT.
+    pub max_time_wait: usize,
+    /// Half-open (SYN-RECEIVED) connections per listener.
+    pub syn_backlog: usize,
+    /// Established connections waiting for `accept`, per listener.
+    pub accept_backlog: usize,
+    /// Listening sockets.
+    pub max_listeners: usize,
+    /// Entries in the ARP cache.
+    pub arp_cache: usize,
+    /// Frames held while their next hop is being resolved.
+    pub arp_pending: usize,
+    /// Frames (ARP replies, RSTs, ICMP) queued for transmission by the shard itself.
+    pub control_queue: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: 1 << 20,
+            max_time_wait: 1 << 18,
+            syn_backlog: 1024,
+            accept_backlog: 1024,
+            max_listeners: 64,
+            arp_cache: 1024,
+            arp_pending: 64,
+            control_queue: 256,
+        }
+    }
+}

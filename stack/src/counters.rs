@@ -1,0 +1,196 @@
+//! What the shard counts: every frame it drops, by reason, and the traffic it
+//! handles. Nothing a peer sends is dropped without a count.
+
+use core::fmt;
+
+macro_rules! reasons {
+    ($($(#[doc = $doc:literal])* $name:ident => $label:literal,)*) => {
+        /// Why a frame or segment was dropped (or answered instead of accepted).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum Drop {
+            $($(#[doc = $doc])* $name,)*
+        }
+
+        impl Drop {
+            /// Every reason, in declaration order.
+            pub const ALL: &'static [Drop] = &[$(Drop::$name,)*];
+
+            /// A stable snake_case label, for logs and metrics.
+            pub const fn label(self) -> &'static str {
+                match self {
+                    $(Drop::$name => $label,)*
+                }
+            }
+        }
+    };
+}
+
+reasons! {
+    /// Shorter than an Ethernet header.
+    EthernetTruncated => "ethernet_truncated",
+    /// Unicast to another MAC address.
+    EthernetNotForUs => "ethernet_not_for_us",
+    /// An EtherType other than IPv4 or ARP.
+    EthernetUnknownType => "ethernet_unknown_type",
+    /// Malformed or not Ethernet/IPv4 ARP.
+    ArpMalformed => "arp_malformed",
+    /// ARP neither for us nor about a neighbour we know.
+    ArpNotForUs => "arp_not_for_us",
+    /// A frame waiting for address resolution was dropped (queue full or no answer).
+    ArpUnresolved => "arp_unresolved",
+    /// A destination with no route (off-link and no gateway).
+    NoRoute => "no_route",
+    /// Shorter than its header, or a total length beyond the frame.
+    Ipv4Truncated => "ipv4_truncated",
+    /// Version is not 4.
+    Ipv4BadVersion => "ipv4_bad_version",
+    /// Header checksum mismatch.
+    Ipv4BadChecksum => "ipv4_bad_checksum",
+    /// IP options, which we do not handle.
+    Ipv4Options => "ipv4_options",
+    /// A fragment; we do not reassemble.
+    Ipv4Fragment => "ipv4_fragment",
+    /// Addressed to another host.
+    Ipv4NotForUs => "ipv4_not_for_us",
+    /// Source is broadcast, multicast, unspecified or ourselves.
+    Ipv4BadSource => "ipv4_bad_source",
+    /// A protocol we do not handle (answered with ICMP protocol unreachable).
+    Ipv4UnknownProtocol => "ipv4_unknown_protocol",
+    /// UDP: no port is open (answered with ICMP port unreachable).
+    UdpNoPort => "udp_no_port",
+    /// Malformed ICMP or bad ICMP checksum.
+    IcmpMalformed => "icmp_malformed",
+    /// ICMP we do not act on (not an echo request).
+    IcmpIgnored => "icmp_ignored",
+    /// An ICMP error we chose not to send (rate limit or forbidden by RFC 1122).
+    IcmpSuppressed => "icmp_suppressed",
+    /// Shorter than its header or a bad data offset.
+    TcpTruncated => "tcp_truncated",
+    /// TCP checksum mismatch.
+    TcpBadChecksum => "tcp_bad_checksum",
+    /// Invalid ports, flag combination or options.
+    TcpMalformed => "tcp_malformed",
+    /// No connection and no listener (answered with RST unless it was one).
+    TcpNoConnection => "tcp_no_connection",
+    /// A SYN refused because the listener's SYN queue is full.
+    TcpSynQueueFull => "tcp_syn_queue_full",
+    /// A handshake completion refused because the accept queue is full.
+    TcpAcceptQueueFull => "tcp_accept_queue_full",
+    /// A SYN refused because the shard holds its maximum of connections.
+    TcpConnectionLimit => "tcp_connection_limit",
+    /// Sequence number outside the receive window (answered with an ACK).
+    TcpOutOfWindow => "tcp_out_of_window",
+    /// An ACK for data never sent (answered with an ACK).
+    TcpAckUnsent => "tcp_ack_unsent",
+    /// An unacceptable segment in SYN-SENT or SYN-RECEIVED (answered with RST).
+    TcpBadHandshake => "tcp_bad_handshake",
+    /// A segment without ACK in a synchronized state.
+    TcpNoAck => "tcp_no_ack",
+    /// A SYN in a synchronized state (answered with a challenge ACK).
+    TcpUnexpectedSyn => "tcp_unexpected_syn",
+    /// An RST in the window but not at RCV.NXT (answered with a challenge ACK, RFC 5961).
+    TcpRstNotExact => "tcp_rst_not_exact",
+    /// An ACK below SND.UNA - MAX.SND.WND (answered with a challenge ACK, RFC 5961).
+    TcpAckTooOld => "tcp_ack_too_old",
+    /// A challenge ACK not sent: the per-second budget was spent.
+    TcpChallengeAckLimit => "tcp_challenge_ack_limit",
+    /// Out-of-order data beyond what reassembly can track.
+    TcpReassemblyFull => "tcp_reassembly_full",
+    /// Data for a connection whose application has closed it (answered with RST).
+    TcpDataAfterClose => "tcp_data_after_close",
+    /// A frame the shard wanted to send itself, dropped because its queue was full.
+    ControlQueueFull => "control_queue_full",
+}
+
+/// The shard's counters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counters {
+    drops: [u64; Drop::ALL.len()],
+    /// Frames handed to `handle_frame`.
+    pub frames_in: u64,
+    /// Frames produced by `poll_transmit`.
+    pub frames_out: u64,
+    /// TCP segments accepted by a connection or listener.
+    pub segments_in: u64,
+    /// TCP segments sent.
+    pub segments_out: u64,
+    /// TCP segments sent again (timeout, fast retransmit, probe).
+    pub retransmits: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// RSTs sent.
+    pub resets_sent: u64,
+    /// Connections that reached ESTABLISHED.
+    pub established: u64,
+    /// ICMP echo replies sent.
+    pub echo_replies: u64,
+    /// ICMP destination-unreachable messages sent.
+    pub unreachables_sent: u64,
+    /// ARP requests sent (gratuitous ones included).
+    pub arp_requests: u64,
+    /// ARP replies sent.
+    pub arp_replies: u64,
+}
+
+impl Default for Counters {
+    fn default() -> Counters {
+        Counters {
+            drops: [0; Drop::ALL.len()],
+            frames_in: 0,
+            frames_out: 0,
+            segments_in: 0,
+            segments_out: 0,
+            retransmits: 0,
+            timeouts: 0,
+            resets_sent: 0,
+            established: 0,
+            echo_replies: 0,
+            unreachables_sent: 0,
+            arp_requests: 0,
+            arp_replies: 0,
+        }
+    }
+}
+
+impl Counters {
+    /// Counts one drop.
+    pub(crate) fn drop(&mut self, reason: Drop) {
+        self.drops[reason as usize] += 1;
+    }
+
+    /// How many frames were dropped for `reason`.
+    pub fn dropped(&self, reason: Drop) -> u64 {
+        self.drops[reason as usize]
+    }
+
+    /// Every drop reason with its count.
+    pub fn drops(&self) -> impl Iterator<Item = (Drop, u64)> + '_ {
+        Drop::ALL.iter().map(|&r| (r, self.drops[r as usize]))
+    }
+
+    /// All drops, whatever the reason.
+    pub fn total_dropped(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+}
+
+impl fmt::Display for Counters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "frames in {} out {}, segments in {} out {}, retransmits {}, timeouts {}, resets {}",
+            self.frames_in,
+            self.frames_out,
+            self.segments_in,
+            self.segments_out,
+            self.retransmits,
+            self.timeouts,
+            self.resets_sent
+        )?;
+        for (reason, n) in self.drops().filter(|&(_, n)| n > 0) {
+            write!(f, ", {} {}", reason.label(), n)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,59 @@
+//! An incoming TCP segment, as the state machine sees it.
+
+use smoltcp::wire::{TcpControl, TcpRepr};
+
+use crate::tcp::seq::SeqNumber;
+use crate::wire::Flags;
+
+/// A parsed, checksum-verified incoming segment.
+#[derive(Clone, Copy, Debug)]
+pub struct Segment<'a> {
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// SEG.SEQ.
+    pub seq: SeqNumber,
+    /// SEG.ACK, when the ACK flag is set.
+    pub ack: Option<SeqNumber>,
+    /// Control flags.
+    pub flags: Flags,
+    /// SEG.WND, unscaled.
+    pub window: u16,
+    /// The MSS option, if present.
+    pub mss: Option<u16>,
+    /// The data.
+    pub payload: &'a [u8],
+}
+
+impl<'a> Segment<'a> {
+    /// SEG.LEN: the data plus one for SYN and one for FIN.
+    pub fn len(&self) -> u32 {
+        self.payload.len() as u32 + self.flags.syn as u32 + self.flags.fin as u32
+    }
+
+    /// Zero sequence space.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// From smoltcp's parsed representation.
+    pub fn from_repr(repr: &TcpRepr<'a>, psh: bool) -> Segment<'a> {
+        let flags = Flags {
+            syn: repr.control == TcpControl::Syn,
+            fin: repr.control == TcpControl::Fin,
+            rst: repr.control == TcpControl::Rst,
+            psh: psh || repr.control == TcpControl::Psh,
+        };
+        Segment {
+            src_port: repr.src_port,
+            dst_port: repr.dst_port,
+            seq: repr.seq_number.into(),
+            ack: repr.ack_number.map(Into::into),
+            flags,
+            window: repr.window_len,
+            mss: repr.max_seg_size,
+            payload: repr.payload,
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! LISTEN: passive opens (RFC 9293 §3.10.7.2) and the SYN queue.
+
+use core::net::{Ipv4Addr, SocketAddrV4};
+
+use super::harness::*;
+use crate::api::{Event, ListenError};
+use crate::counters::Drop;
+use crate::tcp::State;
+
+#[test]
+fn syn_gets_syn_ack_with_our_mss_and_window() {
+    let mut t = T::listening();
+    t.send(t.seg_in().seq(IRS).no_ack().syn().mss(PEER_MSS));
+    t.iss = t.expected_iss(REMOTE_PORT);
+    t.recv(&[t.seg_out().seq(t.iss).ack(IRS + 1).syn().mss(1460)]);
+    assert_eq!(t.shard.connection_count(), 1);
+    assert_eq!(t.event(), None, "no event before the handshake completes");
+}
+
+#[test]
+fn mss_is_the_smaller_of_ours_and_the_peers_and_536_without_option() {
+    let mut t = T::listening();
+    t.send(t.seg_in().seq(IRS).no_ack().syn());
+    t.iss = t.expected_iss(REMOTE_PORT);
+    t.recv(&[t.seg_out().seq(t.iss).ack(IRS + 1).syn().mss(1460)]);
+    t.send(t.seg_in());
+    t.handle = t.shard.accept(t.listener.unwrap());
+    assert_eq!(t.shard.flow(t.h()).unwrap().mss, 536);
+
+    let mut t = T::established();
+    assert_eq!(t.shard.flow(t.h()).unwrap().mss, PEER_MSS);
+    assert_eq!(t.shard.flow(t.h()).unwrap().state, State::Established);
+    let _ = t.events();
+}
+
+#[test]
+fn listen_validates_address_and_port() {
+    let mut t = T::listening();
+    assert_eq!(t.shard.listen(SocketAddrV4::new(LOCAL_IP, LOCAL_PORT)), Err(ListenError::AddressInUse));
+    assert_eq!(
+        t.shard.listen(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 9), 81)),
+        Err(ListenError::AddressNotAvailable)
+    );
+    assert!(t.shard.listen(SocketAddrV4::new(LOCAL_IP, 81)).is_ok());
+}
+
+#[test]
+fn syn_queue_limit_drops_further_syns() {
+    let mut c = config();
+    c.limits.syn_backlog = 2;
+    let mut t = T::listening_with(c);
+    for port in 0..3 {
+        t.send(t.seg_in().src_port(40_000 + port).seq(IRS).no_ack().syn());
+    }
+    assert_eq!(t.segments().len(), 2);
+    assert_eq!(t.shard.counters().dropped(Drop::TcpSynQueueFull), 1);
+    assert_eq!(t.shard.connection_count(), 2);
+}
+
+#[test]
+fn connection_limit_bounds_the_shard() {
+    let mut c = config();
+    c.limits.max_connections = 1;
+    let mut t = T::listening_with(c);
+    t.send(t.seg_in().src_port(40_000).seq(IRS).no_ack().syn());
+    t.send(t.seg_in().src_port(40_001).seq(IRS).no_ack().syn());
+    assert_eq!(t.segments().len(), 1);
+    assert_eq!(t.shard.counters().dropped(Drop::TcpConnectionLimit), 1);
+}
+
+#[test]
+fn unlisten_resets_queued_connections_and_frees_the_port() {
+    let mut t = T::listening();
+    t.send(t.seg_in().seq(IRS).no_ack().syn());
+    t.iss = t.expected_iss(REMOTE_PORT);
+    let _ = t.segments();
+    t.send(t.seg_in());
+    assert_eq!(t.event(), Some(Event::Acceptable(t.listener.unwrap())));
+    t.shard.unlisten(t.listener.unwrap());
+    t.recv(&[t.seg_out().rst().window(0)]);
+    assert_eq!(t.shard.connection_count(), 0);
+    assert!(t.shard.listen(SocketAddrV4::new(LOCAL_IP, LOCAL_PORT)).is_ok());
+}

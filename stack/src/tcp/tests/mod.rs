@@ -1,0 +1,13 @@
+//! Segment-level tests, grouped by RFC 9293 state: feed segments, assert
+//! exactly the segments that come back.
+
+mod harness;
+
+mod closed;
+mod closing;
+mod established;
+mod listen;
+mod network;
+mod syn_received;
+mod syn_sent;
+mod timers;

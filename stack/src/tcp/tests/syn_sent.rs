@@ -1,0 +1,141 @@
+//! SYN-SENT: active opens (RFC 9293 §3.10.7.3), simultaneous open.
+
+use core::net::SocketAddrV4;
+
+use super::harness::*;
+use crate::api::{ConnectError, ConnectionError, Event, RecvError};
+use crate::tcp::State;
+use crate::time::Duration;
+
+/// Connects to the peer's port 80 and checks the SYN; our port is the first
+/// ephemeral one.
+fn syn_sent() -> (T, Seg) {
+    let mut t = T::bare(config());
+    t.handle = Some(t.shard.connect(t.now, SocketAddrV4::new(REMOTE_IP, 80)).unwrap());
+    let segs = t.segments();
+    assert_eq!(segs.len(), 1);
+    let syn = segs[0].clone();
+    assert!(syn.syn && syn.ack.is_none() && syn.mss == Some(1460));
+    assert_eq!((syn.src_port, syn.dst_port), (49152, 80));
+    assert_eq!(syn.window, RX_BUFFER as u16);
+    t.iss = syn.seq;
+    (t, syn)
+}
+
+/// A segment from the peer's port 80 to our ephemeral port.
+fn from_peer(t: &T) -> Seg {
+    t.seg_in().src_port(80).dst_port(49152)
+}
+
+fn to_peer(t: &T) -> Seg {
+    t.seg_out().src_port(49152).dst_port(80)
+}
+
+#[test]
+fn syn_ack_completes_the_open() {
+    let (mut t, _) = syn_sent();
+    t.send(from_peer(&t).seq(IRS).syn().mss(PEER_MSS));
+    t.recv(&[to_peer(&t)]);
+    assert_eq!(t.event(), Some(Event::Connected(t.h())));
+    assert_eq!(t.shard.flow(t.h()).unwrap().state, State::Established);
+    assert!(t.shard.flow(t.h()).unwrap().srtt.is_some(), "the handshake gives an RTT sample");
+}
+
+#[test]
+fn data_queued_before_the_handshake_goes_out_after_it() {
+    let (mut t, _) = syn_sent();
+    assert_eq!(t.shard.send(t.h(), b"early"), Ok(5));
+    t.recv_nothing();
+    t.send(from_peer(&t).seq(IRS).syn().mss(PEER_MSS));
+    t.recv(&[to_peer(&t).data(b"early").psh()]);
+}
+
+#[test]
+fn syn_ack_with_a_bad_ack_is_reset() {
+    let (mut t, _) = syn_sent();
+    t.send(from_peer(&t).seq(IRS).syn().ack(t.iss.wrapping_add(9)));
+    t.recv(&[to_peer(&t).seq(t.iss.wrapping_add(9)).no_ack().rst().window(0)]);
+    assert_eq!(t.shard.flow(t.h()).unwrap().state, State::SynSent);
+}
+
+#[test]
+fn rst_with_acceptable_ack_refuses_the_connection() {
+    let (mut t, _) = syn_sent();
+    t.send(from_peer(&t).seq(0).rst());
+    t.recv_nothing();
+    assert_eq!(t.event(), Some(Event::Error(t.h(), ConnectionError::Refused)));
+    let mut buf = [0; 4];
+    assert_eq!(t.shard.recv(t.h(), &mut buf), Err(RecvError::Connection(ConnectionError::Refused)));
+    t.shard.close(t.h());
+    assert_eq!(t.shard.connection_count(), 0);
+}
+
+#[test]
+fn rst_without_ack_is_ignored() {
+    let (mut t, _) = syn_sent();
+    t.send(from_peer(&t).seq(IRS).rst().no_ack());
+    t.recv_nothing();
+    assert_eq!(t.event(), None);
+    assert_eq!(t.shard.flow(t.h()).unwrap().state, State::SynSent);
+}
+
+#[test]
+fn simultaneous_open_goes_through_syn_received() {
+    let (mut t, _) = syn_sent();
+    t.send(from_peer(&t).seq(IRS).syn().no_ack().mss(PEER_MSS));
+    t.recv(&[to_peer(&t).seq(t.iss).syn().mss(1460)]);
+    assert_eq!(t.shard.flow(t.h()).unwrap().state, State::SynReceived);
+    assert_eq!(t.event(), None);
+    // The peer's SYN-ACK acknowledges our SYN (RFC 9293 figure 7).
+    t.send(from_peer(&t).seq(IRS).syn().mss(PEER_MSS));
+    assert_eq!(t.shard.flow(t.h()).unwrap().state, State::Established);
+    assert_eq!(t.event(), Some(Event::Connected(t.h())));
+    t.recv_nothing();
+}
+
+#[test]
+fn syn_is_retransmitted_with_backoff_and_the_open_times_out() {
+    let (mut t, syn) = syn_sent();
+    t.advance(Duration::from_millis(1001));
+    t.recv_one(&syn);
+    t.advance(Duration::from_millis(2001));
+    t.recv_one(&syn);
+    t.advance(Duration::from_secs(4 + 8 + 16) + Duration::from_millis(10));
+    t.recv(&[syn.clone(), syn.clone(), syn.clone()]);
+    t.advance(Duration::from_secs(32));
+    t.recv_one(&syn);
+    assert_eq!(t.event(), None, "six retransmissions, as Linux: about 127 s");
+    t.advance(Duration::from_secs(64));
+    t.recv_nothing();
+    assert_eq!(t.event(), Some(Event::Error(t.h(), ConnectionError::TimedOut)));
+}
+
+#[test]
+fn connect_rejects_impossible_peers() {
+    let mut t = T::bare(config());
+    let now = t.now;
+    assert_eq!(t.shard.connect(now, SocketAddrV4::new(REMOTE_IP, 0)), Err(ConnectError::InvalidAddress));
+    assert_eq!(t.shard.connect(now, SocketAddrV4::new(LOCAL_IP, 80)), Err(ConnectError::InvalidAddress));
+    assert_eq!(
+        t.shard.connect(now, SocketAddrV4::new(core::net::Ipv4Addr::BROADCAST, 80)),
+        Err(ConnectError::InvalidAddress)
+    );
+    assert_eq!(
+        t.shard.connect(now, SocketAddrV4::new(core::net::Ipv4Addr::new(192, 168, 1, 1), 80)),
+        Err(ConnectError::NoRoute)
+    );
+}
+
+#[test]
+fn ephemeral_ports_run_out_cleanly() {
+    let mut c = config();
+    c.tcp.ephemeral_ports = (50_000, 50_002);
+    let mut t = T::bare(c);
+    let to = SocketAddrV4::new(REMOTE_IP, 80);
+    for _ in 0..3 {
+        t.shard.connect(t.now, to).unwrap();
+    }
+    assert_eq!(t.shard.connect(t.now, to), Err(ConnectError::NoPort));
+    // Another destination port is another set of tuples.
+    assert!(t.shard.connect(t.now, SocketAddrV4::new(REMOTE_IP, 81)).is_ok());
+}

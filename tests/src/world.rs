@@ -1,0 +1,172 @@
+//! A simulated world: shards on hosts of a [`Network`], driven in virtual
+//! time the way a real runtime drives them.
+//!
+//! Each step jumps to the earliest of the network's next event and the
+//! shards' next deadlines, delivers arrived frames, runs due timers, lets the
+//! application act on each host, and transmits what the shards produced.
+//! Nothing sleeps; a run is a pure function of its seed.
+
+use core::net::Ipv4Addr;
+
+use fairway_nic::Device;
+use fairway_nic::sim::{HostId, LinkConfig, Network, Side};
+use fairway_stack::time::Instant;
+use fairway_stack::{Config, Shard};
+
+/// What runs on the hosts: called once per host per step, after the host's
+/// frames and timers were handled and before its output is sent.
+pub trait App {
+    /// Acts on `host`'s events and drives its shard.
+    fn on_host(&mut self, host: usize, shard: &mut Shard, now: Instant);
+    /// Whether the run is complete.
+    fn done(&self) -> bool;
+    /// The next time the application wants to act without any event (for
+    /// example, to start a transfer on schedule).
+    fn next_wakeup(&self) -> Option<Instant> {
+        None
+    }
+}
+
+/// A host: a shard behind a port of the network.
+pub struct Host {
+    /// The stack.
+    pub shard: Shard,
+    /// The network port.
+    pub id: HostId,
+    /// Its address.
+    pub ip: Ipv4Addr,
+}
+
+/// Why [`World::run`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The application said it is done.
+    Done,
+    /// Nothing will ever happen again: no frame in flight, no timer set.
+    Idle,
+    /// The virtual-time limit was reached.
+    TimeLimit,
+    /// The step limit was reached (a livelock guard).
+    StepLimit,
+}
+
+/// Counts the heap bytes one host's calls allocate (net of frees), through
+/// a reader of the process's allocation counters.
+#[derive(Clone, Copy, Debug)]
+pub struct Meter {
+    /// The host whose calls are measured.
+    pub host: usize,
+    /// Reads the process's net heap bytes.
+    pub read: fn() -> i64,
+    /// Net bytes allocated during the host's calls so far.
+    pub bytes: i64,
+}
+
+/// Shards on a simulated network.
+pub struct World {
+    /// The network.
+    pub net: Network,
+    /// The hosts, in the order they were added.
+    pub hosts: Vec<Host>,
+    /// Steps taken so far.
+    pub steps: u64,
+    /// Heap accounting for one host, if set.
+    pub meter: Option<Meter>,
+    mtu: usize,
+}
+
+impl World {
+    /// An empty world: a dumbbell whose bottleneck has `left_to_right` and
+    /// `right_to_left` links, carrying IP packets of up to `mtu` bytes.
+    pub fn new(seed: u64, mtu: usize, left_to_right: LinkConfig, right_to_left: LinkConfig) -> World {
+        World {
+            net: Network::new(seed, mtu + 14, left_to_right, right_to_left),
+            hosts: Vec::new(),
+            steps: 0,
+            meter: None,
+            mtu,
+        }
+    }
+
+    /// The MAC address the world gives `ip`.
+    pub fn mac_of(ip: Ipv4Addr) -> [u8; 6] {
+        let o = ip.octets();
+        [0x02, 0x00, o[0], o[1], o[2], o[3]]
+    }
+
+    /// A configuration for a host at `ip` on the world's 10.0.0.0/8 subnet,
+    /// with a secret derived from the address.
+    pub fn config_for(&self, ip: Ipv4Addr) -> Config {
+        let mut c = Config::new(World::mac_of(ip), ip, 8);
+        c.mtu = self.mtu;
+        c.secret = 0xfa17_0000_0000 ^ ip.to_bits() as u128;
+        c
+    }
+
+    /// Adds a host with `config` on `side`, reached through `access`.
+    pub fn add_host(&mut self, side: Side, config: Config, access: LinkConfig) -> usize {
+        let ip = config.ip;
+        let id = self.net.add_host(side, config.mac, access);
+        self.hosts.push(Host { shard: Shard::new(config), id, ip });
+        self.hosts.len() - 1
+    }
+
+    /// The current virtual time.
+    pub fn now(&self) -> Instant {
+        self.net.now()
+    }
+
+    /// Runs until the application is done, nothing is left to do, `until`
+    /// passes, or `max_steps` steps were taken.
+    pub fn run(&mut self, app: &mut impl App, until: Instant, max_steps: u64) -> Stop {
+        // Let every host act once at the start (listen, first connects).
+        let now = self.now();
+        self.visit_all(app, now);
+        let mut steps = 0u64;
+        loop {
+            if app.done() {
+                return Stop::Done;
+            }
+            if steps >= max_steps {
+                return Stop::StepLimit;
+            }
+            let Some(next) = self.next_time(app) else {
+                return Stop::Idle;
+            };
+            if next > until {
+                self.net.advance(until);
+                return Stop::TimeLimit;
+            }
+            let now = next.max(self.now());
+            self.net.advance(now);
+            self.visit_all(app, now);
+            steps += 1;
+            self.steps += 1;
+        }
+    }
+
+    /// The earliest time anything happens: a frame hop, a shard deadline or
+    /// an application wake-up.
+    fn next_time(&self, app: &impl App) -> Option<Instant> {
+        let shards = self.hosts.iter().filter_map(|h| h.shard.poll_timeout());
+        self.net.next_event().into_iter().chain(shards).chain(app.next_wakeup()).min()
+    }
+
+    fn visit_all(&mut self, app: &mut impl App, now: Instant) {
+        for i in 0..self.hosts.len() {
+            let metered = self.meter.filter(|m| m.host == i).map(|m| (m.read)());
+            let host = &mut self.hosts[i];
+            let mut port = self.net.port(host.id);
+            let shard = &mut host.shard;
+            port.receive(usize::MAX, |frame| shard.handle_frame(now, frame));
+            if shard.poll_timeout().is_some_and(|t| t <= now) {
+                shard.handle_timeout(now);
+            }
+            app.on_host(i, shard, now);
+            port.transmit(usize::MAX, |buf| shard.poll_transmit(now, buf));
+            if let (Some(before), Some(meter)) = (metered, self.meter.as_mut()) {
+                meter.bytes += (meter.read)() - before;
+            }
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! Zero heap allocations per request in steady state: a request/response
+//! workload on the simulated network, counted by a global allocator.
+//!
+//! This file holds a single test so no other test's allocations are counted.
+
+use fairway_nic::sim::{LinkConfig, Side};
+use fairway_stack::time::{Duration, Instant};
+use fairway_tests::reqresp::{Mode, RequestResponse, Workload};
+use fairway_tests::scenario::{SERVER_IP, client_ip};
+use fairway_tests::world::{Stop, World};
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
+
+fn world(time_wait: Duration) -> World {
+    let link = LinkConfig::ideal().with_delay(Duration::from_micros(100)).with_bandwidth_mbps(1000);
+    let mut world = World::new(5, 1500, link, link);
+    let mut server = world.config_for(SERVER_IP);
+    server.tcp.time_wait = time_wait;
+    world.add_host(Side::Right, server, LinkConfig::ideal());
+    for i in 0..2 {
+        let mut client = world.config_for(client_ip(i));
+        client.tcp.time_wait = time_wait;
+        world.add_host(Side::Left, client, LinkConfig::ideal());
+    }
+    world.net.reserve_frames(4096);
+    world
+}
+
+/// Runs `warmup` requests, then `measured` more, and returns the allocations
+/// made during the measured ones.
+fn allocations_in_steady_state(mode: Mode, warmup: u64, measured: u64) -> (stats_alloc::Stats, u64) {
+    let mut world = world(Duration::from_millis(100));
+    let mut app = RequestResponse::new(
+        3,
+        0,
+        SERVER_IP,
+        Workload { mode, conns_per_client: 8, request_len: 200, response_len: 3000, target: warmup },
+    );
+    let until = Instant::from_secs(3600);
+    assert_eq!(world.run(&mut app, until, 50_000_000), Stop::Done);
+    let warm = world.now();
+    app.target += measured;
+    let region = Region::new(GLOBAL);
+    let stop = world.run(&mut app, until, 50_000_000);
+    let stats = region.change();
+    assert_eq!(stop, Stop::Done);
+    assert_eq!(app.errors, 0);
+    println!("{mode:?}: warm-up {warmup} requests in {warm}, then {measured} in {}", world.now() - warm);
+    (stats, app.completed)
+}
+
+#[test]
+fn steady_state_request_response_allocates_nothing() {
+    // Keep-alive: the same connections serve request after request.
+    let (stats, done) = allocations_in_steady_state(Mode::KeepAlive, 2_000, 20_000);
+    assert_eq!(done, 22_000);
+    assert_eq!((stats.allocations, stats.reallocations), (0, 0), "keep-alive: {stats:?}");
+
+    // A connection per request: slots, buffers, flow-table entries and
+    // TIME-WAIT all recycle. The warm-up spans several TIME-WAIT periods so
+    // the TIME-WAIT population has reached its steady size.
+    let (stats, done) = allocations_in_steady_state(Mode::ConnectionPerRequest, 30_000, 10_000);
+    assert_eq!(done, 40_000);
+    assert_eq!((stats.allocations, stats.reallocations), (0, 0), "connection per request: {stats:?}");
+}
