@@ -132,7 +132,11 @@ impl TimerWheel {
     /// A deadline at or before the wheel's current time makes the id due at
     /// the next [`TimerWheel::pop_expired`].
     ///
-    /// Ids index a vector, so keep them dense; `u32::MAX` is reserved.
+    /// Ids index a vector, so keep them dense.
+    ///
+    /// # Panics
+    ///
+    /// When `id` is `u32::MAX`, which the wheel reserves as its null link.
     pub fn schedule(&mut self, id: u32, at: Instant) {
         assert!(id != NONE, "timer id u32::MAX is reserved");
         let index = id as usize;
@@ -286,6 +290,9 @@ impl TimerWheel {
         if slot <= current {
             tick += revolution;
         }
+        // Time only moves forward; an event at or before `elapsed` would make
+        // pop_expired spin.
+        debug_assert!(tick > self.elapsed, "next event {tick} not after elapsed {}", self.elapsed);
         Some(Expiration { level, slot, tick })
     }
 
@@ -400,12 +407,18 @@ mod tests {
 
     /// Drives the wheel the way a runtime would: jump to each wakeup and pop
     /// everything; returns `(id, time popped)` until `limit` or empty.
+    ///
+    /// Each id costs at most one wakeup per level, so far more wakeups than
+    /// that means the wheel stopped making progress: fail instead of hanging.
+    #[track_caller]
     fn run_until(wheel: &mut TimerWheel, limit: Instant) -> Vec<(u32, Instant)> {
         let mut fired = Vec::new();
+        let mut budget = 100 + 10 * LEVELS * wheel.len();
         while let Some(wakeup) = wheel.next_wakeup() {
             if wakeup > limit {
                 break;
             }
+            budget = budget.checked_sub(1).expect("livelock: the wheel stopped making progress");
             let now = wakeup.max(wheel.now());
             fired.extend(drain(wheel, now).into_iter().map(|id| (id, now)));
         }
@@ -612,9 +625,9 @@ mod tests {
                 assert!(wakeup.total_micros() < deadline + TICK);
             }
             wakeups += 1;
+            assert!(wakeups <= LEVELS * 2_000, "livelock");
         }
         assert!(deadlines.is_empty());
-        assert!(wakeups < 6 * 2_000);
     }
 
     #[test]
