@@ -7,9 +7,11 @@
 //! loss), ARP resolved the normal way, all in the calling thread. Checksums
 //! are computed on transmit and verified on receive. The client writes with
 //! `send` and the server reads with `recv` in `chunk`-byte pieces; byte `i`
-//! of the stream is `(i % 251) as u8` and every byte is checked. The clock
-//! runs from the first write to the last verified read; the time passed to
-//! the shards is real elapsed time, read once per loop turn.
+//! of the stream is `(i % 251) as u8` and every byte is checked. One chunk
+//! goes through before the clock starts (Fairway attaches connection buffers
+//! on first use, smoltcp allocates them with the socket); the clock then runs
+//! from the next write to the last verified read. The time passed to the
+//! shards is real elapsed time, read once per loop turn.
 //!
 //! One difference is inherent: Fairway's TCP (this issue) has no window
 //! scaling yet, so its window is at most 64 KiB whatever the buffer size.
@@ -21,7 +23,7 @@ use std::time::Instant as StdInstant;
 use fairway_stack::time::Instant;
 use fairway_stack::{Config, Event, Handle, RecvError, SendError, Shard};
 
-use crate::smoltcp_loopback::{LoopbackConfig, LoopbackResult, STALL_LIMIT};
+use crate::smoltcp_loopback::{LoopbackConfig, LoopbackResult, Phase, STALL_LIMIT};
 
 const SERVER_PORT: u16 = 5201;
 const PATTERN_PERIOD: usize = 251;
@@ -85,6 +87,12 @@ fn shard(mac_last: u8, ip_last: u8, config: &LoopbackConfig) -> Shard {
 /// Panics on corrupted data, if the connection cannot be established, or if
 /// no progress is made for [`STALL_LIMIT`] loop turns.
 pub fn run(config: &LoopbackConfig) -> LoopbackResult {
+    run_probed(config, |_| {})
+}
+
+/// [`run`], calling `probe` right before the clock starts and right after it
+/// stops.
+pub fn run_probed(config: &LoopbackConfig, mut probe: impl FnMut(Phase)) -> LoopbackResult {
     assert!(config.chunk > 0, "chunk must be positive");
     let mut client = shard(1, 1, config);
     let mut server = shard(2, 2, config);
@@ -124,59 +132,95 @@ pub fn run(config: &LoopbackConfig) -> LoopbackResult {
     // The same pattern source as the smoltcp half: slices of a precomputed
     // buffer, compared with one memcmp per read.
     let pattern: Vec<u8> = (0..PATTERN_PERIOD + config.chunk).map(|i| (i % PATTERN_PERIOD) as u8).collect();
-    let mut inbox = vec![0u8; config.chunk];
-    let mut written = 0usize;
-    let mut read = 0usize;
-    let mut frames = 0u64;
-    let mut idle_turns = 0u64;
+    let mut pair =
+        Pair { client, server, c, s, to_server, to_client, clock: &clock, pattern, inbox: vec![0u8; config.chunk] };
+    // Warm-up, unmeasured: one chunk through, so the connection's buffers are
+    // allocated (Fairway attaches them on first use; smoltcp's sockets get
+    // theirs up front).
+    let warmup = config.chunk.min(config.total_bytes.max(1));
+    pair.transfer(0, warmup, config.chunk);
+
+    probe(Phase::TransferStart);
     let start = StdInstant::now();
-    while read < config.total_bytes {
-        let now = clock();
-        let before = (written, read);
-        // The client writes as much as the send buffer takes.
-        while written < config.total_bytes {
-            let n = (config.total_bytes - written).min(config.chunk);
-            let off = written % PATTERN_PERIOD;
-            match client.send(c, &pattern[off..off + n]) {
-                Ok(k) => written += k,
-                Err(SendError::WouldBlock) => break,
-                Err(e) => panic!("client send: {e}"),
-            }
-        }
-        frames += to_server.fill_from(&mut client, now);
-        to_server.drain_into(&mut server, now);
-        // The server reads and checks everything that arrived.
-        loop {
-            match server.recv(s, &mut inbox) {
-                Ok(0) => panic!("unexpected end of stream after {read} bytes"),
-                Ok(n) => {
-                    let off = read % PATTERN_PERIOD;
-                    if inbox[..n] != pattern[off..off + n] {
-                        let i = inbox[..n].iter().zip(&pattern[off..]).position(|(a, b)| a != b).unwrap_or(0);
-                        panic!("corrupted byte at offset {}", read + i);
-                    }
-                    read += n;
+    let frames = pair.transfer(warmup, config.total_bytes, config.chunk);
+    let elapsed = start.elapsed();
+    probe(Phase::TransferEnd);
+    LoopbackResult { bytes: config.total_bytes, elapsed, frames }
+}
+
+/// The two shards and their link, mid-transfer.
+struct Pair<'a, C: Fn() -> Instant> {
+    client: Shard,
+    server: Shard,
+    c: Handle,
+    s: Handle,
+    to_server: Lane,
+    to_client: Lane,
+    clock: &'a C,
+    pattern: Vec<u8>,
+    inbox: Vec<u8>,
+}
+
+impl<C: Fn() -> Instant> Pair<'_, C> {
+    /// Moves stream bytes `from..from + len` from client to server, checking
+    /// each; returns the frames sent.
+    fn transfer(&mut self, from: usize, len: usize, chunk: usize) -> u64 {
+        let end = from + len;
+        let (mut written, mut read) = (from, from);
+        let mut frames = 0u64;
+        let mut idle_turns = 0u64;
+        while read < end {
+            let now = (self.clock)();
+            let before = (written, read);
+            // The client writes as much as the send buffer takes.
+            while written < end {
+                let n = (end - written).min(chunk);
+                let off = written % PATTERN_PERIOD;
+                match self.client.send(self.c, &self.pattern[off..off + n]) {
+                    Ok(k) => written += k,
+                    Err(SendError::WouldBlock) => break,
+                    Err(e) => panic!("client send: {e}"),
                 }
-                Err(RecvError::WouldBlock) => break,
-                Err(e) => panic!("server recv: {e}"),
+            }
+            frames += self.to_server.fill_from(&mut self.client, now);
+            self.to_server.drain_into(&mut self.server, now);
+            // The server reads and checks everything that arrived.
+            loop {
+                let want = (end - read).min(self.inbox.len());
+                if want == 0 {
+                    break;
+                }
+                match self.server.recv(self.s, &mut self.inbox[..want]) {
+                    Ok(0) => panic!("unexpected end of stream after {read} bytes"),
+                    Ok(n) => {
+                        let off = read % PATTERN_PERIOD;
+                        if self.inbox[..n] != self.pattern[off..off + n] {
+                            let i = self.inbox[..n].iter().zip(&self.pattern[off..]).position(|(a, b)| a != b);
+                            panic!("corrupted byte at offset {}", read + i.unwrap_or(0));
+                        }
+                        read += n;
+                    }
+                    Err(RecvError::WouldBlock) => break,
+                    Err(e) => panic!("server recv: {e}"),
+                }
+            }
+            frames += self.to_client.fill_from(&mut self.server, now);
+            self.to_client.drain_into(&mut self.client, now);
+            for shard in [&mut self.client, &mut self.server] {
+                if shard.poll_timeout().is_some_and(|t| t <= now) {
+                    shard.handle_timeout(now);
+                }
+                while shard.poll_event().is_some() {}
+            }
+            if (written, read) == before {
+                idle_turns += 1;
+                assert!(idle_turns < STALL_LIMIT, "no progress for {STALL_LIMIT} turns at {read} bytes");
+            } else {
+                idle_turns = 0;
             }
         }
-        frames += to_client.fill_from(&mut server, now);
-        to_client.drain_into(&mut client, now);
-        for shard in [&mut client, &mut server] {
-            if shard.poll_timeout().is_some_and(|t| t <= now) {
-                shard.handle_timeout(now);
-            }
-            while shard.poll_event().is_some() {}
-        }
-        if (written, read) == before {
-            idle_turns += 1;
-            assert!(idle_turns < STALL_LIMIT, "no progress for {STALL_LIMIT} turns at {read} bytes");
-        } else {
-            idle_turns = 0;
-        }
+        frames
     }
-    LoopbackResult { bytes: read, elapsed: start.elapsed(), frames }
 }
 
 #[cfg(test)]

@@ -134,14 +134,16 @@ const MAX_EGRESS_PER_POLL: usize = 1 << 16;
 
 /// Points at which [`run_probed`] calls its probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub enum Phase {
     /// Right before the clock starts.
     TransferStart,
     /// Right after the clock stops.
     TransferEnd,
 }
 
-fn run_probed(config: &LoopbackConfig, mut probe: impl FnMut(Phase)) -> LoopbackResult {
+/// [`run`], calling `probe` right before the clock starts and right after it
+/// stops (tests use it to count allocations inside the measured interval).
+pub fn run_probed(config: &LoopbackConfig, mut probe: impl FnMut(Phase)) -> LoopbackResult {
     assert!(
         (576..=65535 - ETHERNET_HEADER_LEN).contains(&config.mtu),
         "mtu {} outside 576..={}",
@@ -453,53 +455,6 @@ impl phy::TxToken for TxToken<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::alloc::{GlobalAlloc, Layout, System};
-    use std::cell::Cell;
-
-    /// Counts allocations made by the current thread, so that tests running
-    /// in parallel do not disturb each other.
-    struct CountingAlloc;
-
-    thread_local! {
-        static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-    }
-
-    fn note_allocation() {
-        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-    }
-
-    fn allocations() -> u64 {
-        ALLOCATIONS.with(Cell::get)
-    }
-
-    // SAFETY: every method forwards to `System`; the counter does not allocate.
-    unsafe impl GlobalAlloc for CountingAlloc {
-        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            note_allocation();
-            // SAFETY: same contract as our caller's.
-            unsafe { System.alloc(layout) }
-        }
-
-        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-            note_allocation();
-            // SAFETY: same contract as our caller's.
-            unsafe { System.alloc_zeroed(layout) }
-        }
-
-        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            note_allocation();
-            // SAFETY: same contract as our caller's.
-            unsafe { System.realloc(ptr, layout, new_size) }
-        }
-
-        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            // SAFETY: same contract as our caller's.
-            unsafe { System.dealloc(ptr, layout) }
-        }
-    }
-
-    #[global_allocator]
-    static GLOBAL: CountingAlloc = CountingAlloc;
 
     fn config(total_bytes: usize, mtu: usize) -> LoopbackConfig {
         LoopbackConfig { total_bytes, mtu, socket_buffer: 256 * 1024, chunk: 64 * 1024 }
@@ -543,26 +498,6 @@ mod tests {
         for total in [0, 1, 250, 251, 252] {
             let cfg = config(total, 1500);
             assert_eq!(run(&cfg).bytes, total);
-        }
-    }
-
-    #[test]
-    fn measured_loop_does_not_allocate() {
-        // The counter works at all.
-        let before = allocations();
-        drop(std::hint::black_box(Box::new(1u8)));
-        assert!(allocations() > before);
-
-        for mtu in [1500, 9000] {
-            let cfg = config(8_000_000, mtu);
-            let mut at_start = 0;
-            let mut during = None;
-            let result = run_probed(&cfg, |phase| match phase {
-                Phase::TransferStart => at_start = allocations(),
-                Phase::TransferEnd => during = Some(allocations() - at_start),
-            });
-            check(&result, &cfg);
-            assert_eq!(during, Some(0), "allocations during the transfer at mtu {mtu}");
         }
     }
 

@@ -1,0 +1,42 @@
+//! Neither side of the loopback comparison allocates inside the measured
+//! interval, so the figures compare protocol work, not allocators.
+//!
+//! One test in this binary: the allocation counter is process-wide.
+
+use fairway_benches::smoltcp_loopback::{LoopbackConfig, LoopbackResult, Phase};
+use fairway_benches::{fairway_loopback, smoltcp_loopback};
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
+
+fn allocations() -> usize {
+    let s = GLOBAL.stats();
+    s.allocations + s.reallocations
+}
+
+#[test]
+fn the_measured_transfers_allocate_nothing() {
+    let before = allocations();
+    drop(std::hint::black_box(Box::new(1u8)));
+    assert!(allocations() > before, "the counter counts");
+
+    for mtu in [1500, 9000] {
+        let config = LoopbackConfig { total_bytes: 8_000_000, mtu, socket_buffer: 256 * 1024, chunk: 64 * 1024 };
+        type Run<'a> = &'a dyn Fn(&LoopbackConfig, &mut dyn FnMut(Phase)) -> LoopbackResult;
+        let runs: [(&str, Run); 2] = [
+            ("smoltcp", &|c, p| smoltcp_loopback::run_probed(c, p)),
+            ("fairway", &|c, p| fairway_loopback::run_probed(c, p)),
+        ];
+        for (name, run) in runs {
+            let mut at_start = 0;
+            let mut during = None;
+            let result = run(&config, &mut |phase| match phase {
+                Phase::TransferStart => at_start = allocations(),
+                Phase::TransferEnd => during = Some(allocations() - at_start),
+            });
+            assert_eq!(result.bytes, config.total_bytes);
+            assert_eq!(during, Some(0), "{name} allocated during the transfer at mtu {mtu}");
+        }
+    }
+}
