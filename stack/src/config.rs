@@ -5,6 +5,7 @@
 
 use core::net::Ipv4Addr;
 
+pub use crate::tcp::congestion::Algorithm;
 use crate::time::Duration;
 
 /// Everything a [`crate::Shard`] needs to know before its first frame.
@@ -96,6 +97,26 @@ pub struct TcpConfig {
     pub ephemeral_ports: (u16, u16),
     /// Challenge ACKs (RFC 5961) the shard sends per second at most.
     pub challenge_acks_per_sec: u32,
+    /// The congestion-control algorithm of new connections.
+    pub congestion: Algorithm,
+    /// Offer and accept window scaling (RFC 7323). The shift follows the
+    /// receive buffer.
+    pub window_scaling: bool,
+    /// Offer and accept timestamps (RFC 7323): RTT measurement and PAWS.
+    pub timestamps: bool,
+    /// Offer and accept selective acknowledgments (RFC 2018, RFC 6675).
+    pub sack: bool,
+    /// Answer SYNs with SYN cookies once a listener's SYN queue is full
+    /// (RFC 4987) instead of dropping them.
+    pub syn_cookies: bool,
+    /// Pace transmissions over the RTT instead of sending windows in bursts.
+    pub pacing: bool,
+    /// Pacing rate as a multiple of cwnd / SRTT, in percent (Linux uses 200
+    /// in slow start and 120 after; one gain for both keeps it simple).
+    pub pacing_gain_percent: u32,
+    /// Acknowledge this many segments at once at the start of a connection
+    /// (quick-ACK) before delaying ACKs.
+    pub quick_acks: u8,
 }
 
 impl Default for TcpConfig {
@@ -116,6 +137,14 @@ impl Default for TcpConfig {
             nagle: false,
             ephemeral_ports: (49152, 65535),
             challenge_acks_per_sec: 1000,
+            congestion: Algorithm::Reno,
+            window_scaling: true,
+            timestamps: true,
+            sack: true,
+            syn_cookies: true,
+            pacing: false,
+            pacing_gain_percent: 150,
+            quick_acks: 16,
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::world::{App, Meter, Stop, World};
 pub const SCENARIOS: &[(&str, &str)] = &[
     ("default", "100 concurrent 1 MB downloads over a 100 Mbit/s bottleneck, 10 ms RTT, 1 % loss"),
     (
-        "lossy",
+        "integrity",
         "1,000 transfers of 1 B to 4 MB over a link with 5 % loss, 5 % reordering, 1 % duplication, 1 % corruption",
     ),
     ("clean", "one 100 MB download over a clean 1 Gbit/s, 1 ms RTT path"),
@@ -46,7 +46,7 @@ impl Report {
 pub fn run(name: &str, seed: u64) -> Result<Report, String> {
     match name {
         "default" => Ok(default(seed)),
-        "lossy" => Ok(lossy(seed, &LossyParams::issue())),
+        "integrity" => Ok(integrity(seed, &IntegrityParams::issue())),
         "clean" => Ok(clean(seed)),
         "c100k" => c100k(seed, 100_000, read_net_heap_bytes),
         _ => Err(format!(
@@ -211,7 +211,7 @@ pub fn clean(seed: u64) -> Report {
 
 /// Parameters of the integrity stress.
 #[derive(Clone, Debug)]
-pub struct LossyParams {
+pub struct IntegrityParams {
     /// Transfers.
     pub transfers: usize,
     /// Largest transfer.
@@ -228,11 +228,11 @@ pub struct LossyParams {
     pub corrupt: f64,
 }
 
-impl LossyParams {
+impl IntegrityParams {
     /// The issue's figures: 1,000 transfers up to 4 MB; 5 % loss, 5 %
     /// reordering, 1 % duplication, 1 % corruption.
-    pub fn issue() -> LossyParams {
-        LossyParams {
+    pub fn issue() -> IntegrityParams {
+        IntegrityParams {
             transfers: 1000,
             max_size: 4 << 20,
             concurrency: 50,
@@ -259,7 +259,7 @@ pub fn transfer_sizes(seed: u64, n: usize, max: u64) -> Vec<u64> {
 }
 
 /// Many transfers of random sizes, both directions, over a hostile link.
-pub fn lossy(seed: u64, p: &LossyParams) -> Report {
+pub fn integrity(seed: u64, p: &IntegrityParams) -> Report {
     let link = LinkConfig::ideal()
         .with_delay(Duration::from_millis(2))
         .with_bandwidth_mbps(1000)
@@ -292,7 +292,7 @@ pub fn lossy(seed: u64, p: &LossyParams) -> Report {
     let stop = world.run(&mut app, Instant::from_secs(4 * 3600), 500_000_000);
     let summary = Summary::of(&app.results);
     let mut lines = vec![
-        format!("scenario lossy, seed {seed}"),
+        format!("scenario integrity, seed {seed}"),
         format!(
             "link: 1000 Mbit/s, RTT 4 ms, loss {:.0} %, reorder {:.0} %, duplicate {:.0} %, corrupt {:.0} %",
             p.loss * 100.0,

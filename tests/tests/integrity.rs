@@ -1,7 +1,7 @@
 //! Transfers over a hostile simulated link arrive byte-identical, and runs
 //! are deterministic.
 
-use fairway_tests::scenario::{self, LossyParams};
+use fairway_tests::scenario::{self, IntegrityParams};
 
 /// The issue's acceptance test: 1,000 transfers of 1 B to 4 MB, uploads and
 /// downloads, over a link with 5 % loss, 5 % reordering, 1 % duplication and
@@ -9,7 +9,7 @@ use fairway_tests::scenario::{self, LossyParams};
 /// of what was received equal to that of what was sent.
 #[test]
 fn a_thousand_transfers_over_a_hostile_link_arrive_intact() {
-    let report = scenario::lossy(7, &LossyParams::issue());
+    let report = scenario::integrity(7, &IntegrityParams::issue());
     for line in &report.lines {
         println!("{line}");
     }
@@ -19,10 +19,10 @@ fn a_thousand_transfers_over_a_hostile_link_arrive_intact() {
 
 #[test]
 fn the_same_seed_gives_the_same_run_and_another_seed_another() {
-    let p = LossyParams { transfers: 40, max_size: 200_000, concurrency: 10, ..LossyParams::issue() };
-    let a = scenario::lossy(11, &p);
-    let b = scenario::lossy(11, &p);
-    let c = scenario::lossy(12, &p);
+    let p = IntegrityParams { transfers: 40, max_size: 200_000, concurrency: 10, ..IntegrityParams::issue() };
+    let a = scenario::integrity(11, &p);
+    let b = scenario::integrity(11, &p);
+    let c = scenario::integrity(12, &p);
     assert!(a.ok && b.ok && c.ok);
     assert_eq!(a.lines, b.lines, "same seed, same table");
     assert_ne!(a.lines, c.lines, "another seed, another run");

@@ -20,7 +20,7 @@ use crate::flow_table::FourTuple;
 use crate::pool::{BufferPool, Key};
 use crate::ring::Ring;
 use crate::tcp::assembler::Assembler;
-use crate::tcp::congestion::{CongestionControl, Reno};
+use crate::tcp::congestion::{AckSample, Congestion, CongestionControl};
 use crate::tcp::rtt::{MinRtt, RttEstimator};
 use crate::tcp::segment::Segment;
 use crate::tcp::seq::SeqNumber;
@@ -234,7 +234,7 @@ pub(crate) struct Connection {
 
     rtt: RttEstimator,
     min_rtt: MinRtt,
-    cc: Reno,
+    cc: Congestion,
 
     tx: Ring,
     rx: Ring,
@@ -279,7 +279,7 @@ impl Connection {
             wheel_at: NEVER,
             rtt: RttEstimator::new(env.cfg.initial_rto),
             min_rtt: MinRtt::default(),
-            cc: Reno::new(env.mss as u32),
+            cc: Congestion::new(env.cfg.congestion, env.mss as u32),
             tx: Ring::new(),
             rx: Ring::new(),
             reasm: Assembler::new(),
@@ -627,7 +627,7 @@ impl Connection {
             Some(ack) => {
                 self.snd_una = ack;
                 if self.has(flag::RTT_TIMING) && ack.ge(self.rtt_seq) {
-                    self.take_rtt_sample(now, env);
+                    let _ = self.take_rtt_sample(now, env);
                 }
                 self.rto_at = NEVER;
                 self.establish(now, env);
@@ -655,7 +655,7 @@ impl Connection {
     fn establish(&mut self, now: Instant, env: &mut Env) {
         self.state = State::Established;
         self.retries = 0;
-        self.cc = Reno::new(self.mss());
+        self.cc = Congestion::new(env.cfg.congestion, self.mss());
         if let Some(ka) = env.cfg.keepalive {
             self.linger_at = now + ka.idle;
         }
@@ -839,12 +839,15 @@ impl Connection {
                 self.snd_nxt = ack;
             }
             self.totals.bytes_acked += data_acked as u64;
-            if self.has(flag::RTT_TIMING) && ack.ge(self.rtt_seq) {
-                self.take_rtt_sample(now, env);
-            }
+            let rtt = if self.has(flag::RTT_TIMING) && ack.ge(self.rtt_seq) {
+                Some(self.take_rtt_sample(now, env))
+            } else {
+                None
+            };
             self.retries = 0;
             self.unacked_since = now;
-            self.on_new_ack(now, ack, data_acked as u32, mss);
+            let flight = acked + self.outstanding();
+            self.on_new_ack(now, ack, data_acked as u32, flight, mss, rtt);
             self.rto_at = if self.outstanding() > 0 { now + self.rtt.rto() } else { NEVER };
             if self.has(flag::WANT_WRITABLE) && self.tx.free() > 0 {
                 self.clear(flag::WANT_WRITABLE);
@@ -884,7 +887,8 @@ impl Connection {
     }
 
     /// New data acknowledged: congestion control and NewReno (RFC 6582 §3.2).
-    fn on_new_ack(&mut self, now: Instant, ack: SeqNumber, acked: u32, mss: u32) {
+    /// `flight` is what was outstanding before this ACK.
+    fn on_new_ack(&mut self, now: Instant, ack: SeqNumber, acked: u32, flight: u32, mss: u32, rtt: Option<Duration>) {
         if self.has(flag::RECOVERY) {
             if ack.ge(self.recover) {
                 // Full acknowledgment: leave recovery.
@@ -899,7 +903,20 @@ impl Connection {
             }
         } else {
             self.dupacks = 0;
-            self.cc.on_ack(now, acked, mss);
+            let sample = AckSample {
+                now,
+                acked,
+                flight,
+                mss,
+                rtt,
+                srtt: self.rtt.srtt(),
+                min_rtt: self.min_rtt.get(),
+                // Not filling the window: growth would be unearned (RFC 7661).
+                app_limited: flight.saturating_add(mss) < self.cc.cwnd(),
+                ack,
+                snd_nxt: self.snd_nxt,
+            };
+            self.cc.on_ack(&sample);
         }
     }
 
@@ -921,11 +938,12 @@ impl Connection {
         }
     }
 
-    fn take_rtt_sample(&mut self, now: Instant, env: &Env) {
+    fn take_rtt_sample(&mut self, now: Instant, env: &Env) -> Duration {
         let sample = now - self.rtt_start;
         self.rtt.sample(sample, env.cfg.min_rto, env.cfg.max_rto);
         self.min_rtt.update(now, sample);
         self.clear(flag::RTT_TIMING);
+        sample
     }
 
     /// RFC 9293 steps six and seven: segment text and FIN.

@@ -3,16 +3,19 @@
 //! - [`connection`]: the transmission control block and state machine;
 //! - [`seq`]: sequence-number arithmetic;
 //! - [`rtt`]: RFC 6298 estimation and the windowed minimum RTT;
-//! - [`congestion`]: congestion control behind a trait (Reno);
+//! - [`congestion`]: congestion control behind a trait; [`cubic`]: CUBIC and HyStart++, the default;
 //! - [`assembler`]: out-of-order reassembly bookkeeping;
+//! - [`sent_queue`]: what is in flight: the SACK scoreboard and RACK's per-segment state;
 //! - [`isn`]: RFC 6528 initial sequence numbers.
 
 pub mod assembler;
 pub mod congestion;
 pub(crate) mod connection;
+pub mod cubic;
 pub mod isn;
 pub mod rtt;
 pub mod segment;
+pub mod sent_queue;
 pub mod seq;
 
 pub use connection::State;
