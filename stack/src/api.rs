@@ -165,4 +165,19 @@ pub struct FlowStats {
     pub send_queue: usize,
     /// Bytes received but not yet read.
     pub recv_queue: usize,
+    /// Receiver-side RTT estimate (from timestamp echoes), for flows that
+    /// mostly receive.
+    pub rcv_rtt: Option<Duration>,
+    /// The cap on the window we advertise, if the policy set one.
+    pub rcv_wnd_cap: Option<u32>,
+    /// The cap on the congestion window, if set.
+    pub cwnd_cap: Option<u32>,
+    /// The cap on the pacing rate (bytes per second), if set.
+    pub pacing_cap: Option<u64>,
+    /// Window scaling in use: (the peer's shift, ours).
+    pub window_scaling: Option<(u8, u8)>,
+    /// Timestamps in use.
+    pub timestamps: bool,
+    /// SACK in use.
+    pub sack: bool,
 }

@@ -117,6 +117,9 @@ pub struct TcpConfig {
     /// Acknowledge this many segments at once at the start of a connection
     /// (quick-ACK) before delaying ACKs.
     pub quick_acks: u8,
+    /// Out-of-order blocks kept per connection (each costs 8 bytes while
+    /// there is out-of-order data). Past it, data nearest RCV.NXT wins.
+    pub reassembly_blocks: usize,
 }
 
 impl Default for TcpConfig {
@@ -145,6 +148,7 @@ impl Default for TcpConfig {
             pacing: false,
             pacing_gain_percent: 150,
             quick_acks: 16,
+            reassembly_blocks: crate::tcp::assembler::DEFAULT_MAX_BLOCKS,
         }
     }
 }

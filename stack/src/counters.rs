@@ -79,6 +79,8 @@ reasons! {
     TcpAcceptQueueFull => "tcp_accept_queue_full",
     /// A SYN refused because the shard holds its maximum of connections.
     TcpConnectionLimit => "tcp_connection_limit",
+    /// A timestamp older than TS.Recent: an old duplicate (PAWS, RFC 7323; answered with an ACK).
+    TcpPaws => "tcp_paws",
     /// Sequence number outside the receive window (answered with an ACK).
     TcpOutOfWindow => "tcp_out_of_window",
     /// An ACK for data never sent (answered with an ACK).
@@ -131,6 +133,10 @@ pub struct Counters {
     pub arp_requests: u64,
     /// ARP replies sent.
     pub arp_replies: u64,
+    /// SYN-ACKs sent as SYN cookies (the SYN queue was full).
+    pub syn_cookies_sent: u64,
+    /// Connections restored from a valid SYN cookie.
+    pub syn_cookies_accepted: u64,
 }
 
 impl Default for Counters {
@@ -149,6 +155,8 @@ impl Default for Counters {
             unreachables_sent: 0,
             arp_requests: 0,
             arp_replies: 0,
+            syn_cookies_sent: 0,
+            syn_cookies_accepted: 0,
         }
     }
 }

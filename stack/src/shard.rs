@@ -30,6 +30,7 @@ use crate::tcp::connection::{Action, Connection, Env, NEVER, Outcome};
 use crate::tcp::isn::IsnGenerator;
 use crate::tcp::segment::Segment;
 use crate::tcp::seq::SeqNumber;
+use crate::tcp::syn_cookie::{CookieOptions, SynCookies};
 use crate::time::{Duration, Instant};
 use crate::timer_wheel::TimerWheel;
 use crate::wire::{self, ETHERNET_HEADER_LEN, Flags, IPV4_HEADER_LEN, TCP_OFFSET, TcpHeader};
@@ -89,6 +90,7 @@ pub struct Shard {
     arp: ArpCache,
     pending: VecDeque<PendingFrame>,
     isn: IsnGenerator,
+    cookies: SynCookies,
     next_port: u16,
     icmp_tokens: u32,
     icmp_refill: Instant,
@@ -118,6 +120,7 @@ impl Shard {
             tx_pool: BufferPool::new(config.tcp.tx_buffer, 4096, config.recycle),
             counters: Counters::default(),
             events: VecDeque::with_capacity(256),
+            reasm_pool: Vec::new(),
             time_wait: 0,
             max_time_wait: limits.max_time_wait,
             challenge_acks_left: config.tcp.challenge_acks_per_sec,
@@ -125,6 +128,7 @@ impl Shard {
         let (lo, hi) = config.tcp.ephemeral_ports;
         let mut shard = Shard {
             isn: IsnGenerator::new(config.secret),
+            cookies: SynCookies::new(config.secret),
             flows: FlowTable::new(config.secret),
             env: EnvBox(env),
             now: Instant::ZERO,
@@ -498,6 +502,35 @@ impl Shard {
         self.env.0.events.pop_front()
     }
 
+    /// Caps the window advertised to the peer (`None` lifts the cap): the
+    /// receive-side hook of the window-control policy. The right edge
+    /// already advertised is never moved back, so a lower cap takes effect
+    /// as data arrives; the window never goes below 2·MSS.
+    pub fn set_rcv_window_cap(&mut self, h: Handle, cap: Option<u32>) -> bool {
+        let Some(conn) = Self::app_conn(&mut self.conns, h) else { return false };
+        conn.set_rcv_window_cap(cap);
+        self.sync(h.0);
+        true
+    }
+
+    /// Caps the congestion window (`None` lifts the cap): the send-side
+    /// hook of the window-control policy. Never below 2·MSS.
+    pub fn set_cwnd_cap(&mut self, h: Handle, cap: Option<u32>) -> bool {
+        let Some(conn) = Self::app_conn(&mut self.conns, h) else { return false };
+        conn.set_cwnd_cap(cap);
+        self.sync(h.0);
+        true
+    }
+
+    /// Caps the pacing rate in bytes per second (`None` lifts the cap); a
+    /// capped connection is paced even when pacing is off in the config.
+    pub fn set_pacing_cap(&mut self, h: Handle, cap: Option<u64>) -> bool {
+        let Some(conn) = Self::app_conn(&mut self.conns, h) else { return false };
+        conn.set_pacing_cap(cap);
+        self.sync(h.0);
+        true
+    }
+
     /// Statistics of a connection the application holds.
     pub fn flow(&self, h: Handle) -> Option<FlowStats> {
         self.conns.get(h.0).filter(|c| c.is_accepted() && !c.is_orphan()).map(Connection::stats)
@@ -707,11 +740,13 @@ impl Shard {
         if seg.flags.rst {
             return self.drop(Drop::TcpNoConnection);
         }
-        if seg.flags.syn
-            && seg.ack.is_none()
-            && let Some(&l) = self.listener_ports.get(&tuple.local_port)
-        {
-            return self.open_passive(now, peer, tuple, l, seg);
+        if let Some(&l) = self.listener_ports.get(&tuple.local_port) {
+            if seg.flags.syn && seg.ack.is_none() {
+                return self.open_passive(now, peer, tuple, l, seg);
+            }
+            if self.accept_cookie(now, tuple, l, seg) {
+                return;
+            }
         }
         self.drop(Drop::TcpNoConnection);
         // RFC 9293 §3.10.7.1: the RST takes its sequence number from the ACK
@@ -726,29 +761,27 @@ impl Shard {
             seq,
             ack,
             flags: Flags { rst: true, ..Flags::default() },
-            window: 0,
-            mss: None,
+            ..TcpHeader::default()
         };
         self.queue_tcp_control(peer.mac, peer.ip, &header);
     }
 
     fn open_passive(&mut self, now: Instant, peer: Peer, tuple: FourTuple, listener: u32, seg: &Segment<'_>) {
+        // Nothing to answer through: a spoofed or misrouted SYN.
+        if route(&self.config, peer.ip).is_none() {
+            return self.drop(Drop::NoRoute);
+        }
         let Some(Some(l)) = self.listeners.get_mut(listener as usize) else { return };
         if l.syn_queue >= self.config.limits.syn_backlog {
+            if self.config.tcp.syn_cookies {
+                return self.send_cookie(now, peer, tuple, seg);
+            }
             return self.drop(Drop::TcpSynQueueFull);
         }
         if self.conns.len() >= self.config.limits.max_connections {
             return self.drop(Drop::TcpConnectionLimit);
         }
-        // The SYN's sender is on-link or behind our gateway: either way its
-        // frame came from the next hop we will answer through.
-        let Some(hop) = route(&self.config, peer.ip) else {
-            return self.drop(Drop::NoRoute);
-        };
         l.syn_queue += 1;
-        if !self.arp.contains(hop) {
-            self.arp.update(now, hop, peer.mac);
-        }
         let iss = self.isn.isn(now, &tuple);
         let mut conn = Connection::accept_syn(Key::default(), tuple, iss, listener, seg, now, &self.env.0);
         conn.set_syn_queue_slot();
@@ -759,6 +792,80 @@ impl Shard {
         self.flows.insert(tuple, key);
         self.env.0.counters.segments_in += 1;
         self.sync(key);
+    }
+
+    /// Answers a SYN with a SYN cookie and keeps nothing (RFC 4987 §3.6).
+    /// The SYN-ACK goes back to the link-layer sender, like an RST: a
+    /// stateless reply must not make state in the ARP cache either.
+    fn send_cookie(&mut self, now: Instant, peer: Peer, tuple: FourTuple, seg: &Segment<'_>) {
+        let cfg = &self.config.tcp;
+        let our_mss = self.env.0.mss;
+        let offered = seg.mss.filter(|&m| m > 0).unwrap_or(536).min(our_mss);
+        let (iss, _) = self.cookies.isn(now, &tuple, seg.seq, offered);
+        // Window scale and SACK survive only in the timestamp's low bits.
+        let timestamps = cfg.timestamps && seg.timestamp.is_some();
+        let wscale = (timestamps && cfg.window_scaling).then_some(seg.wscale).flatten();
+        let sack = timestamps && cfg.sack && seg.sack_permitted;
+        let timestamp = seg.timestamp.filter(|_| timestamps).map(|(tsval, _)| {
+            let ts_now = (now.total_millis() as u32).wrapping_add(iss.get().rotate_left(13));
+            (SynCookies::encode_ts(ts_now, wscale, sack), tsval)
+        });
+        let header = TcpHeader {
+            src_port: tuple.local_port,
+            dst_port: tuple.remote_port,
+            seq: iss,
+            ack: Some(seg.seq + 1u32),
+            flags: Flags { syn: true, ..Flags::default() },
+            window: cfg.rx_buffer.min(u16::MAX as usize) as u16,
+            mss: Some(our_mss),
+            wscale: wscale.map(|_| crate::tcp::connection::window_shift(cfg.rx_buffer)),
+            sack_permitted: sack,
+            timestamp,
+            ..TcpHeader::default()
+        };
+        let (local, our_mac) = (self.config.ip, self.config.mac);
+        if self.push_control(|frame| wire::emit_tcp_frame(frame, our_mac, peer.mac, local, peer.ip, &header)) {
+            self.env.0.counters.syn_cookies_sent += 1;
+            self.env.0.counters.segments_out += 1;
+        }
+    }
+
+    /// An ACK for a listening port without a connection: the end of a cookie
+    /// handshake, if the cookie checks out. Returns whether it was one.
+    fn accept_cookie(&mut self, now: Instant, tuple: FourTuple, listener: u32, seg: &Segment<'_>) -> bool {
+        let Some(ack) = seg.ack else { return false };
+        if seg.flags.syn || !self.config.tcp.syn_cookies {
+            return false;
+        }
+        let Some(mss) = self.cookies.check(now, &tuple, seg.seq - 1u32, ack - 1u32) else { return false };
+        let (wscale, sack) = match seg.timestamp {
+            Some((_, tsecr)) if self.config.tcp.timestamps => SynCookies::decode_ts(tsecr),
+            _ => (None, false),
+        };
+        let Some(Some(l)) = self.listeners.get(listener as usize) else { return false };
+        if l.backlog.len() >= l.backlog_limit {
+            self.drop(Drop::TcpAcceptQueueFull);
+            return true;
+        }
+        if self.conns.len() >= self.config.limits.max_connections {
+            self.drop(Drop::TcpConnectionLimit);
+            return true;
+        }
+        let options = CookieOptions { mss, wscale, sack };
+        let conn = Connection::from_cookie(Key::default(), tuple, listener, seg, options, now, &mut self.env.0);
+        let key = self.conns.insert(conn);
+        if let Some(conn) = self.conns.get_mut(key) {
+            conn.key = key;
+        }
+        self.flows.insert(tuple, key);
+        self.env.0.counters.syn_cookies_accepted += 1;
+        self.enqueue_accept(key);
+        // The ACK may carry data (or a FIN): process it as any segment.
+        if let Some(conn) = self.conns.get_mut(key) {
+            let outcome = conn.on_segment(now, seg, &mut self.env.0);
+            self.apply(key, outcome, None);
+        }
+        true
     }
 
     /// Queues a TCP segment without payload (RST) that belongs to no live

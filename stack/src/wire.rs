@@ -6,7 +6,7 @@ use core::net::Ipv4Addr;
 
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
-    EthernetAddress, EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr,
+    EthernetAddress, EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, Ipv4Repr, TcpOption, TcpPacket,
 };
 
 use crate::checksum;
@@ -56,8 +56,12 @@ pub struct Flags {
     pub psh: bool,
 }
 
+/// The most SACK blocks a segment carries: 4 fit in the 40 option bytes,
+/// 3 beside a timestamp (RFC 2018 §3).
+pub const MAX_SACK_BLOCKS: usize = 4;
+
 /// The header fields of a segment we send.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct TcpHeader {
     pub src_port: u16,
     pub dst_port: u16,
@@ -65,56 +69,109 @@ pub(crate) struct TcpHeader {
     pub ack: Option<SeqNumber>,
     pub flags: Flags,
     pub window: u16,
+    /// MSS option (SYN only).
     pub mss: Option<u16>,
+    /// Window-scale option (SYN only).
+    pub wscale: Option<u8>,
+    /// SACK-permitted option (SYN only).
+    pub sack_permitted: bool,
+    /// Timestamps option: (TSval, TSecr).
+    pub timestamp: Option<(u32, u32)>,
+    /// SACK blocks, the first `sack_len` used.
+    pub sack: [(u32, u32); MAX_SACK_BLOCKS],
+    pub sack_len: u8,
 }
 
 impl TcpHeader {
-    fn repr(&self) -> TcpRepr<'static> {
-        let control = if self.flags.syn {
-            TcpControl::Syn
-        } else if self.flags.rst {
-            TcpControl::Rst
-        } else if self.flags.fin {
-            TcpControl::Fin
-        } else if self.flags.psh {
-            TcpControl::Psh
-        } else {
-            TcpControl::None
-        };
-        TcpRepr {
-            src_port: self.src_port,
-            dst_port: self.dst_port,
-            control,
-            seq_number: self.seq.into(),
-            ack_number: self.ack.map(Into::into),
-            window_len: self.window,
-            window_scale: None,
-            max_seg_size: self.mss,
-            sack_permitted: false,
-            sack_ranges: [None; 3],
-            timestamp: None,
-            payload: &[],
+    /// Bytes of options, padded to a multiple of 4.
+    fn options_len(&self) -> usize {
+        let mut len = 0;
+        if self.mss.is_some() {
+            len += 4;
         }
-    }
-
-    /// Writes the header at the start of `segment` (checksum zero); returns its length.
-    pub fn emit(&self, segment: &mut [u8]) -> usize {
-        let repr = self.repr();
-        let len = repr.header_len();
-        let mut packet = TcpPacket::new_unchecked(&mut segment[..len]);
-        repr.emit(
-            &mut packet,
-            &Ipv4Addr::UNSPECIFIED.into(),
-            &Ipv4Addr::UNSPECIFIED.into(),
-            &ChecksumCapabilities::ignored(),
-        );
-        // FIN and PSH together are common; smoltcp's control enum holds one.
-        if self.flags.psh && (self.flags.fin || self.flags.syn) {
-            packet.set_psh(true);
+        if self.sack_permitted || self.timestamp.is_some() {
+            // SACK-permitted + timestamps share 12 bytes (or NOP NOP + one).
+            len += match (self.sack_permitted, self.timestamp.is_some()) {
+                (true, true) => 12,
+                (true, false) => 4,
+                (false, _) => 12,
+            };
+        }
+        if self.wscale.is_some() {
+            len += 4;
+        }
+        if self.sack_len > 0 {
+            len += 4 + 8 * self.sack_len as usize;
         }
         len
     }
+
+    /// Writes the header at the start of `segment` (checksum zero); returns its
+    /// length. Fields go through smoltcp's `TcpPacket` setters and options
+    /// through its `TcpOption` emitter, laid out as Linux does (each option
+    /// 4-byte aligned with NOPs).
+    pub fn emit(&self, segment: &mut [u8]) -> usize {
+        let len = TCP_HEADER_LEN + self.options_len();
+        let mut packet = TcpPacket::new_unchecked(&mut segment[..len]);
+        packet.set_src_port(self.src_port);
+        packet.set_dst_port(self.dst_port);
+        packet.set_seq_number(self.seq.into());
+        packet.set_ack_number(self.ack.unwrap_or_default().into());
+        packet.set_header_len(len as u8);
+        packet.clear_flags();
+        packet.set_syn(self.flags.syn);
+        packet.set_fin(self.flags.fin);
+        packet.set_rst(self.flags.rst);
+        packet.set_psh(self.flags.psh);
+        packet.set_ack(self.ack.is_some());
+        packet.set_window_len(self.window);
+        packet.set_urgent_at(0);
+        packet.set_checksum(0);
+        let mut options = packet.options_mut();
+        if let Some(mss) = self.mss {
+            options = TcpOption::MaxSegmentSize(mss).emit(options);
+        }
+        match (self.sack_permitted, self.timestamp) {
+            (true, Some((tsval, tsecr))) => {
+                options = TcpOption::SackPermitted.emit(options);
+                options = TcpOption::TimeStamp { tsval, tsecr }.emit(options);
+            }
+            (true, None) => {
+                options = TcpOption::NoOperation.emit(options);
+                options = TcpOption::NoOperation.emit(options);
+                options = TcpOption::SackPermitted.emit(options);
+            }
+            (false, Some((tsval, tsecr))) => {
+                options = TcpOption::NoOperation.emit(options);
+                options = TcpOption::NoOperation.emit(options);
+                options = TcpOption::TimeStamp { tsval, tsecr }.emit(options);
+            }
+            (false, None) => {}
+        }
+        if let Some(shift) = self.wscale {
+            options = TcpOption::NoOperation.emit(options);
+            options = TcpOption::WindowScale(shift).emit(options);
+        }
+        if self.sack_len > 0 {
+            options = TcpOption::NoOperation.emit(options);
+            options = TcpOption::NoOperation.emit(options);
+            // smoltcp's SackRange holds three blocks; the raw form carries
+            // the fourth RFC 2018 allows without timestamps.
+            let mut raw = [0u8; 8 * MAX_SACK_BLOCKS];
+            let n = self.sack_len as usize;
+            for (i, &(left, right)) in self.sack[..n].iter().enumerate() {
+                raw[8 * i..8 * i + 4].copy_from_slice(&left.to_be_bytes());
+                raw[8 * i + 4..8 * i + 8].copy_from_slice(&right.to_be_bytes());
+            }
+            options = TcpOption::Unknown { kind: SACK_OPTION_KIND, data: &raw[..8 * n] }.emit(options);
+        }
+        debug_assert!(options.is_empty(), "options length miscounted");
+        len
+    }
 }
+
+/// The SACK option's kind (RFC 2018).
+const SACK_OPTION_KIND: u8 = 5;
 
 /// Fills the checksum of the TCP segment `segment` (header and payload).
 pub(crate) fn fill_tcp_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {

@@ -4,42 +4,68 @@
 //! arrived; the bytes themselves sit in the receive ring. Offsets are relative
 //! to the receive point (RCV.NXT); [`Assembler::take_front`] advances it.
 //!
-//! Blocks are kept inline, sorted, and separated by at least one missing
-//! byte, so the struct never allocates and the blocks double as SACK blocks
-//! (RFC 2018).
+//! Blocks are kept sorted and separated by at least one missing byte, so they
+//! double as SACK blocks (RFC 2018). Their storage is attached on the first
+//! out-of-order arrival and detached with the receive buffer, so idle and
+//! in-order connections hold none, and a pool recycles it.
+//!
+//! When the limit is reached, what lies nearest the receive point wins: a
+//! block below the highest one evicts it (that data is forgotten and will
+//! be retransmitted), so data at RCV.NXT can always be taken in.
 
-/// The most out-of-order blocks kept per connection. A segment that would need
-/// more is dropped (the peer retransmits it).
-pub const MAX_BLOCKS: usize = 8;
+/// The default limit on out-of-order blocks per connection.
+pub const DEFAULT_MAX_BLOCKS: usize = 256;
 
-/// The segment would need more than [`MAX_BLOCKS`] blocks.
+/// The segment would need more blocks than the limit and lies beyond all of
+/// them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TooManyBlocks;
-
-/// A received range `[start, end)`, never empty.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Block {
-    start: u32,
-    end: u32,
-}
 
 /// Tracks received ranges beyond the receive point.
 #[derive(Clone, Debug, Default)]
 pub struct Assembler {
-    /// The first `count` are in use, ascending and pairwise non-adjacent.
-    blocks: [Block; MAX_BLOCKS],
-    count: u8,
+    /// `(start, end)` ranges, ascending and pairwise non-adjacent.
+    blocks: Vec<(u32, u32)>,
+    limit: u32,
 }
 
 impl Assembler {
-    /// No out-of-order data.
+    /// No out-of-order data and no storage.
     #[must_use]
     pub const fn new() -> Assembler {
-        Assembler { blocks: [Block { start: 0, end: 0 }; MAX_BLOCKS], count: 0 }
+        Assembler { blocks: Vec::new(), limit: 0 }
+    }
+
+    /// Whether storage is attached.
+    #[must_use]
+    pub fn is_allocated(&self) -> bool {
+        self.blocks.capacity() > 0
+    }
+
+    /// Attaches (cleared, possibly recycled) storage for at most `limit`
+    /// blocks.
+    pub fn attach(&mut self, mut storage: Vec<(u32, u32)>, limit: usize) {
+        storage.clear();
+        self.blocks = storage;
+        self.limit = limit.clamp(1, u32::MAX as usize) as u32;
+    }
+
+    /// Takes the storage away (cleared), forgetting every block.
+    pub fn detach(&mut self) -> Option<Vec<(u32, u32)>> {
+        if !self.is_allocated() {
+            return None;
+        }
+        let mut storage = core::mem::take(&mut self.blocks);
+        storage.clear();
+        self.limit = 0;
+        Some(storage)
     }
 
     /// Records that bytes `[offset, offset + len)` have arrived, merging with
-    /// overlapping or adjacent blocks. On error nothing changes.
+    /// overlapping or adjacent blocks. At the limit, a new block below the
+    /// highest one evicts it; one beyond every block is refused, and then
+    /// nothing changes. Without storage everything is refused: the caller
+    /// attaches storage first (in-order data needs none: see the connection).
     ///
     /// An empty range changes nothing. A range reaching past `u32::MAX` is
     /// cut there (the caller bounds offsets by the receive window, far below).
@@ -47,25 +73,26 @@ impl Assembler {
         if len == 0 {
             return Ok(());
         }
+        if !self.is_allocated() {
+            return Err(TooManyBlocks);
+        }
         let (start, end) = (offset, offset.saturating_add(len));
-        let count = self.count as usize;
-        let used = &self.blocks[..count];
         // Blocks `first..past` overlap or touch the new range: the first whose
         // end reaches `start`, up to the first that starts beyond `end`.
-        let first = used.partition_point(|block| block.end < start);
-        let past = used.partition_point(|block| block.start <= end);
+        let first = self.blocks.partition_point(|&(_, e)| e < start);
+        let past = self.blocks.partition_point(|&(s, _)| s <= end);
         if first == past {
-            if count == MAX_BLOCKS {
-                return Err(TooManyBlocks);
+            if self.blocks.len() >= self.limit as usize {
+                if first >= self.blocks.len() {
+                    return Err(TooManyBlocks);
+                }
+                self.blocks.pop();
             }
-            self.blocks.copy_within(first..count, first + 1);
-            self.blocks[first] = Block { start, end };
-            self.count += 1;
+            self.blocks.insert(first, (start, end));
         } else {
-            let merged = Block { start: start.min(used[first].start), end: end.max(used[past - 1].end) };
+            let merged = (start.min(self.blocks[first].0), end.max(self.blocks[past - 1].1));
             self.blocks[first] = merged;
-            self.blocks.copy_within(past..count, first + 1);
-            self.count -= (past - first - 1) as u8;
+            self.blocks.drain(first + 1..past);
         }
         Ok(())
     }
@@ -74,35 +101,34 @@ impl Assembler {
     /// it (every other block's offset drops by its length) and returns its
     /// length; otherwise returns 0.
     pub fn take_front(&mut self) -> u32 {
-        let count = self.count as usize;
-        if count == 0 || self.blocks[0].start != 0 {
-            return 0;
+        match self.blocks.first() {
+            Some(&(0, taken)) => {
+                self.blocks.remove(0);
+                // Every remaining block starts past a gap after `taken`: no underflow.
+                for block in &mut self.blocks {
+                    block.0 -= taken;
+                    block.1 -= taken;
+                }
+                taken
+            }
+            _ => 0,
         }
-        let taken = self.blocks[0].end;
-        self.blocks.copy_within(1..count, 0);
-        self.count -= 1;
-        // Every remaining block starts past a gap after `taken`: no underflow.
-        for block in &mut self.blocks[..count - 1] {
-            block.start -= taken;
-            block.end -= taken;
-        }
-        taken
     }
 
     /// No blocks held.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.count == 0
+        self.blocks.is_empty()
     }
 
     /// The blocks as `(start, end)` offsets, ascending.
     pub fn blocks(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.blocks[..self.count as usize].iter().map(|block| (block.start, block.end))
+        self.blocks.iter().copied()
     }
 
-    /// Forgets every block.
+    /// Forgets every block (the storage stays).
     pub fn clear(&mut self) {
-        self.count = 0;
+        self.blocks.clear();
     }
 }
 
@@ -111,13 +137,21 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    const MAX_BLOCKS: usize = 8;
+
     fn blocks(assembler: &Assembler) -> Vec<(u32, u32)> {
         assembler.blocks().collect()
     }
 
+    fn assembler() -> Assembler {
+        let mut a = Assembler::new();
+        a.attach(Vec::with_capacity(MAX_BLOCKS), MAX_BLOCKS);
+        a
+    }
+
     #[test]
     fn in_order_data() {
-        let mut assembler = Assembler::new();
+        let mut assembler = assembler();
         assert!(assembler.is_empty());
         assert_eq!(assembler.take_front(), 0);
         assembler.add(0, 100).unwrap();
@@ -127,7 +161,7 @@ mod tests {
 
     #[test]
     fn merges_overlapping_and_adjacent() {
-        let mut assembler = Assembler::new();
+        let mut assembler = assembler();
         assembler.add(10, 5).unwrap();
         assembler.add(30, 5).unwrap();
         assert_eq!(blocks(&assembler), [(10, 15), (30, 35)]);
@@ -147,7 +181,7 @@ mod tests {
 
     #[test]
     fn take_front_shifts_the_rest() {
-        let mut assembler = Assembler::new();
+        let mut assembler = assembler();
         assembler.add(0, 10).unwrap();
         assembler.add(20, 5).unwrap();
         assembler.add(40, 5).unwrap();
@@ -157,33 +191,48 @@ mod tests {
     }
 
     #[test]
-    fn too_many_blocks_changes_nothing() {
-        let mut assembler = Assembler::new();
+    fn at_the_limit_the_nearest_data_wins() {
+        let mut assembler = assembler();
         for i in 0..MAX_BLOCKS as u32 {
             assembler.add(10 + i * 10, 5).unwrap();
         }
         let before = blocks(&assembler);
-        assert_eq!(assembler.add(0, 3), Err(TooManyBlocks));
+        // Beyond every block: refused, nothing changes.
         assert_eq!(assembler.add(1_000, 3), Err(TooManyBlocks));
-        assert_eq!(assembler.add(16, 2), Err(TooManyBlocks));
         assert_eq!(blocks(&assembler), before);
-        // Merging still works when full, and frees room.
-        assembler.add(15, 5).unwrap();
-        assert_eq!(blocks(&assembler).len(), MAX_BLOCKS - 1);
+        // Below the highest: it evicts the highest block.
         assembler.add(0, 3).unwrap();
         assert_eq!(blocks(&assembler).len(), MAX_BLOCKS);
+        assert_eq!(blocks(&assembler)[0], (0, 3));
+        assert!(!blocks(&assembler).contains(&(80, 85)));
+        // In-order data always gets in, and merging frees room.
+        assert_eq!(assembler.take_front(), 3);
+        assembler.add(12, 3).unwrap();
+        assert_eq!(blocks(&assembler).len(), MAX_BLOCKS - 1);
+    }
+
+    #[test]
+    fn without_storage_nothing_fits_and_detach_recycles() {
+        let mut a = Assembler::new();
+        assert!(!a.is_allocated());
+        assert_eq!(a.add(5, 5), Err(TooManyBlocks));
+        a.attach(Vec::with_capacity(4), 4);
+        a.add(5, 5).unwrap();
+        let storage = a.detach().unwrap();
+        assert!(storage.is_empty() && storage.capacity() >= 4);
+        assert!(a.is_empty() && !a.is_allocated());
     }
 
     #[test]
     fn ranges_past_u32_max_are_cut() {
-        let mut assembler = Assembler::new();
+        let mut assembler = assembler();
         assembler.add(u32::MAX - 5, 100).unwrap();
         assert_eq!(blocks(&assembler), [(u32::MAX - 5, u32::MAX)]);
     }
 
     #[test]
     fn clear_forgets_everything() {
-        let mut assembler = Assembler::new();
+        let mut assembler = assembler();
         assembler.add(5, 5).unwrap();
         assembler.clear();
         assert!(assembler.is_empty());
@@ -228,7 +277,7 @@ mod tests {
     proptest! {
         #[test]
         fn matches_bitset_model(ops in proptest::collection::vec(op(), 1..200)) {
-            let mut assembler = Assembler::new();
+            let mut assembler = assembler();
             let mut received = vec![false; WINDOW];
             for op in ops {
                 match op {
@@ -238,6 +287,13 @@ mod tests {
                         let result = assembler.add(offset, len);
                         if runs(&next).len() <= MAX_BLOCKS {
                             prop_assert_eq!(result, Ok(()));
+                            received = next;
+                        } else if runs(&received).last().is_some_and(|&(s, _)| offset < s) {
+                            // The highest block makes way for the lower one.
+                            prop_assert_eq!(result, Ok(()));
+                            let &(s, e) = runs(&received).last().unwrap();
+                            next[s as usize..e as usize].fill(false);
+                            next[offset as usize..(offset + len) as usize].fill(true);
                             received = next;
                         } else {
                             prop_assert_eq!(result, Err(TooManyBlocks));

@@ -6,17 +6,19 @@
 //! - [`congestion`]: congestion control behind a trait; [`cubic`]: CUBIC and HyStart++, the default;
 //! - [`assembler`]: out-of-order reassembly bookkeeping;
 //! - [`sent_queue`]: what is in flight: the SACK scoreboard and RACK's per-segment state;
-//! - [`isn`]: RFC 6528 initial sequence numbers.
+//! - [`isn`]: RFC 6528 initial sequence numbers; [`syn_cookie`]: stateless SYN-ACKs under a SYN flood.
 
 pub mod assembler;
 pub mod congestion;
 pub(crate) mod connection;
 pub mod cubic;
+pub mod hystart;
 pub mod isn;
 pub mod rtt;
 pub mod segment;
 pub mod sent_queue;
 pub mod seq;
+pub mod syn_cookie;
 
 pub use connection::State;
 pub use seq::SeqNumber;

@@ -22,6 +22,14 @@ pub struct Segment<'a> {
     pub window: u16,
     /// The MSS option, if present.
     pub mss: Option<u16>,
+    /// The window-scale option, if present (clamped to 14).
+    pub wscale: Option<u8>,
+    /// The SACK-permitted option.
+    pub sack_permitted: bool,
+    /// The timestamps option: (TSval, TSecr).
+    pub timestamp: Option<(u32, u32)>,
+    /// SACK blocks (smoltcp parses at most three).
+    pub sack: [Option<(SeqNumber, SeqNumber)>; 3],
     /// The data.
     pub payload: &'a [u8],
 }
@@ -53,6 +61,10 @@ impl<'a> Segment<'a> {
             flags,
             window: repr.window_len,
             mss: repr.max_seg_size,
+            wscale: repr.window_scale,
+            sack_permitted: repr.sack_permitted,
+            timestamp: repr.timestamp.map(|t| (t.tsval, t.tsecr)),
+            sack: repr.sack_ranges.map(|r| r.map(|(a, b)| (SeqNumber::new(a), SeqNumber::new(b)))),
             payload: repr.payload,
         }
     }

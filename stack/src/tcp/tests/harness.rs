@@ -9,7 +9,8 @@ use core::net::{Ipv4Addr, SocketAddrV4};
 
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
-    EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
+    EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpControl, TcpOption, TcpPacket, TcpRepr, TcpSeqNumber,
+    TcpTimestampRepr,
 };
 
 use crate::Shard;
@@ -46,6 +47,10 @@ pub struct Seg {
     pub psh: bool,
     pub window: u16,
     pub mss: Option<u16>,
+    pub wscale: Option<u8>,
+    pub sack_permitted: bool,
+    pub timestamp: Option<(u32, u32)>,
+    pub sack: Vec<(u32, u32)>,
     pub payload: Vec<u8>,
 }
 
@@ -86,6 +91,22 @@ impl Seg {
         self.mss = Some(mss);
         self
     }
+    pub fn wscale(mut self, shift: u8) -> Seg {
+        self.wscale = Some(shift);
+        self
+    }
+    pub fn sack_permitted(mut self) -> Seg {
+        self.sack_permitted = true;
+        self
+    }
+    pub fn ts(mut self, tsval: u32, tsecr: u32) -> Seg {
+        self.timestamp = Some((tsval, tsecr));
+        self
+    }
+    pub fn sack(mut self, blocks: &[(u32, u32)]) -> Seg {
+        self.sack = blocks.to_vec();
+        self
+    }
     pub fn data(mut self, data: &[u8]) -> Seg {
         self.payload = data.to_vec();
         self
@@ -117,6 +138,12 @@ pub fn config() -> Config {
     let mut c = Config::new(LOCAL_MAC, LOCAL_IP, 24);
     c.tcp.rx_buffer = RX_BUFFER;
     c.tcp.tx_buffer = 4 * RX_BUFFER;
+    // The basic segment tests speak plain RFC 9293: no quick-ACK, and the
+    // peer offers no options; tests of the extensions turn them on.
+    c.tcp.quick_acks = 0;
+    c.tcp.window_scaling = false;
+    c.tcp.timestamps = false;
+    c.tcp.sack = false;
     c.secret = 0x1234;
     c
 }
@@ -202,6 +229,10 @@ impl T {
             psh: false,
             window: 8192,
             mss: None,
+            wscale: None,
+            sack_permitted: false,
+            timestamp: None,
+            sack: Vec::new(),
             payload: Vec::new(),
         }
     }
@@ -219,6 +250,10 @@ impl T {
             psh: false,
             window: RX_BUFFER as u16,
             mss: None,
+            wscale: None,
+            sack_permitted: false,
+            timestamp: None,
+            sack: Vec::new(),
             payload: Vec::new(),
         }
     }
@@ -345,11 +380,11 @@ pub fn build_frame(seg: &Seg, src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
         seq_number: TcpSeqNumber(seg.seq as i32),
         ack_number: seg.ack.map(|a| TcpSeqNumber(a as i32)),
         window_len: seg.window,
-        window_scale: None,
+        window_scale: seg.wscale,
         max_seg_size: seg.mss,
-        sack_permitted: false,
-        sack_ranges: [None; 3],
-        timestamp: None,
+        sack_permitted: seg.sack_permitted,
+        sack_ranges: core::array::from_fn(|i| seg.sack.get(i).copied()),
+        timestamp: seg.timestamp.map(|(v, e)| TcpTimestampRepr::new(v, e)),
         payload: &seg.payload,
     };
     let tcp_len = repr.buffer_len();
@@ -389,6 +424,32 @@ pub fn parse_frame(frame: &[u8]) -> Seg {
         psh: tcp.psh(),
         window: repr.window_len,
         mss: repr.max_seg_size,
+        wscale: repr.window_scale,
+        sack_permitted: repr.sack_permitted,
+        timestamp: repr.timestamp.map(|t| (t.tsval, t.tsecr)),
+        sack: sack_blocks(tcp.options()),
         payload: repr.payload.to_vec(),
     }
+}
+
+/// Every SACK block of a segment's options, all four (smoltcp's parser keeps
+/// three; the test reads the option bytes itself to see a fourth).
+pub fn sack_blocks(mut options: &[u8]) -> Vec<(u32, u32)> {
+    let mut blocks = Vec::new();
+    while let Ok((rest, option)) = TcpOption::parse(options) {
+        if let TcpOption::SackRange(_) = option {
+            let raw = &options[2..options.len() - rest.len()];
+            for b in raw.chunks_exact(8) {
+                blocks.push((
+                    u32::from_be_bytes(b[..4].try_into().unwrap()),
+                    u32::from_be_bytes(b[4..].try_into().unwrap()),
+                ));
+            }
+        }
+        if rest.is_empty() || option == TcpOption::EndOfList {
+            break;
+        }
+        options = rest;
+    }
+    blocks
 }

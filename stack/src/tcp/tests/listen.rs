@@ -45,9 +45,10 @@ fn listen_validates_address_and_port() {
 }
 
 #[test]
-fn syn_queue_limit_drops_further_syns() {
+fn without_cookies_the_syn_queue_limit_drops_further_syns() {
     let mut c = config();
     c.limits.syn_backlog = 2;
+    c.tcp.syn_cookies = false;
     let mut t = T::listening_with(c);
     for port in 0..3 {
         t.send(t.seg_in().src_port(40_000 + port).seq(IRS).no_ack().syn());
@@ -80,4 +81,72 @@ fn unlisten_resets_queued_connections_and_frees_the_port() {
     t.recv(&[t.seg_out().rst().window(0)]);
     assert_eq!(t.shard.connection_count(), 0);
     assert!(t.shard.listen(SocketAddrV4::new(LOCAL_IP, LOCAL_PORT)).is_ok());
+}
+
+// --- SYN cookies (RFC 4987) -------------------------------------------------
+
+fn flooded() -> T {
+    let mut c = config();
+    c.limits.syn_backlog = 1;
+    let mut t = T::listening_with(c);
+    // One half-open connection fills the SYN queue.
+    t.send(t.seg_in().src_port(40_000).seq(IRS).no_ack().syn());
+    assert_eq!(t.segments().len(), 1);
+    t
+}
+
+#[test]
+fn a_full_syn_queue_answers_with_a_cookie_that_completes_the_handshake() {
+    let mut t = flooded();
+    t.send(t.seg_in().seq(IRS).no_ack().syn().mss(1300));
+    let synack = t.segments().remove(0);
+    assert!(synack.syn && synack.ack == Some(IRS + 1));
+    assert_eq!(synack.mss, Some(1460));
+    assert_eq!(t.shard.connection_count(), 1, "no state for the cookie");
+    assert_eq!(t.shard.counters().syn_cookies_sent, 1);
+    t.iss = synack.seq;
+    t.send(t.seg_in().data(b"hello"));
+    assert_eq!(t.event(), Some(Event::Acceptable(t.listener.unwrap())));
+    t.handle = t.shard.accept(t.listener.unwrap());
+    let flow = t.shard.flow(t.h()).unwrap();
+    assert_eq!(flow.state, State::Established);
+    assert_eq!(flow.mss, 1300, "the MSS survived the round trip in the cookie");
+    assert_eq!(t.read_all(), b"hello");
+    assert_eq!(t.shard.counters().syn_cookies_accepted, 1);
+}
+
+#[test]
+fn a_cookie_keeps_window_scale_and_sack_in_the_timestamp() {
+    let mut c = config();
+    c.limits.syn_backlog = 1;
+    c.tcp.window_scaling = true;
+    c.tcp.timestamps = true;
+    c.tcp.sack = true;
+    c.tcp.rx_buffer = 262_140;
+    let mut t = T::listening_with(c);
+    t.send(t.seg_in().src_port(40_000).seq(IRS).no_ack().syn());
+    let _ = t.segments();
+    t.send(t.seg_in().seq(IRS).no_ack().syn().mss(1000).wscale(6).sack_permitted().ts(900, 0));
+    let synack = t.segments().remove(0);
+    assert_eq!(synack.wscale, Some(2));
+    assert!(synack.sack_permitted);
+    let (tsval, tsecr) = synack.timestamp.unwrap();
+    assert_eq!(tsecr, 900);
+    t.iss = synack.seq;
+    t.send(t.seg_in().window(10).ts(901, tsval));
+    t.handle = t.shard.accept(t.listener.unwrap());
+    let flow = t.shard.flow(t.h()).unwrap();
+    assert_eq!(flow.window_scaling, Some((6, 2)));
+    assert!(flow.sack && flow.timestamps);
+    assert_eq!(flow.snd_wnd, 10 << 6);
+    assert_eq!(flow.mss, 536, "1000 rounds down to the cookie table's 536");
+}
+
+#[test]
+fn a_forged_cookie_is_answered_with_rst() {
+    let mut t = flooded();
+    t.send(t.seg_in().seq(IRS).ack(123_456).data(b"guess"));
+    t.recv(&[t.seg_out().seq(123_456).no_ack().rst().window(0)]);
+    assert_eq!(t.shard.connection_count(), 1);
+    assert_eq!(t.shard.counters().syn_cookies_accepted, 0);
 }

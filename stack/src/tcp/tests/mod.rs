@@ -8,6 +8,7 @@ mod closing;
 mod established;
 mod listen;
 mod network;
+mod options;
 mod syn_received;
 mod syn_sent;
 mod timers;

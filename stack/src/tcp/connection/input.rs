@@ -1,0 +1,628 @@
+//! Segment arrival: RFC 9293 §3.10.7's steps, ACK processing, reassembly
+//! and the FIN.
+
+use super::*;
+
+impl Connection {
+    // ---------------------------------------------------------------------
+    // Segment arrival (RFC 9293 §3.10.7)
+    // ---------------------------------------------------------------------
+
+    /// Handles a segment addressed to this connection.
+    pub fn on_segment(&mut self, now: Instant, seg: &Segment<'_>, env: &mut Env) -> Outcome {
+        env.counters.segments_in += 1;
+        self.last_rx = now;
+        match self.state {
+            State::Closed => Outcome::KEEP,
+            State::SynSent => self.on_segment_syn_sent(now, seg, env),
+            _ => self.on_segment_synchronized(now, seg, env),
+        }
+    }
+
+    /// RFC 9293 §3.10.7.3: SYN-SENT.
+    pub(super) fn on_segment_syn_sent(&mut self, now: Instant, seg: &Segment<'_>, env: &mut Env) -> Outcome {
+        // First: the ACK.
+        if let Some(ack) = seg.ack
+            && (ack.le(self.iss) || ack.gt(self.snd_max))
+        {
+            env.counters.drop(Drop::TcpBadHandshake);
+            return if seg.flags.rst { Outcome::KEEP } else { Outcome::reset(ack, None) };
+        }
+        // Second: RST. Acceptable only with an acceptable ACK.
+        if seg.flags.rst {
+            if seg.ack.is_some() {
+                return self.fail(ConnectionError::Refused, env);
+            }
+            env.counters.drop(Drop::TcpBadHandshake);
+            return Outcome::KEEP;
+        }
+        // Fourth: SYN.
+        if !seg.flags.syn {
+            env.counters.drop(Drop::TcpBadHandshake);
+            return Outcome::KEEP;
+        }
+        self.take_peer_syn(now, seg, env);
+        match seg.ack {
+            Some(ack) => {
+                self.snd_una = ack;
+                if self.has(flag::RTT_TIMING) && ack.ge(self.rtt_seq) {
+                    let _ = self.take_rtt_sample(now, env);
+                }
+                self.rto_at = NEVER;
+                self.establish(now, env);
+                self.set(flag::ACK_NOW);
+                // Data on a SYN-ACK is rare but legal.
+                if !seg.payload.is_empty() || seg.flags.fin {
+                    let mut rest = *seg;
+                    rest.seq = seg.seq + 1u32;
+                    rest.flags.syn = false;
+                    return self.process_text(now, &rest, env);
+                }
+                Outcome::KEEP
+            }
+            None => {
+                // Simultaneous open: answer with SYN-ACK from the same ISS.
+                self.state = State::SynReceived;
+                self.snd_nxt = self.iss;
+                Outcome::KEEP
+            }
+        }
+    }
+
+    /// The handshake completed. The ACK of our SYN is processed by the caller
+    /// (which takes the RTT sample if the SYN was not retransmitted).
+    pub(super) fn establish(&mut self, now: Instant, env: &mut Env) {
+        self.state = State::Established;
+        self.retries = 0;
+        self.cc = Congestion::new(env.cfg.congestion, self.mss());
+        if let Some(ka) = env.cfg.keepalive {
+            self.linger_at = now + ka.idle;
+        }
+        env.counters.established += 1;
+        if !self.is_passive() {
+            let h = self.handle();
+            self.notify(env, Event::Connected(h));
+        }
+    }
+
+    /// RFC 9293 §3.10.7.4: every state from SYN-RECEIVED on.
+    pub(super) fn on_segment_synchronized(&mut self, now: Instant, seg: &Segment<'_>, env: &mut Env) -> Outcome {
+        // The peer's SYN again while we are in SYN-RECEIVED.
+        if self.state == State::SynReceived && seg.flags.syn && !seg.flags.rst && seg.seq == self.irs {
+            match seg.ack {
+                // Simultaneous open (RFC 9293 figure 7): the peer's SYN-ACK
+                // acknowledges our SYN; its own SYN is old news.
+                Some(ack) if ack.gt(self.snd_una) && ack.le(self.snd_max) => {
+                    let mut rest = *seg;
+                    rest.flags.syn = false;
+                    rest.seq = self.irs + 1u32;
+                    return self.on_segment_synchronized(now, &rest, env);
+                }
+                // A retransmitted SYN: our SYN-ACK was lost; send it again.
+                None => self.snd_nxt = self.iss,
+                Some(_) => {}
+            }
+            return Outcome::KEEP;
+        }
+        // A new SYN for a tuple in TIME-WAIT with a higher sequence number
+        // opens a new incarnation (as Linux does; RFC 9293 §3.6.1).
+        if self.state == State::TimeWait && seg.flags.syn && seg.ack.is_none() && seg.seq.gt(self.rcv_nxt) {
+            return Outcome::action(Action::Recycle);
+        }
+
+        // RFC 7323 §5.3 R1: PAWS. An older timestamp marks an old duplicate.
+        if !self.paws_ok(now, seg) {
+            env.counters.drop(Drop::TcpPaws);
+            if !seg.flags.rst {
+                self.set(flag::ACK_NOW);
+            }
+            return Outcome::KEEP;
+        }
+
+        // First: is the sequence number acceptable?
+        if !self.acceptable(seg) {
+            env.counters.drop(Drop::TcpOutOfWindow);
+            if !seg.flags.rst {
+                self.set(flag::ACK_NOW);
+                let end = seg.seq + seg.payload.len();
+                if !seg.payload.is_empty() && end.le(self.rcv_nxt) {
+                    // Wholly old data: a retransmission that was not needed
+                    // (RFC 2883 §4.1).
+                    self.note_duplicate(seg.seq, end);
+                }
+                if self.state == State::TimeWait && seg.flags.fin {
+                    self.linger_at = now + env.cfg.time_wait;
+                }
+            }
+            return Outcome::KEEP;
+        }
+
+        // RFC 7323 §4.3 (and §5.3 R3): remember the timestamp to echo.
+        self.update_ts_recent(now, seg);
+
+        // Second: RST. RFC 5961 §3.2: only an RST at exactly RCV.NXT resets;
+        // one elsewhere in the window may be a blind guess and draws a
+        // (rate-limited) challenge ACK, which a real peer answers with an
+        // exact RST.
+        if seg.flags.rst {
+            if seg.seq != self.rcv_nxt {
+                env.counters.drop(Drop::TcpRstNotExact);
+                self.challenge_ack(env);
+                return Outcome::KEEP;
+            }
+            return match self.state {
+                State::SynReceived if self.is_passive() => self.remove(env),
+                State::SynReceived => self.fail(ConnectionError::Refused, env),
+                State::Established | State::FinWait1 | State::FinWait2 | State::CloseWait => {
+                    self.fail(ConnectionError::Reset, env)
+                }
+                _ => self.remove(env),
+            };
+        }
+
+        // Fourth: SYN in a synchronized state: challenge ACK (RFC 5961 §4.2).
+        if seg.flags.syn {
+            env.counters.drop(Drop::TcpUnexpectedSyn);
+            self.challenge_ack(env);
+            return Outcome::KEEP;
+        }
+
+        // Fifth: the ACK field.
+        let Some(ack) = seg.ack else {
+            env.counters.drop(Drop::TcpNoAck);
+            return Outcome::KEEP;
+        };
+        if self.state == State::SynReceived {
+            if ack.le(self.snd_una) || ack.gt(self.snd_max) {
+                env.counters.drop(Drop::TcpBadHandshake);
+                return Outcome::reset(ack, None);
+            }
+            self.snd_wnd = self.peer_window(seg);
+            self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = ack;
+            self.establish(now, env);
+        }
+        if ack.gt(self.snd_max) {
+            // RFC 9293: an ACK for something not yet sent: ACK and drop.
+            env.counters.drop(Drop::TcpAckUnsent);
+            self.set(flag::ACK_NOW);
+            return Outcome::KEEP;
+        }
+        if ack.lt(self.snd_una - self.max_snd_wnd) {
+            // RFC 5961 §5.2: an ACK older than any window we could have been
+            // given is a blind injection attempt, not a delayed duplicate.
+            env.counters.drop(Drop::TcpAckTooOld);
+            self.challenge_ack(env);
+            return Outcome::KEEP;
+        }
+        let fin_acked = self.process_ack(now, seg, ack, env);
+        if fin_acked {
+            match self.state {
+                State::FinWait1 => {
+                    self.state = State::FinWait2;
+                    if self.is_orphan() {
+                        self.linger_at = now + env.cfg.fin_wait2_timeout;
+                    }
+                }
+                State::Closing => return self.enter_time_wait(now, env),
+                State::LastAck => return self.remove(env),
+                _ => {}
+            }
+        }
+        if self.state == State::TimeWait {
+            return Outcome::KEEP;
+        }
+
+        // Sixth and seventh: the text and FIN.
+        self.process_text(now, seg, env)
+    }
+
+    /// Sends an ACK that a real peer answers usefully (RFC 5961 §7), within
+    /// the shard's budget of challenge ACKs per second.
+    pub(super) fn challenge_ack(&mut self, env: &mut Env) {
+        if env.challenge_acks_left > 0 {
+            env.challenge_acks_left -= 1;
+            self.set(flag::ACK_NOW);
+        } else {
+            env.counters.drop(Drop::TcpChallengeAckLimit);
+        }
+    }
+
+    /// The window a segment offers, scaled (RFC 7323 §2.3: never in a SYN).
+    pub(super) fn peer_window(&self, seg: &Segment<'_>) -> u32 {
+        let shift = if self.has(flag::WSCALE) && !seg.flags.syn { self.snd_wscale } else { 0 };
+        (seg.window as u32) << shift
+    }
+
+    /// RFC 7323 §5.3 R1: a segment whose TSval is older than TS.Recent is an
+    /// old duplicate, unless TS.Recent itself is stale (idle beyond 24 days).
+    pub(super) fn paws_ok(&mut self, now: Instant, seg: &Segment<'_>) -> bool {
+        let Some((tsval, _)) = seg.timestamp else { return true };
+        if seg.flags.rst || !self.has(flag::TIMESTAMPS) || !self.has(flag::TS_RECENT) {
+            return true;
+        }
+        if (tsval.wrapping_sub(self.ts_recent) as i32) >= 0 {
+            return true;
+        }
+        if now - self.ts_recent_at > PAWS_IDLE {
+            self.clear(flag::TS_RECENT);
+            return true;
+        }
+        false
+    }
+
+    /// RFC 7323 §4.3: TS.Recent takes SEG.TSval when the segment covers
+    /// Last.ACK.sent (so delayed ACKs echo the earliest unacknowledged one).
+    fn update_ts_recent(&mut self, now: Instant, seg: &Segment<'_>) {
+        let Some((tsval, _)) = seg.timestamp else { return };
+        if !self.has(flag::TIMESTAMPS) {
+            return;
+        }
+        let newer = !self.has(flag::TS_RECENT) || (tsval.wrapping_sub(self.ts_recent) as i32) >= 0;
+        if newer && seg.seq.le(self.last_ack_sent) {
+            self.ts_recent = tsval;
+            self.ts_recent_at = now;
+            self.set(flag::TS_RECENT);
+        }
+    }
+
+    /// An RTT from the echoed timestamp of an ACK that acknowledged new data
+    /// (RFC 7323 §4.1), in our clock's 1 ms resolution.
+    pub(super) fn ts_rtt(&self, now: Instant, seg: &Segment<'_>) -> Option<Duration> {
+        let (_, tsecr) = seg.timestamp?;
+        if !self.has(flag::TIMESTAMPS) || tsecr == 0 {
+            return None;
+        }
+        let elapsed = self.ts_now(now).wrapping_sub(tsecr);
+        // An echo from the future or from long ago is not a measurement.
+        (elapsed < 1 << 30).then(|| Duration::from_millis(elapsed.max(1) as u64))
+    }
+
+    /// RFC 9293's acceptability test for SEG.SEQ against our advertised window.
+    pub(super) fn acceptable(&self, seg: &Segment<'_>) -> bool {
+        let wnd = self.rcv_adv.since(self.rcv_nxt);
+        let len = seg.len();
+        match (len, wnd) {
+            (0, 0) => seg.seq == self.rcv_nxt,
+            (0, _) => seg.seq.in_window(self.rcv_nxt, wnd),
+            (_, 0) => false,
+            (_, _) => seg.seq.in_window(self.rcv_nxt, wnd) || (seg.seq + (len - 1)).in_window(self.rcv_nxt, wnd),
+        }
+    }
+
+    /// ACK processing; returns whether our FIN is now acknowledged.
+    pub(super) fn process_ack(&mut self, now: Instant, seg: &Segment<'_>, ack: SeqNumber, env: &mut Env) -> bool {
+        let mss = self.mss();
+        let acked = ack.since(self.snd_una);
+        let mut fin_acked = false;
+
+        if acked == 0 {
+            // RFC 5681 §2: a duplicate ACK carries no data, no SYN/FIN, the same
+            // window, and arrives while data is outstanding.
+            let duplicate = ack == self.snd_una
+                && seg.payload.is_empty()
+                && !seg.flags.fin
+                && self.peer_window(seg) == self.snd_wnd
+                && self.snd_wnd > 0
+                && self.outstanding() > 0;
+            if duplicate {
+                self.on_duplicate_ack(now, env);
+            }
+        } else if ack.gt(self.snd_una) {
+            let mut una = self.snd_una;
+            if una == self.iss {
+                una += 1u32; // our SYN is acknowledged
+            }
+            let data_end = una + self.tx.len();
+            let data_acked = (ack.since(una) as usize).min(self.tx.len());
+            self.tx.consume(data_acked);
+            fin_acked = self.fin_outstanding() && ack.gt(data_end);
+            if fin_acked {
+                self.set(flag::FIN_ACKED);
+            }
+            self.snd_una = ack;
+            if self.snd_nxt.lt(ack) {
+                self.snd_nxt = ack;
+            }
+            self.totals.bytes_acked += data_acked as u64;
+            let rtt = if self.has(flag::RTT_TIMING) && ack.ge(self.rtt_seq) {
+                Some(self.take_rtt_sample(now, env))
+            } else if !self.has(flag::RTT_TIMING)
+                && let Some(sample) = self.ts_rtt(now, seg)
+            {
+                // Karn's rule left no timed segment (a retransmission is in
+                // flight); the echoed timestamp still identifies the
+                // transmission (RFC 7323 §4.1).
+                self.rtt.sample(sample, env.cfg.min_rto, env.cfg.max_rto);
+                self.min_rtt.update(now, sample);
+                Some(sample)
+            } else {
+                None
+            };
+            self.retries = 0;
+            self.unacked_since = now;
+            let flight = acked + self.outstanding();
+            self.on_new_ack(now, ack, data_acked as u32, flight, mss, rtt);
+            self.rto_at = if self.outstanding() > 0 { now + self.rtt.rto() } else { NEVER };
+            if self.has(flag::WANT_WRITABLE) && self.tx.free() > 0 {
+                self.clear(flag::WANT_WRITABLE);
+                let h = self.handle();
+                self.notify(env, Event::Writable(h));
+            }
+            if self.tx.is_empty() {
+                self.release_tx(env);
+            }
+        }
+
+        // Window update (RFC 9293 §3.10.7.4): only from a segment newer than
+        // the last one that set the window.
+        if self.snd_wl1.lt(seg.seq) || (self.snd_wl1 == seg.seq && self.snd_wl2.le(ack)) {
+            let window = self.peer_window(seg);
+            let opened = self.snd_wnd == 0 && window > 0;
+            self.snd_wnd = window;
+            self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = ack;
+            if self.snd_wnd == 0 {
+                // A live peer with a closed window is not a dead one.
+                self.unacked_since = now;
+            }
+            if opened {
+                if self.has(flag::PROBING) {
+                    // The closed window most likely dropped the probe byte:
+                    // send it again with what follows, now.
+                    self.clear(flag::PROBING);
+                    self.snd_nxt = self.snd_una;
+                }
+                if self.outstanding() == 0 {
+                    self.rto_at = NEVER; // persist is over
+                }
+            }
+        }
+        fin_acked
+    }
+
+    /// New data acknowledged: congestion control and NewReno (RFC 6582 §3.2).
+    /// `flight` is what was outstanding before this ACK.
+    pub(super) fn on_new_ack(
+        &mut self,
+        now: Instant,
+        ack: SeqNumber,
+        acked: u32,
+        flight: u32,
+        mss: u32,
+        rtt: Option<Duration>,
+    ) {
+        if self.has(flag::RECOVERY) {
+            if ack.ge(self.recover) {
+                // Full acknowledgment: leave recovery.
+                self.clear(flag::RECOVERY);
+                self.inflation = 0;
+                self.dupacks = 0;
+                self.cc.on_recovery_end(now, self.outstanding(), mss);
+            } else {
+                // Partial acknowledgment: resend the next hole, deflate.
+                self.set(flag::FAST_REXMIT);
+                self.inflation = (self.inflation + mss).saturating_sub(acked);
+            }
+        } else {
+            self.dupacks = 0;
+            let sample = AckSample {
+                now,
+                acked,
+                flight,
+                mss,
+                rtt,
+                srtt: self.rtt.srtt(),
+                min_rtt: self.min_rtt.get(),
+                // Not filling the window: growth would be unearned (RFC 7661).
+                app_limited: flight.saturating_add(mss) < self.cc.cwnd(),
+                ack,
+                snd_nxt: self.snd_nxt,
+            };
+            self.cc.on_ack(&sample);
+        }
+    }
+
+    pub(super) fn on_duplicate_ack(&mut self, now: Instant, _env: &mut Env) {
+        let mss = self.mss();
+        self.dupacks = self.dupacks.saturating_add(1);
+        if self.has(flag::RECOVERY) {
+            // Each further duplicate means a segment left the network.
+            self.inflation = self.inflation.saturating_add(mss);
+        } else if self.dupacks == 3 && (self.snd_una - 1u32).ge(self.recover) {
+            // Fast retransmit (RFC 5681 §3.2), unless this loss belongs to an
+            // episode already handled (RFC 6582 §3.2 step 1).
+            self.recover = self.snd_max;
+            self.cc.on_congestion(now, self.outstanding(), mss);
+            self.inflation = 3 * mss;
+            self.set(flag::RECOVERY | flag::FAST_REXMIT);
+            // Karn: an ACK may now be for the original or the retransmission.
+            self.clear(flag::RTT_TIMING);
+        }
+    }
+
+    pub(super) fn take_rtt_sample(&mut self, now: Instant, env: &Env) -> Duration {
+        let sample = now - self.rtt_start;
+        self.rtt.sample(sample, env.cfg.min_rto, env.cfg.max_rto);
+        self.min_rtt.update(now, sample);
+        self.clear(flag::RTT_TIMING);
+        sample
+    }
+
+    /// RFC 9293 steps six and seven: segment text and FIN.
+    pub(super) fn process_text(&mut self, now: Instant, seg: &Segment<'_>, env: &mut Env) -> Outcome {
+        let accepts_data = matches!(self.state, State::Established | State::FinWait1 | State::FinWait2);
+        if !seg.payload.is_empty() {
+            if !accepts_data {
+                // The peer already sent FIN; data after it is bogus. ACK what we have.
+                self.set(flag::ACK_NOW);
+            } else if self.is_orphan() && seg.seq.since(self.rcv_nxt) as usize + seg.payload.len() > 0 {
+                let new_data = (seg.seq + seg.payload.len()).gt(self.rcv_nxt);
+                if new_data {
+                    // Nobody will read it: reset, as Linux does.
+                    env.counters.drop(Drop::TcpDataAfterClose);
+                    let mut out = self.abort_outcome(env);
+                    out.action = Action::Remove;
+                    return out;
+                }
+                self.set(flag::ACK_NOW);
+            } else {
+                self.receive_data(now, seg, env);
+            }
+        }
+
+        if seg.flags.fin && !self.has(flag::RCV_FIN_KNOWN) {
+            self.rcv_fin = seg.seq + seg.payload.len();
+            self.set(flag::RCV_FIN_KNOWN);
+        }
+        if self.has(flag::RCV_FIN_KNOWN) && self.rcv_fin == self.rcv_nxt && !self.state.peer_finished() {
+            return self.on_fin(now, env);
+        }
+        if seg.flags.fin && self.state.peer_finished() {
+            // A retransmitted FIN: our ACK of it was lost.
+            self.set(flag::ACK_NOW);
+        }
+        Outcome::KEEP
+    }
+
+    pub(super) fn receive_data(&mut self, now: Instant, seg: &Segment<'_>, env: &mut Env) {
+        let mut seq = seg.seq;
+        let mut data = seg.payload;
+        self.rcv_mss = self.rcv_mss.max(data.len().min(env.mss as usize) as u16);
+        self.measure_rcv_rtt(now, seg);
+        // Trim what we already have.
+        if seq.lt(self.rcv_nxt) {
+            let dup = self.rcv_nxt.since(seq) as usize;
+            // RFC 2883: report the duplicate, so the sender learns its
+            // retransmission was unnecessary.
+            self.note_duplicate(seq, if dup >= data.len() { seq + data.len() } else { self.rcv_nxt });
+            if dup >= data.len() {
+                self.set(flag::ACK_NOW); // a pure duplicate: our ACK was probably lost
+                return;
+            }
+            data = &data[dup..];
+            seq = self.rcv_nxt;
+        }
+        if !self.rx.is_allocated() {
+            self.rx.attach(env.rx_pool.take());
+        }
+        let offset = seq.since(self.rcv_nxt) as usize;
+        if offset >= self.rx.free() {
+            env.counters.drop(Drop::TcpOutOfWindow);
+            self.set(flag::ACK_NOW);
+            return;
+        }
+        let written = self.rx.write_at(offset, data);
+        let had_gaps = !self.reasm.is_empty();
+        let advanced = if offset == 0 && !had_gaps {
+            // The common case: in order, nothing pending. No bookkeeping.
+            written as u32
+        } else {
+            let (lo, hi) = (offset as u32, (offset + written) as u32);
+            if self.reasm.blocks().any(|(a, b)| a <= lo && hi <= b) {
+                self.note_duplicate(seq, seq + written);
+            }
+            if !self.reasm.is_allocated() {
+                // Starts small; grows to the limit only when losses need it.
+                let storage = env.reasm_pool.pop().unwrap_or_else(|| Vec::with_capacity(8));
+                self.reasm.attach(storage, env.cfg.reassembly_blocks);
+            }
+            if self.reasm.add(lo, written as u32).is_err() {
+                env.counters.drop(Drop::TcpReassemblyFull);
+                self.set(flag::ACK_NOW);
+                return;
+            }
+            if offset > 0 {
+                self.recent_ooo = seq;
+                self.set(flag::RECENT_OOO);
+            }
+            self.reasm.take_front()
+        };
+        if advanced > 0 {
+            self.rx.commit(advanced as usize);
+            self.rcv_nxt += advanced;
+            self.totals.bytes_received += advanced as u64;
+            self.notify_readable(env);
+        }
+        if offset > 0 || had_gaps {
+            // RFC 5681 §4.2: ACK out-of-order data and gap fills at once.
+            self.set(flag::ACK_NOW);
+        } else {
+            self.unacked_rx = self.unacked_rx.saturating_add(advanced);
+            let delay = env.cfg.delayed_ack;
+            if self.quick_acks > 0 {
+                // Quick-ACK at the start: a sender in slow start grows by ACKs.
+                self.quick_acks -= 1;
+                self.set(flag::ACK_NOW);
+            } else if delay == Duration::ZERO || self.unacked_rx >= 2 * self.rcv_mss as u32 {
+                // RFC 5681 §4.2: an ACK for at least every second full-sized
+                // segment (full-sized: the largest the peer has sent).
+                self.set(flag::ACK_NOW);
+            } else if self.delack_at == NEVER {
+                self.delack_at = now + delay;
+            }
+        }
+    }
+
+    /// Receiver-side RTT (as Linux's tcp_rcv_rtt_measure_ts): new data that
+    /// echoes one of our timestamps arrived about one round trip after we
+    /// sent that timestamp. Lets a flow that only uploads to us have an RTT.
+    fn measure_rcv_rtt(&mut self, now: Instant, seg: &Segment<'_>) {
+        // One sample per echoed value: later segments echoing the same
+        // timestamp were sent later, not delayed longer.
+        let Some((_, tsecr)) = seg.timestamp else { return };
+        if tsecr == self.rcv_rtt_last_tsecr {
+            return;
+        }
+        let Some(sample) = self.ts_rtt(now, seg) else { return };
+        self.rcv_rtt_last_tsecr = tsecr;
+        let sample = sample.total_micros().min(u32::MAX as u64) as u32;
+        self.rcv_rtt_us = if self.rcv_rtt_us == 0 {
+            sample
+        } else {
+            // An EWMA with gain 1/8, as SRTT.
+            ((7 * self.rcv_rtt_us as u64 + sample as u64) / 8) as u32
+        };
+    }
+
+    /// The peer's FIN is next in sequence.
+    pub(super) fn on_fin(&mut self, now: Instant, env: &mut Env) -> Outcome {
+        self.rcv_nxt += 1u32;
+        self.set(flag::ACK_NOW);
+        let h = self.handle();
+        self.notify(env, Event::HangUp(h));
+        match self.state {
+            State::SynReceived | State::Established => self.state = State::CloseWait,
+            State::FinWait1 => {
+                if self.has(flag::FIN_ACKED) {
+                    return self.enter_time_wait(now, env);
+                }
+                self.state = State::Closing;
+            }
+            State::FinWait2 => return self.enter_time_wait(now, env),
+            _ => {}
+        }
+        Outcome::KEEP
+    }
+
+    pub(super) fn enter_time_wait(&mut self, now: Instant, env: &mut Env) -> Outcome {
+        // Nothing is left to send; what was received stays until read.
+        self.release_tx(env);
+        if self.rx.is_empty() {
+            self.release_rx(env);
+        }
+        self.rto_at = NEVER;
+        self.state = State::TimeWait;
+        if env.time_wait >= env.max_time_wait {
+            // Too many already: skip TIME-WAIT, as Linux does past tcp_max_tw_buckets.
+            return self.finish(env);
+        }
+        env.time_wait += 1;
+        self.set(flag::IN_TIME_WAIT);
+        self.linger_at = now + env.cfg.time_wait;
+        // The final ACK still has to go out.
+        Outcome::KEEP
+    }
+}

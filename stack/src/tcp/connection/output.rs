@@ -1,0 +1,259 @@
+//! Transmission: which segment goes next, and writing it.
+
+use super::*;
+
+impl Connection {
+    /// Writes the next segment's TCP header and payload into `out` (which
+    /// holds at least a full header and one MSS); returns its length, or
+    /// `None` when there is nothing to send.
+    pub fn emit(&mut self, now: Instant, env: &mut Env, out: &mut [u8]) -> Option<usize> {
+        let len = match self.state {
+            State::Closed => return None,
+            State::SynSent | State::SynReceived => {
+                if self.snd_nxt == self.iss {
+                    self.emit_syn(now, env, out)
+                } else if self.has(flag::ACK_NOW) && self.state == State::SynReceived {
+                    self.emit_ack(now, self.snd_nxt, env, out)
+                } else {
+                    self.clear(flag::ACK_NOW);
+                    return None;
+                }
+            }
+            _ => self.emit_synchronized(now, env, out)?,
+        };
+        env.counters.segments_out += 1;
+        Some(len)
+    }
+
+    /// A header for this connection with the ACK, window, timestamp and SACK
+    /// blocks filled in; records what the ACK said.
+    fn header(&mut self, now: Instant, env: &Env, seq: SeqNumber, flags: Flags) -> TcpHeader {
+        let mut header = TcpHeader {
+            src_port: self.tuple.local_port,
+            dst_port: self.tuple.remote_port,
+            seq,
+            ack: Some(self.rcv_nxt),
+            flags,
+            window: self.window_to_advertise(env, false),
+            ..TcpHeader::default()
+        };
+        if self.has(flag::TIMESTAMPS) {
+            header.timestamp = Some((self.ts_now(now), self.ts_recent));
+        }
+        self.add_sack_blocks(&mut header);
+        self.acked_now();
+        header
+    }
+
+    /// Bytes of options the next non-SYN segment carries: timestamps, and
+    /// SACK blocks while there is something to report.
+    fn options_len(&self) -> usize {
+        let timestamps = if self.has(flag::TIMESTAMPS) { 12 } else { 0 };
+        let blocks = self.sack_block_count(timestamps > 0);
+        timestamps + if blocks > 0 { 4 + 8 * blocks } else { 0 }
+    }
+
+    /// Everything an ACK going out settles.
+    fn acked_now(&mut self) {
+        self.last_ack_sent = self.rcv_nxt;
+        self.clear(flag::ACK_NOW);
+        self.unacked_rx = 0;
+        self.delack_at = NEVER;
+    }
+
+    pub(super) fn emit_syn(&mut self, now: Instant, env: &mut Env, out: &mut [u8]) -> usize {
+        let cfg = &env.cfg;
+        let synack = self.state == State::SynReceived;
+        // An active open offers what is configured; a SYN-ACK echoes only
+        // what the peer's SYN offered (RFC 7323 §2.2, §3.2; RFC 2018 §2).
+        let (wscale, sack, timestamps) = if synack {
+            (self.has(flag::WSCALE), self.has(flag::SACK), self.has(flag::TIMESTAMPS))
+        } else {
+            (cfg.window_scaling, cfg.sack, cfg.timestamps)
+        };
+        let header = TcpHeader {
+            src_port: self.tuple.local_port,
+            dst_port: self.tuple.remote_port,
+            seq: self.iss,
+            ack: synack.then_some(self.rcv_nxt),
+            flags: Flags { syn: true, ..Flags::default() },
+            window: self.window_to_advertise(env, true),
+            mss: Some(env.mss),
+            wscale: wscale.then_some(window_shift(cfg.rx_buffer)),
+            sack_permitted: sack,
+            timestamp: timestamps.then(|| (self.ts_now(now), if synack { self.ts_recent } else { 0 })),
+            ..TcpHeader::default()
+        };
+        let len = header.emit(out);
+        self.snd_nxt = self.iss + 1u32;
+        self.snd_max = self.snd_max.max(self.snd_nxt);
+        if self.retries == 0 && !self.has(flag::RTT_TIMING) {
+            self.set(flag::RTT_TIMING);
+            self.rtt_seq = self.snd_nxt;
+            self.rtt_start = now;
+        } else if self.retries > 0 {
+            env.counters.retransmits += 1;
+            self.totals.retransmits += 1;
+        }
+        if self.rto_at == NEVER {
+            self.rto_at = now + self.rtt.rto();
+        }
+        self.acked_now();
+        len
+    }
+
+    pub(super) fn emit_ack(&mut self, now: Instant, seq: SeqNumber, env: &mut Env, out: &mut [u8]) -> usize {
+        self.header(now, env, seq, Flags::default()).emit(out)
+    }
+
+    /// The pacing rate in bytes per second, if the connection is paced:
+    /// gain × cwnd / SRTT when pacing is on, bounded by the policy's cap.
+    fn pacing_rate(&self, env: &Env) -> Option<u64> {
+        let own = match self.rtt.srtt() {
+            Some(srtt) if env.cfg.pacing => {
+                let cwnd = self.cwnd() as u64;
+                let rate = cwnd * 1_000_000 / srtt.total_micros().max(1);
+                Some(rate * env.cfg.pacing_gain_percent as u64 / 100)
+            }
+            _ => None,
+        };
+        match (own, self.pacing_cap) {
+            (own, u64::MAX) => own,
+            (Some(own), cap) => Some(own.min(cap)),
+            (None, cap) => Some(cap),
+        }
+        .map(|rate| rate.max(1))
+    }
+
+    pub(super) fn emit_synchronized(&mut self, now: Instant, env: &mut Env, out: &mut [u8]) -> Option<usize> {
+        if self.state == State::TimeWait {
+            return self.has(flag::ACK_NOW).then(|| self.emit_ack(now, self.snd_nxt, env, out));
+        }
+        if self.has(flag::KEEPALIVE_PROBE) {
+            self.clear(flag::KEEPALIVE_PROBE);
+            // RFC 9293 §3.8.4: SEG.SEQ = SND.NXT - 1 draws an ACK without data.
+            return Some(self.emit_ack(now, self.snd_una - 1u32, env, out));
+        }
+
+        let fast = self.has(flag::FAST_REXMIT);
+        let force = self.has(flag::FORCE);
+        let seq = if fast { self.snd_una } else { self.snd_nxt };
+        let start = self.data_start();
+        let offset = seq.since(start) as usize;
+        let queued = self.tx.len();
+        let avail = queued.saturating_sub(offset);
+        // RFC 6691: the options a segment carries come out of the MSS.
+        let options = self.options_len();
+        let eff_mss = (self.mss() as usize).saturating_sub(options).max(1);
+        let max_seg = eff_mss.min(out.len().saturating_sub(TCP_HEADER_LEN + options));
+
+        let paced = self.pacing_rate(env);
+        let pacing_blocked = paced.is_some() && self.pace_next > now && !fast && !force;
+        let len = if fast {
+            avail.min(max_seg)
+        } else if pacing_blocked {
+            0
+        } else {
+            let window = self.snd_wnd.min(self.cwnd()) as usize;
+            let usable = window.saturating_sub(self.in_flight() as usize);
+            let mut len = avail.min(max_seg).min(usable);
+            if len < avail && len < max_seg && !force && (len as u32) < self.max_snd_wnd / 2 {
+                // Sender silly-window avoidance (RFC 9293 §3.8.6.2.1): wait for
+                // a full segment or half the peer's largest window.
+                len = 0;
+            }
+            if env.cfg.nagle && len < max_seg && len == avail && self.in_flight() > 0 && !force {
+                len = 0; // Nagle: one small segment in flight at a time
+            }
+            if force && len == 0 && avail > 0 && self.snd_wnd == 0 {
+                len = 1; // zero-window probe (RFC 9293 §3.8.6.1)
+                self.set(flag::PROBING);
+            }
+            len
+        };
+        if force {
+            self.clear(flag::FORCE);
+        }
+        let fin_due = self.fin_outstanding() && seq + len == self.fin_seq() && offset + len == queued;
+        let send_fin = fin_due && !pacing_blocked && (len > 0 || fast || self.snd_nxt.le(self.fin_seq()));
+        if len == 0 && !send_fin {
+            if avail > 0 && self.outstanding() == 0 && self.rto_at == NEVER && !pacing_blocked {
+                // Blocked by the window with nothing in flight: persist.
+                self.rto_at = now + self.rtt.rto();
+            }
+            if pacing_blocked {
+                self.pace_at = self.pace_next;
+            }
+            if fast {
+                self.clear(flag::FAST_REXMIT);
+            }
+            return self.has(flag::ACK_NOW).then(|| self.emit_ack(now, self.snd_nxt, env, out));
+        }
+
+        let retransmission = seq.lt(self.snd_max);
+        if !retransmission && self.outstanding() == 0 && now - self.last_tx > self.rtt.rto() && len > 0 {
+            // RFC 5681 §4.1: after an idle period the old window is stale.
+            self.cc.on_restart_after_idle(now, now - self.last_tx, self.mss());
+        }
+        let flags = Flags { fin: send_fin, psh: len > 0 && offset + len == queued, ..Flags::default() };
+        let header = self.header(now, env, seq, flags);
+        let hlen = header.emit(out);
+        let copied = self.tx.copy_out(offset, &mut out[hlen..hlen + len]);
+        debug_assert_eq!(copied, len);
+
+        let end = seq + len + send_fin as usize;
+        if retransmission {
+            env.counters.retransmits += 1;
+            self.totals.retransmits += 1;
+        }
+        if fast {
+            self.clear(flag::FAST_REXMIT);
+        } else {
+            self.snd_nxt = end;
+        }
+        if self.outstanding() == 0 {
+            self.unacked_since = now;
+        }
+        if end.gt(self.snd_max) {
+            if !retransmission && !self.has(flag::RTT_TIMING) {
+                self.set(flag::RTT_TIMING);
+                self.rtt_seq = end;
+                self.rtt_start = now;
+            }
+            self.snd_max = end;
+        }
+        if self.rto_at == NEVER || retransmission && fast {
+            self.rto_at = now + self.rtt.rto();
+        }
+        if let Some(rate) = paced {
+            // The next segment may leave once this one's time at the paced
+            // rate has passed; idle time earns at most one segment of credit.
+            let spacing = Duration::from_micros((len as u64 + hlen as u64) * 1_000_000 / rate);
+            let credit = Duration::from_micros(eff_mss as u64 * 1_000_000 / rate);
+            self.pace_next = self.pace_next.max(now - credit) + spacing;
+        }
+        if len > 0 {
+            self.last_tx = now;
+        }
+        if send_fin {
+            match self.state {
+                State::Established => self.state = State::FinWait1,
+                State::CloseWait => self.state = State::LastAck,
+                _ => {}
+            }
+        }
+        Some(hlen + len)
+    }
+
+    /// The header of an RST that aborts this connection.
+    pub fn reset_header(&self, seq: SeqNumber, ack: Option<SeqNumber>) -> TcpHeader {
+        TcpHeader {
+            src_port: self.tuple.local_port,
+            dst_port: self.tuple.remote_port,
+            seq,
+            ack,
+            flags: Flags { rst: true, ..Flags::default() },
+            ..TcpHeader::default()
+        }
+    }
+}

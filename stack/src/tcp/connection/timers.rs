@@ -1,0 +1,126 @@
+//! The connection's timers: retransmission and persist, delayed ACK,
+//! TIME-WAIT, FIN-WAIT-2, keep-alive and the user timeout.
+
+use super::*;
+
+impl Connection {
+    // ---------------------------------------------------------------------
+    // Timers
+    // ---------------------------------------------------------------------
+
+    /// Handles every deadline that has passed.
+    pub fn on_timer(&mut self, now: Instant, env: &mut Env) -> Outcome {
+        if now >= self.linger_at {
+            self.linger_at = NEVER;
+            match self.state {
+                State::TimeWait => return self.finish(env),
+                State::FinWait2 => return self.remove(env),
+                State::Established | State::CloseWait => {
+                    if let Some(out) = self.on_keepalive(now, env) {
+                        return out;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if self.outstanding() > 0 && self.state.is_synchronized() && now >= self.unacked_since + env.cfg.user_timeout {
+            return self.fail(ConnectionError::TimedOut, env);
+        }
+        if now >= self.pace_at {
+            // The pacer lets held data go; the shard offers a turn after this.
+            self.pace_at = NEVER;
+        }
+        if now >= self.delack_at {
+            self.delack_at = NEVER;
+            self.set(flag::ACK_NOW);
+        }
+        if now >= self.rto_at {
+            self.rto_at = NEVER;
+            return self.on_rto(now, env);
+        }
+        self.arm_keepalive(now, env);
+        Outcome::KEEP
+    }
+
+    pub(super) fn on_rto(&mut self, now: Instant, env: &mut Env) -> Outcome {
+        let max_rto = env.cfg.max_rto;
+        match self.state {
+            State::SynSent | State::SynReceived => {
+                let limit = if self.state == State::SynSent { env.cfg.syn_retries } else { env.cfg.synack_retries };
+                // `limit` counts retransmissions, as Linux's tcp_syn_retries.
+                self.retries = self.retries.saturating_add(1);
+                if self.retries > limit {
+                    return if self.is_passive() && self.state == State::SynReceived {
+                        self.remove(env)
+                    } else {
+                        self.fail(ConnectionError::TimedOut, env)
+                    };
+                }
+                self.rtt.back_off(max_rto);
+                self.clear(flag::RTT_TIMING);
+                self.snd_nxt = self.iss; // resend the SYN (or SYN-ACK)
+                env.counters.timeouts += 1;
+                self.totals.timeouts += 1;
+            }
+            State::Closed | State::TimeWait => {}
+            _ if self.outstanding() > 0 && self.snd_wnd == 0 => {
+                // A zero-window probe went unanswered: probe again, later.
+                // The peer's window is closed, not the network congested.
+                self.snd_nxt = self.snd_una;
+                self.set(flag::FORCE);
+                self.rtt.back_off(max_rto);
+                self.rto_at = now + self.rtt.rto();
+            }
+            _ if self.outstanding() > 0 => {
+                // RFC 6298 §5.4–5.6 and RFC 5681 §3.1: back off, collapse the
+                // window, go back to SND.UNA.
+                let mss = self.mss();
+                self.cc.on_timeout(now, self.outstanding(), mss);
+                self.clear(flag::RECOVERY | flag::FAST_REXMIT | flag::RTT_TIMING);
+                self.inflation = 0;
+                self.dupacks = 0;
+                self.recover = self.snd_max;
+                self.snd_nxt = self.snd_una;
+                self.rtt.back_off(max_rto);
+                self.rto_at = now + self.rtt.rto();
+                env.counters.timeouts += 1;
+                self.totals.timeouts += 1;
+            }
+            _ if self.has_unsent() => {
+                // Persist: probe the zero window, or override silly-window
+                // avoidance (RFC 9293 §3.8.6.1).
+                self.set(flag::FORCE);
+                self.rtt.back_off(max_rto);
+            }
+            _ => {}
+        }
+        Outcome::KEEP
+    }
+
+    pub(super) fn arm_keepalive(&mut self, now: Instant, env: &Env) {
+        if let Some(ka) = env.cfg.keepalive
+            && matches!(self.state, State::Established | State::CloseWait)
+            && self.linger_at == NEVER
+        {
+            let _ = now;
+            self.linger_at = self.last_rx + ka.idle;
+        }
+    }
+
+    pub(super) fn on_keepalive(&mut self, now: Instant, env: &mut Env) -> Option<Outcome> {
+        let ka = env.cfg.keepalive?;
+        let idle = now - self.last_rx;
+        if idle < ka.idle {
+            self.linger_at = self.last_rx + ka.idle;
+            self.retries = 0;
+            return None;
+        }
+        let probes_sent = ((idle - ka.idle).total_micros() / ka.interval.total_micros().max(1)) as u8;
+        if probes_sent >= ka.probes {
+            return Some(self.fail(ConnectionError::TimedOut, env));
+        }
+        self.set(flag::KEEPALIVE_PROBE);
+        self.linger_at = now + ka.interval;
+        None
+    }
+}
