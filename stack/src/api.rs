@@ -161,6 +161,9 @@ pub struct FlowStats {
     pub retransmits: u32,
     /// Retransmission timeouts.
     pub timeouts: u32,
+    /// Window reductions undone because the loss proved spurious (D-SACK,
+    /// Eifel).
+    pub spurious: u32,
     /// Bytes queued to send (unsent or unacknowledged).
     pub send_queue: usize,
     /// Bytes received but not yet read.

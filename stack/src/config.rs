@@ -71,7 +71,10 @@ pub struct TcpConfig {
     pub tx_buffer: usize,
     /// RTO before the first RTT sample (RFC 6298: 1 s).
     pub initial_rto: Duration,
-    /// Lower bound of the RTO (RFC 6298 says 1 s; Linux and we use 200 ms).
+    /// The least the RTO adds to SRTT: RTO = SRTT + max(4·RTTVAR, min_rto),
+    /// as Linux's rto_min (200 ms). RFC 6298 asks for an RTO of at least 1 s;
+    /// this is the common deviation, and it keeps the RTO clear of the RTT on
+    /// long paths too.
     pub min_rto: Duration,
     /// Upper bound of the RTO (RFC 6298: at least 60 s).
     pub max_rto: Duration,
@@ -117,8 +120,12 @@ pub struct TcpConfig {
     /// Acknowledge this many segments at once at the start of a connection
     /// (quick-ACK) before delaying ACKs.
     pub quick_acks: u8,
-    /// Out-of-order blocks kept per connection (each costs 8 bytes while
-    /// there is out-of-order data). Past it, data nearest RCV.NXT wins.
+    /// The most out-of-order blocks (runs of received bytes beyond a gap)
+    /// kept per connection; each costs 8 bytes while there is out-of-order
+    /// data. The limit in force is one block per KiB of receive buffer, at
+    /// least 16, and at most this: enough for full-sized segments with every
+    /// other one lost. Past it, the data nearest RCV.NXT wins and the rest
+    /// is dropped (the peer retransmits it).
     pub reassembly_blocks: usize,
 }
 
@@ -140,7 +147,7 @@ impl Default for TcpConfig {
             nagle: false,
             ephemeral_ports: (49152, 65535),
             challenge_acks_per_sec: 1000,
-            congestion: Algorithm::Reno,
+            congestion: Algorithm::Cubic,
             window_scaling: true,
             timestamps: true,
             sack: true,

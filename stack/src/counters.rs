@@ -121,6 +121,11 @@ pub struct Counters {
     pub retransmits: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+    /// Loss recoveries entered (SACK, RACK or three duplicate ACKs).
+    pub fast_recoveries: u64,
+    /// Peers found to have discarded data they had SACKed (RFC 2018 §8):
+    /// the SACKs were forgotten and the data sent again.
+    pub sack_reneging: u64,
     /// RSTs sent.
     pub resets_sent: u64,
     /// Connections that reached ESTABLISHED.
@@ -149,6 +154,8 @@ impl Default for Counters {
             segments_out: 0,
             retransmits: 0,
             timeouts: 0,
+            fast_recoveries: 0,
+            sack_reneging: 0,
             resets_sent: 0,
             established: 0,
             echo_replies: 0,

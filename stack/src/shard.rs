@@ -24,7 +24,7 @@ use crate::checksum;
 use crate::config::Config;
 use crate::counters::{Counters, Drop};
 use crate::flow_table::{FlowTable, FourTuple};
-use crate::pool::{BufferPool, Key, Slab};
+use crate::pool::{BufferPool, Key, Slab, StoragePool};
 use crate::tcp::State;
 use crate::tcp::connection::{Action, Connection, Env, NEVER, Outcome};
 use crate::tcp::isn::IsnGenerator;
@@ -120,7 +120,8 @@ impl Shard {
             tx_pool: BufferPool::new(config.tcp.tx_buffer, 4096, config.recycle),
             counters: Counters::default(),
             events: VecDeque::with_capacity(256),
-            reasm_pool: Vec::new(),
+            reasm_pool: StoragePool::new(4096, config.recycle),
+            sentq_pool: StoragePool::new(4096, config.recycle),
             time_wait: 0,
             max_time_wait: limits.max_time_wait,
             challenge_acks_left: config.tcp.challenge_acks_per_sec,

@@ -13,8 +13,24 @@
 //! block below the highest one evicts it (that data is forgotten and will
 //! be retransmitted), so data at RCV.NXT can always be taken in.
 
-/// The default limit on out-of-order blocks per connection.
-pub const DEFAULT_MAX_BLOCKS: usize = 256;
+/// The default cap on out-of-order blocks per connection (128 KiB of
+/// bookkeeping at most; see [`blocks_for_buffer`] for the usual limit).
+pub const DEFAULT_MAX_BLOCKS: usize = 16 * 1024;
+
+/// Receive-buffer bytes per block [`blocks_for_buffer`] allows.
+pub const BUFFER_BYTES_PER_BLOCK: usize = 1024;
+
+/// The block limit for a receive buffer of `capacity` bytes, under `cap`:
+/// one block per KiB of buffer, at least 16.
+///
+/// A peer sending full-sized segments with every other one missing needs one
+/// block per two segments, so this keeps every block a standard Ethernet MSS
+/// can create, for 8 bytes per KiB of buffer; only a peer splitting its data
+/// into small segments with gaps between them reaches the limit.
+#[must_use]
+pub fn blocks_for_buffer(capacity: usize, cap: usize) -> usize {
+    (capacity / BUFFER_BYTES_PER_BLOCK).max(16).min(cap.max(1))
+}
 
 /// The segment would need more blocks than the limit and lies beyond all of
 /// them.
@@ -113,6 +129,16 @@ impl Assembler {
             }
             _ => 0,
         }
+    }
+
+    /// Whether one block holds all of `[start, end)` (an empty range is
+    /// held when some block starts at or before it and ends at or after it).
+    ///
+    /// O(log blocks).
+    #[must_use]
+    pub fn covers(&self, start: u32, end: u32) -> bool {
+        let at = self.blocks.partition_point(|&(_, e)| e < end);
+        self.blocks.get(at).is_some_and(|&(s, e)| s <= start && end <= e)
     }
 
     /// No blocks held.
@@ -231,6 +257,29 @@ mod tests {
     }
 
     #[test]
+    fn the_limit_follows_the_receive_buffer() {
+        // Every other full-sized segment missing from a full buffer.
+        for capacity in [64 * 1024, 4 << 20, 16 << 20] {
+            let worst = capacity / (2 * 1460) + 1;
+            assert!(blocks_for_buffer(capacity, DEFAULT_MAX_BLOCKS) >= worst, "{capacity}");
+        }
+        assert_eq!(blocks_for_buffer(0, DEFAULT_MAX_BLOCKS), 16);
+        assert_eq!(blocks_for_buffer(1 << 30, DEFAULT_MAX_BLOCKS), DEFAULT_MAX_BLOCKS);
+        assert_eq!(blocks_for_buffer(1 << 20, 100), 100);
+        assert_eq!(blocks_for_buffer(1 << 20, 0), 1);
+    }
+
+    #[test]
+    fn covers_needs_one_block_holding_the_whole_range() {
+        let mut assembler = assembler();
+        assembler.add(10, 10).unwrap();
+        assembler.add(30, 10).unwrap();
+        assert!(assembler.covers(10, 20) && assembler.covers(12, 18) && assembler.covers(30, 40));
+        assert!(!assembler.covers(15, 35), "spans a gap");
+        assert!(!assembler.covers(5, 15) && !assembler.covers(35, 45) && !assembler.covers(0, 1));
+    }
+
+    #[test]
     fn clear_forgets_everything() {
         let mut assembler = assembler();
         assembler.add(5, 5).unwrap();
@@ -308,6 +357,10 @@ mod tests {
                 }
                 prop_assert_eq!(blocks(&assembler), runs(&received));
                 prop_assert_eq!(assembler.is_empty(), !received.contains(&true));
+                for (start, end) in [(0, 1), (3, 40), (100, 101), (200, 260), (7, 7)] {
+                    let held = runs(&received).iter().any(|&(s, e)| s <= start && end <= e);
+                    prop_assert_eq!(assembler.covers(start, end), held, "covers({}, {})", start, end);
+                }
             }
         }
     }

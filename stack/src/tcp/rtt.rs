@@ -18,19 +18,22 @@ pub struct RttEstimator {
     has_sample: bool,
 }
 
-/// Clock granularity G of RFC 6298 §2: our timers tick at 64 µs, but the
-/// RTO's floor dwarfs it; 1 ms keeps `4·RTTVAR` from collapsing to zero on
-/// a perfectly steady link.
-const GRANULARITY_US: u32 = 1_000;
-
 impl RttEstimator {
     /// No sample yet: the RTO is `initial`.
     pub fn new(initial: Duration) -> RttEstimator {
         RttEstimator { srtt: 0, rttvar: 0, rto: clamp_us(initial), backoff: 0, has_sample: false }
     }
 
-    /// Feeds one RTT measurement (RFC 6298 §2.2–2.3) and recomputes the RTO
-    /// within `[min_rto, max_rto]`. A new sample also ends any backoff.
+    /// Feeds one RTT measurement (RFC 6298 §2.2–2.3) and recomputes the RTO:
+    /// `SRTT + max(4·RTTVAR, min_rto)`, at most `max_rto`. A new sample also
+    /// ends any backoff.
+    ///
+    /// `min_rto` takes the place of RFC 6298's clock granularity G, as in
+    /// Linux (whose RTTVAR never drops below rto_min), rather than bounding
+    /// the sum: with a sample on every ACK RTTVAR decays to almost nothing on
+    /// a steady path, and an RTO of max(SRTT + 4·RTTVAR, 200 ms) would then
+    /// sit a hair above the RTT on a 200 ms path and fire before any
+    /// retransmission could be acknowledged.
     pub fn sample(&mut self, rtt: Duration, min_rto: Duration, max_rto: Duration) {
         let r = clamp_us(rtt).max(1);
         if self.has_sample {
@@ -44,8 +47,8 @@ impl RttEstimator {
             self.has_sample = true;
         }
         self.backoff = 0;
-        let rto = self.srtt as u64 + (4 * self.rttvar as u64).max(GRANULARITY_US as u64);
-        self.rto = (rto.min(u32::MAX as u64) as u32).clamp(clamp_us(min_rto), clamp_us(max_rto));
+        let rto = self.srtt as u64 + (4 * self.rttvar as u64).max(clamp_us(min_rto) as u64);
+        self.rto = (rto.min(u32::MAX as u64) as u32).min(clamp_us(max_rto));
     }
 
     /// Doubles the RTO after a timeout (RFC 6298 §5.5), up to `max_rto`.
@@ -141,7 +144,7 @@ impl MinRtt {
 mod tests {
     use super::*;
 
-    const MIN: Duration = Duration::from_millis(200);
+    const MIN: Duration = Duration::from_millis(100);
     const MAX: Duration = Duration::from_secs(60);
 
     #[test]
@@ -168,10 +171,24 @@ mod tests {
     }
 
     #[test]
+    fn min_rto_is_added_to_srtt_not_a_floor_on_the_sum() {
+        // A steady 200 ms path: RTTVAR decays towards zero.
+        let mut e = RttEstimator::new(Duration::from_secs(1));
+        for _ in 0..200 {
+            e.sample(Duration::from_millis(200), Duration::from_millis(200), MAX);
+        }
+        assert!(e.rttvar().unwrap() < Duration::from_millis(1));
+        assert_eq!(e.rto(), Duration::from_millis(400));
+        // A noisy path: 4·RTTVAR dominates.
+        e.sample(Duration::from_millis(600), Duration::from_millis(200), MAX);
+        assert_eq!(e.rto(), e.srtt().unwrap() + e.rttvar().unwrap() * 4);
+    }
+
+    #[test]
     fn rto_respects_floor_and_backoff_ceiling() {
         let mut e = RttEstimator::new(Duration::from_secs(1));
         e.sample(Duration::from_micros(50), MIN, MAX);
-        assert_eq!(e.rto(), MIN);
+        assert_eq!(e.rto(), MIN + Duration::from_micros(50));
         for _ in 0..20 {
             e.back_off(MAX);
         }
@@ -179,7 +196,7 @@ mod tests {
         assert_eq!(e.backoff(), 20);
         e.sample(Duration::from_micros(50), MIN, MAX);
         assert_eq!(e.backoff(), 0);
-        assert_eq!(e.rto(), MIN);
+        assert!(e.rto() < MIN + Duration::from_micros(100), "{:?}", e.rto());
     }
 
     #[test]

@@ -820,6 +820,37 @@ impl SentQueue {
         marked
     }
 
+    /// The receiver reneged (RFC 2018 §8): it dropped data it had SACKed,
+    /// so no SACK mark can be trusted. Every record becomes lost, SACKed
+    /// ones included, for retransmission in sequence order. Returns the
+    /// bytes newly marked.
+    ///
+    /// O(records).
+    pub fn on_reneging(&mut self) -> u32 {
+        let Some(q) = self.records.as_mut() else { return 0 };
+        let (Some(first), Some(last)) = (q.front(), q.back()) else { return 0 };
+        let span = last.end.since(first.start);
+        let b = &mut self.board;
+        let newly = span - b.lost_bytes;
+        for r in q.iter_mut() {
+            tick();
+            r.flags = (r.flags & !SACKED) | LOST;
+            r.prev = 0;
+            r.next = 0;
+        }
+        // No SACKed record, none in flight: an empty board with every byte lost.
+        b.reset();
+        b.note_lost(0, span);
+        newly
+    }
+
+    /// Whether the first record is SACKed: the receiver's cumulative ACK
+    /// stops at data it has SACKed, which only a reneging receiver does.
+    #[must_use]
+    pub fn front_is_sacked(&self) -> bool {
+        self.records.as_ref().and_then(VecDeque::front).is_some_and(Sent::is_sacked)
+    }
+
     /// NewReno (no SACK): marks the first record lost. Returns whether it
     /// was newly marked.
     ///
@@ -1280,6 +1311,30 @@ mod tests {
     }
 
     #[test]
+    fn reneging_forgets_every_sack_and_resends_from_the_front() {
+        let mut q = sent(0, &[100, 100, 100, 100]);
+        assert!(!q.front_is_sacked());
+        q.on_sack(seq(0), seq(100));
+        q.on_sack(seq(200), seq(300));
+        assert!(q.front_is_sacked());
+        assert_eq!(q.mark_lost_by_sack(1, 100), 100);
+        assert_eq!(flags(&q), ["S", "L", "S", "-"]);
+        // 300 bytes were SACKed or in flight; the lost one stays lost.
+        assert_eq!(q.on_reneging(), 300);
+        assert_eq!(flags(&q), ["L", "L", "L", "L"]);
+        assert_eq!((q.pipe(), q.sacked_bytes(), q.lost_bytes(), q.highest_sacked()), (0, 0, 400, None));
+        assert_eq!(q.next_lost(), Some((seq(0), seq(100))));
+        check(&q);
+        // Retransmission goes in sequence order, and SACKs count again.
+        q.on_retransmit(seq(0), ms(5));
+        assert_eq!(q.next_lost(), Some((seq(100), seq(200))));
+        q.on_sack(seq(200), seq(300));
+        assert_eq!(flags(&q), ["-", "L", "S", "L"]);
+        check(&q);
+        assert_eq!(SentQueue::new().on_reneging(), 0);
+    }
+
+    #[test]
     fn rack_follows_transmission_order_not_sequence_order() {
         let mut q = sent(0, &[100; 5]); // sent at 1..=5 ms
         assert!(q.mark_first_lost());
@@ -1642,6 +1697,18 @@ mod tests {
             marked
         }
 
+        fn reneging(&mut self) -> u32 {
+            let mut marked = 0;
+            for r in self.records.iter_mut() {
+                if !r.lost {
+                    marked += r.end.since(r.start);
+                }
+                r.sacked = false;
+                r.lost = true;
+            }
+            marked
+        }
+
         fn first_lost(&mut self) -> bool {
             match self.records.first_mut() {
                 Some(r) if !r.sacked && !r.lost => {
@@ -1683,6 +1750,7 @@ mod tests {
         },
         AllLost,
         FirstLost,
+        Reneging,
     }
 
     /// Which record to retransmit.
@@ -1726,6 +1794,7 @@ mod tests {
                 .prop_map(|(xmit, end, rtt, reo, dt)| Op::LostByRack { xmit, end, rtt, reo, dt }),
             1 => Just(Op::AllLost),
             1 => Just(Op::FirstLost),
+            1 => Just(Op::Reneging),
         ]
     }
 
@@ -1850,6 +1919,10 @@ mod tests {
                     }
                     Op::AllLost => prop_assert_eq!(q.mark_all_lost(), naive.all_lost()),
                     Op::FirstLost => prop_assert_eq!(q.mark_first_lost(), naive.first_lost()),
+                    Op::Reneging => {
+                        prop_assert_eq!(q.front_is_sacked(), naive.records.first().is_some_and(|r| r.sacked));
+                        prop_assert_eq!(q.on_reneging(), naive.reneging());
+                    }
                 }
                 compare(&q, &naive)?;
                 if q.is_empty() && naive.records.is_empty() {

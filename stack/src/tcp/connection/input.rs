@@ -2,6 +2,7 @@
 //! and the FIN.
 
 use super::*;
+use crate::tcp::sent_queue::Delivered;
 
 impl Connection {
     // ---------------------------------------------------------------------
@@ -237,6 +238,16 @@ impl Connection {
 
     /// RFC 7323 §5.3 R1: a segment whose TSval is older than TS.Recent is an
     /// old duplicate, unless TS.Recent itself is stale (idle beyond 24 days).
+    ///
+    /// With one allowance for reordering: a segment no older than the PAWS
+    /// floor, TS.Recent as it was one to two receive RTTs ago, passes. On a
+    /// path that delays some segments, a retransmission that fills the hole
+    /// at RCV.NXT carries a newer TSval than originals still on their way, and
+    /// the strict test would throw those away (Linux counts them as
+    /// PAWSEstabRejected), turning reordering into loss. PAWS exists to
+    /// reject segments from an earlier wrap of the sequence space (§5.1):
+    /// in two RTTs a peer sends at most two windows, under 2^31 bytes, so a
+    /// segment sent since the floor was current cannot be one.
     pub(super) fn paws_ok(&mut self, now: Instant, seg: &Segment<'_>) -> bool {
         let Some((tsval, _)) = seg.timestamp else { return true };
         if seg.flags.rst || !self.has(flag::TIMESTAMPS) || !self.has(flag::TS_RECENT) {
@@ -245,11 +256,33 @@ impl Connection {
         if (tsval.wrapping_sub(self.ts_recent) as i32) >= 0 {
             return true;
         }
-        if now - self.ts_recent_at > PAWS_IDLE {
+        if (tsval.wrapping_sub(self.ts_floor) as i32) >= 0 && self.state.is_synchronized() {
+            return true;
+        }
+        if stamp_ms(now).wrapping_sub(self.ts_recent_at) > PAWS_IDLE_MS {
             self.clear(flag::TS_RECENT);
             return true;
         }
         false
+    }
+
+    /// Sets TS.Recent, and moves the PAWS floor on once per receive RTT: the
+    /// value taken one RTT ago becomes the floor. Without an RTT estimate
+    /// the floor is TS.Recent itself (strict PAWS).
+    pub(super) fn set_ts_recent(&mut self, now: Instant, tsval: u32) {
+        let ms = stamp_ms(now);
+        if !self.has(flag::TS_RECENT) || self.rcv_rtt_us == 0 {
+            self.ts_floor = tsval;
+            self.ts_next_floor = tsval;
+            self.ts_next_floor_at = ms;
+        } else if u64::from(ms.wrapping_sub(self.ts_next_floor_at)) * 1000 >= u64::from(self.rcv_rtt_us) {
+            self.ts_floor = self.ts_next_floor;
+            self.ts_next_floor = tsval;
+            self.ts_next_floor_at = ms;
+        }
+        self.ts_recent = tsval;
+        self.ts_recent_at = ms;
+        self.set(flag::TS_RECENT);
     }
 
     /// RFC 7323 §4.3: TS.Recent takes SEG.TSval when the segment covers
@@ -261,9 +294,7 @@ impl Connection {
         }
         let newer = !self.has(flag::TS_RECENT) || (tsval.wrapping_sub(self.ts_recent) as i32) >= 0;
         if newer && seg.seq.le(self.last_ack_sent) {
-            self.ts_recent = tsval;
-            self.ts_recent_at = now;
-            self.set(flag::TS_RECENT);
+            self.set_ts_recent(now, tsval);
         }
     }
 
@@ -294,56 +325,64 @@ impl Connection {
     /// ACK processing; returns whether our FIN is now acknowledged.
     pub(super) fn process_ack(&mut self, now: Instant, seg: &Segment<'_>, ack: SeqNumber, env: &mut Env) -> bool {
         let mss = self.mss();
-        let acked = ack.since(self.snd_una);
+        let flight = self.pipe();
         let mut fin_acked = false;
+        let mut cumulative = Delivered::default();
+        let mut data_acked = 0;
+        let advanced = ack.gt(self.snd_una);
 
-        if acked == 0 {
-            // RFC 5681 §2: a duplicate ACK carries no data, no SYN/FIN, the same
-            // window, and arrives while data is outstanding.
-            let duplicate = ack == self.snd_una
-                && seg.payload.is_empty()
-                && !seg.flags.fin
-                && self.peer_window(seg) == self.snd_wnd
-                && self.snd_wnd > 0
-                && self.outstanding() > 0;
-            if duplicate {
-                self.on_duplicate_ack(now, env);
-            }
-        } else if ack.gt(self.snd_una) {
+        if advanced {
             let mut una = self.snd_una;
             if una == self.iss {
                 una += 1u32; // our SYN is acknowledged
             }
             let data_end = una + self.tx.len();
-            let data_acked = (ack.since(una) as usize).min(self.tx.len());
+            data_acked = (ack.since(una) as usize).min(self.tx.len());
             self.tx.consume(data_acked);
             fin_acked = self.fin_outstanding() && ack.gt(data_end);
             if fin_acked {
                 self.set(flag::FIN_ACKED);
+            }
+            cumulative = self.sentq.on_cumulative_ack(ack);
+            if self.has(flag::RTT_TIMING) && ack.ge(self.rtt_seq) {
+                // The handshake's sample: our SYN or SYN-ACK was timed.
+                let _ = self.take_rtt_sample(now, env);
             }
             self.snd_una = ack;
             if self.snd_nxt.lt(ack) {
                 self.snd_nxt = ack;
             }
             self.totals.bytes_acked += data_acked as u64;
-            let rtt = if self.has(flag::RTT_TIMING) && ack.ge(self.rtt_seq) {
-                Some(self.take_rtt_sample(now, env))
-            } else if !self.has(flag::RTT_TIMING)
-                && let Some(sample) = self.ts_rtt(now, seg)
-            {
-                // Karn's rule left no timed segment (a retransmission is in
-                // flight); the echoed timestamp still identifies the
-                // transmission (RFC 7323 §4.1).
-                self.rtt.sample(sample, env.cfg.min_rto, env.cfg.max_rto);
-                self.min_rtt.update(now, sample);
-                Some(sample)
-            } else {
-                None
-            };
             self.retries = 0;
             self.unacked_since = now;
-            let flight = acked + self.outstanding();
-            self.on_new_ack(now, ack, data_acked as u32, flight, mss, rtt);
+            self.clear(flag::TLP_OUT);
+        } else if self.duplicate_ack(seg, ack) && !self.has(flag::SACK) {
+            self.on_duplicate_ack(now, env);
+        }
+
+        let effect = self.on_ack_delivery(now, seg, cumulative, env);
+        if advanced {
+            self.after_new_ack(now, data_acked as u32);
+        }
+        if effect.delivered > 0 && !self.has(flag::RECOVERY) {
+            let sample = AckSample {
+                now,
+                acked: effect.delivered,
+                flight,
+                mss,
+                rtt: effect.rtt,
+                srtt: self.rtt.srtt(),
+                min_rtt: self.min_rtt.get(),
+                // Not filling the window: growth would be unearned (RFC 7661).
+                app_limited: flight.saturating_add(mss) < self.cc.cwnd(),
+                // Rounds end on delivery, not on the cumulative ACK, which a
+                // reordered segment can hold back for a round trip.
+                ack: if self.fack.gt(ack) { self.fack } else { ack },
+                snd_nxt: self.snd_max,
+            };
+            self.cc.on_ack(&sample);
+        }
+        if advanced {
             self.rto_at = if self.outstanding() > 0 { now + self.rtt.rto() } else { NEVER };
             if self.has(flag::WANT_WRITABLE) && self.tx.free() > 0 {
                 self.clear(flag::WANT_WRITABLE);
@@ -352,8 +391,12 @@ impl Connection {
             }
             if self.tx.is_empty() {
                 self.release_tx(env);
+            } else if self.sentq.is_empty() {
+                self.release_sentq(env);
             }
         }
+        self.check_reneging(now);
+        self.arm_tlp(now);
 
         // Window update (RFC 9293 §3.10.7.4): only from a segment newer than
         // the last one that set the window.
@@ -368,79 +411,23 @@ impl Connection {
                 // A live peer with a closed window is not a dead one.
                 self.unacked_since = now;
             }
-            if opened {
-                if self.has(flag::PROBING) {
-                    // The closed window most likely dropped the probe byte:
-                    // send it again with what follows, now.
-                    self.clear(flag::PROBING);
-                    self.snd_nxt = self.snd_una;
-                }
-                if self.outstanding() == 0 {
-                    self.rto_at = NEVER; // persist is over
-                }
+            if opened && self.outstanding() == 0 {
+                self.rto_at = NEVER; // persist is over
             }
         }
         fin_acked
     }
 
-    /// New data acknowledged: congestion control and NewReno (RFC 6582 §3.2).
-    /// `flight` is what was outstanding before this ACK.
-    pub(super) fn on_new_ack(
-        &mut self,
-        now: Instant,
-        ack: SeqNumber,
-        acked: u32,
-        flight: u32,
-        mss: u32,
-        rtt: Option<Duration>,
-    ) {
-        if self.has(flag::RECOVERY) {
-            if ack.ge(self.recover) {
-                // Full acknowledgment: leave recovery.
-                self.clear(flag::RECOVERY);
-                self.inflation = 0;
-                self.dupacks = 0;
-                self.cc.on_recovery_end(now, self.outstanding(), mss);
-            } else {
-                // Partial acknowledgment: resend the next hole, deflate.
-                self.set(flag::FAST_REXMIT);
-                self.inflation = (self.inflation + mss).saturating_sub(acked);
-            }
-        } else {
-            self.dupacks = 0;
-            let sample = AckSample {
-                now,
-                acked,
-                flight,
-                mss,
-                rtt,
-                srtt: self.rtt.srtt(),
-                min_rtt: self.min_rtt.get(),
-                // Not filling the window: growth would be unearned (RFC 7661).
-                app_limited: flight.saturating_add(mss) < self.cc.cwnd(),
-                ack,
-                snd_nxt: self.snd_nxt,
-            };
-            self.cc.on_ack(&sample);
-        }
-    }
-
-    pub(super) fn on_duplicate_ack(&mut self, now: Instant, _env: &mut Env) {
-        let mss = self.mss();
-        self.dupacks = self.dupacks.saturating_add(1);
-        if self.has(flag::RECOVERY) {
-            // Each further duplicate means a segment left the network.
-            self.inflation = self.inflation.saturating_add(mss);
-        } else if self.dupacks == 3 && (self.snd_una - 1u32).ge(self.recover) {
-            // Fast retransmit (RFC 5681 §3.2), unless this loss belongs to an
-            // episode already handled (RFC 6582 §3.2 step 1).
-            self.recover = self.snd_max;
-            self.cc.on_congestion(now, self.outstanding(), mss);
-            self.inflation = 3 * mss;
-            self.set(flag::RECOVERY | flag::FAST_REXMIT);
-            // Karn: an ACK may now be for the original or the retransmission.
-            self.clear(flag::RTT_TIMING);
-        }
+    /// RFC 5681 §2: a duplicate ACK acknowledges nothing new, carries no
+    /// data, SYN or FIN, repeats the window, and arrives while data is
+    /// outstanding.
+    fn duplicate_ack(&self, seg: &Segment<'_>, ack: SeqNumber) -> bool {
+        ack == self.snd_una
+            && seg.payload.is_empty()
+            && !seg.flags.fin
+            && self.peer_window(seg) == self.snd_wnd
+            && self.snd_wnd > 0
+            && self.outstanding() > 0
     }
 
     pub(super) fn take_rtt_sample(&mut self, now: Instant, env: &Env) -> Duration {
@@ -521,13 +508,14 @@ impl Connection {
             written as u32
         } else {
             let (lo, hi) = (offset as u32, (offset + written) as u32);
-            if self.reasm.blocks().any(|(a, b)| a <= lo && hi <= b) {
+            if self.reasm.covers(lo, hi) {
                 self.note_duplicate(seq, seq + written);
             }
             if !self.reasm.is_allocated() {
                 // Starts small; grows to the limit only when losses need it.
-                let storage = env.reasm_pool.pop().unwrap_or_else(|| Vec::with_capacity(8));
-                self.reasm.attach(storage, env.cfg.reassembly_blocks);
+                let storage = env.reasm_pool.take(|| Vec::with_capacity(8));
+                let limit = crate::tcp::assembler::blocks_for_buffer(self.rx.capacity(), env.cfg.reassembly_blocks);
+                self.reasm.attach(storage, limit);
             }
             if self.reasm.add(lo, written as u32).is_err() {
                 env.counters.drop(Drop::TcpReassemblyFull);

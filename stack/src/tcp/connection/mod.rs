@@ -13,6 +13,7 @@
 
 mod input;
 mod output;
+mod recovery;
 mod timers;
 mod window;
 
@@ -22,12 +23,13 @@ use crate::api::{ConnectionError, Event, FlowStats, Handle};
 use crate::config::TcpConfig;
 use crate::counters::{Counters, Drop};
 use crate::flow_table::FourTuple;
-use crate::pool::{BufferPool, Key};
+use crate::pool::{BufferPool, Key, StoragePool};
 use crate::ring::Ring;
 use crate::tcp::assembler::Assembler;
 use crate::tcp::congestion::{AckSample, Congestion, CongestionControl};
 use crate::tcp::rtt::{MinRtt, RttEstimator};
 use crate::tcp::segment::Segment;
+use crate::tcp::sent_queue::{Sent, SentQueue};
 use crate::tcp::seq::SeqNumber;
 use crate::tcp::syn_cookie::CookieOptions;
 use crate::time::{Duration, Instant};
@@ -80,7 +82,13 @@ const DEFAULT_PEER_MSS: u16 = 536;
 const MAX_UNSCALED_WINDOW: usize = u16::MAX as usize;
 
 /// PAWS forgets TS.Recent after this long without a segment (RFC 7323 §5.5).
-const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
+const PAWS_IDLE_MS: u32 = 24 * 24 * 3600 * 1000;
+
+/// A time on a 32-bit millisecond clock (it wraps after 49 days), for stamps
+/// that only ever take differences under that.
+fn stamp_ms(now: Instant) -> u32 {
+    now.total_millis() as u32
+}
 
 /// The largest window-scale shift (RFC 7323 §2.3).
 const MAX_WINDOW_SHIFT: u8 = 14;
@@ -131,8 +139,8 @@ mod flag {
     pub const IN_TIME_WAIT: u32 = 1 << 15;
     /// Counted in its listener's SYN queue.
     pub const IN_SYN_QUEUE: u32 = 1 << 16;
-    /// A zero-window probe byte is outstanding.
-    pub const PROBING: u32 = 1 << 17;
+    /// Reordering was observed (RFC 8985's RACK.reordering_seen).
+    pub const REORDERING_SEEN: u32 = 1 << 17;
     /// Our FIN has been acknowledged.
     pub const FIN_ACKED: u32 = 1 << 18;
     /// Window scaling agreed (RFC 7323 §2).
@@ -147,6 +155,14 @@ mod flag {
     pub const RECENT_OOO: u32 = 1 << 23;
     /// `ts_recent` holds a valid TS.Recent.
     pub const TS_RECENT: u32 = 1 << 24;
+    /// The current recovery may still prove spurious (D-SACK undo).
+    pub const UNDO_ARMED: u32 = 1 << 25;
+    /// The last timeout may still prove spurious (Eifel, RFC 3522).
+    pub const RTO_UNDO: u32 = 1 << 26;
+    /// Send a tail-loss probe.
+    pub const TLP_NOW: u32 = 1 << 27;
+    /// A tail-loss probe is out; no other until an ACK.
+    pub const TLP_OUT: u32 = 1 << 28;
 }
 
 /// What the shard must do after the connection handled an input.
@@ -195,7 +211,9 @@ pub(crate) struct Env {
     pub counters: Counters,
     pub events: VecDeque<Event>,
     /// Recycled reassembly storage.
-    pub reasm_pool: Vec<Vec<(u32, u32)>>,
+    pub reasm_pool: StoragePool<Vec<(u32, u32)>>,
+    /// Recycled sent-queue storage.
+    pub sentq_pool: StoragePool<VecDeque<Sent>>,
     /// Connections in TIME-WAIT, and the most allowed.
     pub time_wait: usize,
     pub max_time_wait: usize,
@@ -211,6 +229,8 @@ struct Totals {
     bytes_received: u64,
     retransmits: u32,
     timeouts: u32,
+    /// Congestion events undone as spurious.
+    spurious: u32,
 }
 
 /// A transmission control block.
@@ -284,8 +304,15 @@ pub(crate) struct Connection {
     ts_recent: u32,
     /// Added to our millisecond clock, so TSvals do not reveal it.
     ts_offset: u32,
-    /// When TS.Recent was last updated (PAWS forgets it after 24 days idle).
-    ts_recent_at: Instant,
+    /// When TS.Recent was last updated (PAWS forgets it after 24 days
+    /// idle), by [`stamp_ms`].
+    ts_recent_at: u32,
+    /// PAWS's floor: TS.Recent as it was one to two receive RTTs ago (see
+    /// [`Connection::paws_ok`]), and the value that becomes it next.
+    ts_floor: u32,
+    ts_next_floor: u32,
+    /// When `ts_next_floor` was taken, by [`stamp_ms`].
+    ts_next_floor_at: u32,
     /// The ACK number we last sent (RFC 7323 §4.3's Last.ACK.sent).
     last_ack_sent: SeqNumber,
     /// A D-SACK block to report.
@@ -311,6 +338,28 @@ pub(crate) struct Connection {
     pace_at: Instant,
     /// When data was last sent (restart after idle).
     last_tx: Instant,
+
+    // Loss detection (RFC 6675, RFC 8985).
+    /// What is in flight, per segment.
+    sentq: SentQueue,
+    /// RACK.xmit_ts and RACK.end_seq: the most recently sent delivered segment.
+    rack_xmit: Instant,
+    rack_end: SeqNumber,
+    /// RACK.rtt, µs.
+    rack_rtt_us: u32,
+    /// The highest sequence delivered (cumulatively or selectively).
+    fack: SeqNumber,
+    /// RACK's reordering window in quarters of min-RTT.
+    reo_wnd_mult: u8,
+    recoveries_since_dsack: u8,
+    /// Retransmissions in the current recovery not yet reported as duplicates.
+    undo_retrans: u16,
+    /// Our TSval when the last timeout's retransmission went out.
+    rto_ts: u32,
+    /// RACK's reordering timer.
+    rack_at: Instant,
+    /// The tail-loss probe timer.
+    tlp_at: Instant,
 
     tx: Ring,
     rx: Ring,
@@ -362,7 +411,10 @@ impl Connection {
             quick_acks: env.cfg.quick_acks,
             ts_recent: 0,
             ts_offset: iss.get().rotate_left(13),
-            ts_recent_at: now,
+            ts_recent_at: stamp_ms(now),
+            ts_floor: 0,
+            ts_next_floor: 0,
+            ts_next_floor_at: stamp_ms(now),
             last_ack_sent: SeqNumber::default(),
             dsack_start: SeqNumber::default(),
             dsack_end: SeqNumber::default(),
@@ -375,6 +427,17 @@ impl Connection {
             pace_next: now,
             pace_at: NEVER,
             last_tx: now,
+            sentq: SentQueue::new(),
+            rack_xmit: Instant::ZERO,
+            rack_end: iss,
+            rack_rtt_us: 0,
+            fack: iss,
+            reo_wnd_mult: 1,
+            recoveries_since_dsack: 0,
+            undo_retrans: 0,
+            rto_ts: 0,
+            rack_at: NEVER,
+            tlp_at: NEVER,
             tx: Ring::new(),
             rx: Ring::new(),
             reasm: Assembler::new(),
@@ -438,9 +501,8 @@ impl Connection {
             c.rcv_wscale = window_shift(env.cfg.rx_buffer);
         }
         if let (Some((tsval, _)), true) = (seg.timestamp, env.cfg.timestamps) {
-            c.set(flag::TIMESTAMPS | flag::TS_RECENT);
-            c.ts_recent = tsval;
-            c.ts_recent_at = now;
+            c.set(flag::TIMESTAMPS);
+            c.set_ts_recent(now, tsval);
         }
         if options.sack && env.cfg.sack {
             c.set(flag::SACK);
@@ -485,9 +547,8 @@ impl Connection {
         }
         match seg.timestamp {
             Some((tsval, _)) if cfg.timestamps => {
-                self.set(flag::TIMESTAMPS | flag::TS_RECENT);
-                self.ts_recent = tsval;
-                self.ts_recent_at = now;
+                self.set(flag::TIMESTAMPS);
+                self.set_ts_recent(now, tsval);
             }
             _ => self.clear(flag::TIMESTAMPS | flag::TS_RECENT),
         }
@@ -590,11 +651,6 @@ impl Connection {
         self.pacing_cap = cap.map_or(u64::MAX, |c| c.max(1));
     }
 
-    /// Bytes sent and not yet acknowledged (by SND.NXT, which a timeout rewinds).
-    fn in_flight(&self) -> u32 {
-        self.snd_nxt.since(self.snd_una)
-    }
-
     /// Bytes outstanding up to the highest sequence sent.
     fn outstanding(&self) -> u32 {
         self.snd_max.since(self.snd_una)
@@ -627,13 +683,18 @@ impl Connection {
         match self.state {
             State::Closed => false,
             State::SynSent | State::SynReceived => self.snd_nxt == self.iss || self.has(flag::ACK_NOW),
-            _ => self.has(flag::ACK_NOW | flag::FAST_REXMIT | flag::FORCE | flag::KEEPALIVE_PROBE) || self.has_unsent(),
+            _ => {
+                self.has(flag::ACK_NOW | flag::FAST_REXMIT | flag::FORCE | flag::KEEPALIVE_PROBE | flag::TLP_NOW)
+                    || self.has_unsent()
+                    || self.sentq.lost_bytes() > 0
+            }
         }
     }
 
     /// The earliest of the connection's deadlines.
     pub fn next_deadline(&self, cfg: &TcpConfig) -> Instant {
-        let mut at = self.rto_at.min(self.delack_at).min(self.linger_at).min(self.pace_at);
+        let mut at =
+            self.rto_at.min(self.delack_at).min(self.linger_at).min(self.pace_at).min(self.rack_at).min(self.tlp_at);
         if self.outstanding() > 0 && self.state.is_synchronized() {
             at = at.min(self.unacked_since + cfg.user_timeout);
         }
@@ -828,6 +889,14 @@ impl Connection {
         if let Some(buf) = self.tx.detach() {
             env.tx_pool.give(buf);
         }
+        self.release_sentq(env);
+    }
+
+    /// Returns the sent queue's storage to the pool, once nothing is in flight.
+    fn release_sentq(&mut self, env: &mut Env) {
+        if let Some(storage) = self.sentq.detach() {
+            env.sentq_pool.give(storage);
+        }
     }
 
     fn release_rx(&mut self, env: &mut Env) {
@@ -835,7 +904,7 @@ impl Connection {
             env.rx_pool.give(buf);
         }
         if let Some(storage) = self.reasm.detach() {
-            env.reasm_pool.push(storage);
+            env.reasm_pool.give(storage);
         }
     }
 
@@ -868,6 +937,7 @@ impl Connection {
             bytes_received: self.totals.bytes_received,
             retransmits: self.totals.retransmits,
             timeouts: self.totals.timeouts,
+            spurious: self.totals.spurious,
             send_queue: self.tx.len(),
             recv_queue: self.rx.len(),
             rcv_rtt: (self.rcv_rtt_us > 0).then(|| Duration::from_micros(self.rcv_rtt_us as u64)),

@@ -134,49 +134,74 @@ impl Connection {
             // RFC 9293 §3.8.4: SEG.SEQ = SND.NXT - 1 draws an ACK without data.
             return Some(self.emit_ack(now, self.snd_una - 1u32, env, out));
         }
+        if self.has(flag::FORCE) && self.snd_wnd == 0 {
+            // Zero-window probe (RFC 9293 §3.8.6.1), as Linux sends it: an
+            // old sequence number draws an ACK that carries the window, and
+            // no data is put at risk in a window the peer has closed.
+            self.clear(flag::FORCE);
+            self.rto_at = now + self.rtt.rto(); // the next probe, backed off
+            return Some(self.emit_ack(now, self.snd_una - 1u32, env, out));
+        }
 
-        let fast = self.has(flag::FAST_REXMIT);
-        let force = self.has(flag::FORCE);
-        let seq = if fast { self.snd_una } else { self.snd_nxt };
-        let start = self.data_start();
-        let offset = seq.since(start) as usize;
-        let queued = self.tx.len();
-        let avail = queued.saturating_sub(offset);
         // RFC 6691: the options a segment carries come out of the MSS.
         let options = self.options_len();
         let eff_mss = (self.mss() as usize).saturating_sub(options).max(1);
         let max_seg = eff_mss.min(out.len().saturating_sub(TCP_HEADER_LEN + options));
-
         let paced = self.pacing_rate(env);
-        let pacing_blocked = paced.is_some() && self.pace_next > now && !fast && !force;
-        let len = if fast {
-            avail.min(max_seg)
-        } else if pacing_blocked {
+        let fast = self.has(flag::FAST_REXMIT);
+        let pacing_blocked = paced.is_some() && self.pace_next > now && !fast;
+
+        // First, lost data (RFC 6675 §5 NextSeg rule 1): the first
+        // retransmission of a recovery goes at once, the rest as pipe allows.
+        if let Some((start, end)) = self.sentq.next_lost()
+            && !pacing_blocked
+        {
+            let room = self.cwnd().saturating_sub(self.pipe()) as usize;
+            if fast || room >= end.since(start).min(max_seg as u32) as usize {
+                self.clear(flag::FAST_REXMIT);
+                return Some(self.emit_retransmission(now, env, out, start, end, max_seg, paced, eff_mss));
+            }
+        }
+        self.clear(flag::FAST_REXMIT);
+
+        // A tail-loss probe (RFC 8985 §7.3): new data if the peer's window
+        // allows, else the last segment again.
+        let probe = self.has(flag::TLP_NOW) && !pacing_blocked;
+        if probe {
+            self.clear(flag::TLP_NOW);
+            self.set(flag::TLP_OUT);
+        }
+
+        let force = self.has(flag::FORCE);
+        let seq = self.snd_nxt;
+        let data_start = self.data_start();
+        let offset = seq.since(data_start) as usize;
+        let queued = self.tx.len();
+        let avail = queued.saturating_sub(offset);
+        let len = if pacing_blocked {
             0
         } else {
-            let window = self.snd_wnd.min(self.cwnd()) as usize;
-            let usable = window.saturating_sub(self.in_flight() as usize);
-            let mut len = avail.min(max_seg).min(usable);
+            // The peer's window bounds sequence space; cwnd bounds pipe.
+            let window_left = (self.snd_una + self.snd_wnd).since(seq) as usize;
+            let cwnd_left = if probe { max_seg } else { self.cwnd().saturating_sub(self.pipe()) as usize };
+            let mut len = avail.min(max_seg).min(window_left).min(cwnd_left);
             if len < avail && len < max_seg && !force && (len as u32) < self.max_snd_wnd / 2 {
                 // Sender silly-window avoidance (RFC 9293 §3.8.6.2.1): wait for
                 // a full segment or half the peer's largest window.
                 len = 0;
             }
-            if env.cfg.nagle && len < max_seg && len == avail && self.in_flight() > 0 && !force {
+            if env.cfg.nagle && len < max_seg && len == avail && self.pipe() > 0 && !force {
                 len = 0; // Nagle: one small segment in flight at a time
-            }
-            if force && len == 0 && avail > 0 && self.snd_wnd == 0 {
-                len = 1; // zero-window probe (RFC 9293 §3.8.6.1)
-                self.set(flag::PROBING);
             }
             len
         };
-        if force {
-            self.clear(flag::FORCE);
-        }
+        self.clear(flag::FORCE);
         let fin_due = self.fin_outstanding() && seq + len == self.fin_seq() && offset + len == queued;
-        let send_fin = fin_due && !pacing_blocked && (len > 0 || fast || self.snd_nxt.le(self.fin_seq()));
+        let send_fin = fin_due && !pacing_blocked && self.snd_nxt.le(self.fin_seq());
         if len == 0 && !send_fin {
+            if probe && let Some((start, end)) = self.sentq.last() {
+                return Some(self.emit_retransmission(now, env, out, start, end, max_seg, paced, eff_mss));
+            }
             if avail > 0 && self.outstanding() == 0 && self.rto_at == NEVER && !pacing_blocked {
                 // Blocked by the window with nothing in flight: persist.
                 self.rto_at = now + self.rtt.rto();
@@ -184,14 +209,10 @@ impl Connection {
             if pacing_blocked {
                 self.pace_at = self.pace_next;
             }
-            if fast {
-                self.clear(flag::FAST_REXMIT);
-            }
             return self.has(flag::ACK_NOW).then(|| self.emit_ack(now, self.snd_nxt, env, out));
         }
 
-        let retransmission = seq.lt(self.snd_max);
-        if !retransmission && self.outstanding() == 0 && now - self.last_tx > self.rtt.rto() && len > 0 {
+        if self.outstanding() == 0 && now - self.last_tx > self.rtt.rto() && len > 0 {
             // RFC 5681 §4.1: after an idle period the old window is stale.
             self.cc.on_restart_after_idle(now, now - self.last_tx, self.mss());
         }
@@ -202,27 +223,72 @@ impl Connection {
         debug_assert_eq!(copied, len);
 
         let end = seq + len + send_fin as usize;
-        if retransmission {
-            env.counters.retransmits += 1;
-            self.totals.retransmits += 1;
-        }
-        if fast {
-            self.clear(flag::FAST_REXMIT);
-        } else {
-            self.snd_nxt = end;
-        }
         if self.outstanding() == 0 {
             self.unacked_since = now;
         }
-        if end.gt(self.snd_max) {
-            if !retransmission && !self.has(flag::RTT_TIMING) {
-                self.set(flag::RTT_TIMING);
-                self.rtt_seq = end;
-                self.rtt_start = now;
-            }
-            self.snd_max = end;
+        if !self.sentq.is_allocated() {
+            // Room for a full send buffer of full-sized segments up front,
+            // so a window that grows mid-transfer never reallocates (pooled
+            // storage has it already): 24 bytes a segment, about 2 % of the
+            // buffer at a 1448-byte MSS.
+            let mut storage = env.sentq_pool.take(VecDeque::new);
+            let records = (self.tx.capacity() / eff_mss.max(1)).saturating_add(2).min(self.sentq.max_records());
+            storage.reserve(records.saturating_sub(storage.len()));
+            self.sentq.attach(storage);
         }
-        if self.rto_at == NEVER || retransmission && fast {
+        self.sentq.on_transmit(seq, end, now);
+        self.snd_nxt = end;
+        self.snd_max = self.snd_max.max(end);
+        self.after_data_sent(now, len, hlen, paced, eff_mss);
+        if send_fin {
+            match self.state {
+                State::Established => self.state = State::FinWait1,
+                State::CloseWait => self.state = State::LastAck,
+                _ => {}
+            }
+        }
+        Some(hlen + len)
+    }
+
+    /// Resends the record `[start, end)` (data, and the FIN if the record
+    /// holds it).
+    #[allow(clippy::too_many_arguments)]
+    fn emit_retransmission(
+        &mut self,
+        now: Instant,
+        env: &mut Env,
+        out: &mut [u8],
+        start: SeqNumber,
+        end: SeqNumber,
+        max_seg: usize,
+        paced: Option<u64>,
+        eff_mss: usize,
+    ) -> usize {
+        let data_start = self.data_start();
+        let offset = start.since(data_start) as usize;
+        let queued = self.tx.len();
+        let data_end = data_start + queued;
+        let holds_fin = self.fin_outstanding() && end.gt(data_end);
+        let len = (end.since(start) as usize - holds_fin as usize).min(max_seg).min(queued.saturating_sub(offset));
+        let fin = holds_fin && start + len == data_end;
+        let flags = Flags { fin, psh: len > 0 && offset + len == queued, ..Flags::default() };
+        let header = self.header(now, env, start, flags);
+        let hlen = header.emit(out);
+        let copied = self.tx.copy_out(offset, &mut out[hlen..hlen + len]);
+        debug_assert_eq!(copied, len);
+        self.sentq.on_retransmit(start, now);
+        env.counters.retransmits += 1;
+        self.totals.retransmits += 1;
+        if self.has(flag::UNDO_ARMED) {
+            self.undo_retrans = self.undo_retrans.saturating_add(1);
+        }
+        self.after_data_sent(now, len, hlen, paced, eff_mss);
+        hlen + len
+    }
+
+    /// Timers and the pacer after a data segment went out.
+    fn after_data_sent(&mut self, now: Instant, len: usize, hlen: usize, paced: Option<u64>, eff_mss: usize) {
+        if self.rto_at == NEVER {
             self.rto_at = now + self.rtt.rto();
         }
         if let Some(rate) = paced {
@@ -235,14 +301,7 @@ impl Connection {
         if len > 0 {
             self.last_tx = now;
         }
-        if send_fin {
-            match self.state {
-                State::Established => self.state = State::FinWait1,
-                State::CloseWait => self.state = State::LastAck,
-                _ => {}
-            }
-        }
-        Some(hlen + len)
+        self.arm_tlp(now);
     }
 
     /// The header of an RST that aborts this connection.

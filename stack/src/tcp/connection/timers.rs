@@ -26,6 +26,14 @@ impl Connection {
         if self.outstanding() > 0 && self.state.is_synchronized() && now >= self.unacked_since + env.cfg.user_timeout {
             return self.fail(ConnectionError::TimedOut, env);
         }
+        if now >= self.rack_at {
+            // RACK's reordering window has passed for some segment.
+            self.rack_at = NEVER;
+            self.detect_losses(now, env);
+        }
+        if now >= self.tlp_at {
+            self.on_tlp();
+        }
         if now >= self.pace_at {
             // The pacer lets held data go; the shard offers a turn after this.
             self.pace_at = NEVER;
@@ -64,28 +72,13 @@ impl Connection {
             }
             State::Closed | State::TimeWait => {}
             _ if self.outstanding() > 0 && self.snd_wnd == 0 => {
-                // A zero-window probe went unanswered: probe again, later.
-                // The peer's window is closed, not the network congested.
-                self.snd_nxt = self.snd_una;
+                // Data out and the window closed: the peer is alive but full.
+                // Probe instead of collapsing the window.
                 self.set(flag::FORCE);
                 self.rtt.back_off(max_rto);
                 self.rto_at = now + self.rtt.rto();
             }
-            _ if self.outstanding() > 0 => {
-                // RFC 6298 §5.4–5.6 and RFC 5681 §3.1: back off, collapse the
-                // window, go back to SND.UNA.
-                let mss = self.mss();
-                self.cc.on_timeout(now, self.outstanding(), mss);
-                self.clear(flag::RECOVERY | flag::FAST_REXMIT | flag::RTT_TIMING);
-                self.inflation = 0;
-                self.dupacks = 0;
-                self.recover = self.snd_max;
-                self.snd_nxt = self.snd_una;
-                self.rtt.back_off(max_rto);
-                self.rto_at = now + self.rtt.rto();
-                env.counters.timeouts += 1;
-                self.totals.timeouts += 1;
-            }
+            _ if self.outstanding() > 0 => self.on_retransmission_timeout(now, env),
             _ if self.has_unsent() => {
                 // Persist: probe the zero window, or override silly-window
                 // avoidance (RFC 9293 §3.8.6.1).

@@ -4,6 +4,7 @@
 use super::harness::*;
 use crate::api::{ConnectionError, Event, RecvError, SendError};
 use crate::counters::Drop;
+use crate::tcp::congestion::Algorithm;
 use crate::time::Duration;
 
 #[test]
@@ -104,22 +105,25 @@ fn a_zero_window_is_probed_with_backoff_until_it_opens() {
     t.send(t.seg_in().window(0));
     assert_eq!(t.shard.send(t.h(), b"0123456789"), Ok(10));
     t.recv_nothing();
-    // Persist timer: the RTO, 200 ms after a handshake RTT near zero.
+    // Persist timer: the RTO, 200 ms after a handshake RTT near zero. The
+    // probe, as Linux sends it, repeats an old sequence number so the peer
+    // answers with its window and no data is risked.
+    let probe = t.seg_out().seq(t.iss);
     t.advance(Duration::from_millis(199));
     t.recv_nothing();
     t.advance(Duration::from_millis(2));
-    t.recv(&[t.seg_out().data(b"0")]);
-    t.send(t.seg_in().window(0)); // refused
-    // The probe went out at 200 ms; the next one waits twice as long.
+    t.recv_one(&probe);
+    t.send(t.seg_in().window(0)); // still closed
+    // The next probe waits twice as long.
     t.advance(Duration::from_millis(398));
     t.recv_nothing();
-    t.advance(Duration::from_millis(2));
-    t.recv(&[t.seg_out().data(b"0")]);
+    t.advance(Duration::from_millis(4));
+    t.recv_one(&probe);
     t.send(t.seg_in().window(4000));
     t.recv(&[t.seg_out().data(b"0123456789").psh()]);
     t.send(t.seg_in().ack(s + 10).window(4000));
     let flow = t.shard.flow(t.h()).unwrap();
-    assert_eq!(flow.timeouts, 0, "probing a closed window is not a congestion timeout");
+    assert_eq!((flow.timeouts, flow.retransmits), (0, 0), "probing a closed window is neither");
     assert!(flow.cwnd >= 10_000, "cwnd untouched by probes: {}", flow.cwnd);
 }
 
@@ -129,12 +133,15 @@ fn unacknowledged_data_is_retransmitted_with_exponential_backoff() {
     assert_eq!(t.shard.send(t.h(), b"data"), Ok(4));
     let seg = t.seg_out().data(b"data").psh();
     t.recv_one(&seg);
-    t.advance(Duration::from_millis(200));
+    // RTO = SRTT + 200 ms, the handshake's RTT being next to nothing.
+    t.advance(Duration::from_millis(199));
+    t.recv_nothing();
+    t.advance(Duration::from_millis(2));
     t.recv_one(&seg);
     // The RTO doubled: the next one is due 400 ms later.
-    t.advance(Duration::from_millis(399));
+    t.advance(Duration::from_millis(398));
     t.recv_nothing();
-    t.advance(Duration::from_millis(1));
+    t.advance(Duration::from_millis(3));
     t.recv_one(&seg);
     t.send(t.seg_in().ack(t.iss.wrapping_add(5)));
     t.advance(Duration::from_secs(5));
@@ -147,29 +154,36 @@ fn unacknowledged_data_is_retransmitted_with_exponential_backoff() {
 
 #[test]
 fn three_duplicate_acks_trigger_exactly_one_fast_retransmit() {
-    let mut t = T::established();
-    let s = t.iss.wrapping_add(1);
-    let data: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
-    assert_eq!(t.shard.send(t.h(), &data), Ok(5000));
-    assert_eq!(t.segments().len(), 5);
-    t.send(t.seg_in().ack(s + 1000));
-    for _ in 0..2 {
+    // Reno halves the 4000 bytes outstanding at the third duplicate
+    // (RFC 5681 §3.2); CUBIC takes β = 0.7 of its 10-segment window
+    // (RFC 9438 §4.6). The retransmissions are the same.
+    for (algorithm, ssthresh) in [(Algorithm::Reno, 2000), (Algorithm::Cubic, 7000)] {
+        let mut c = config();
+        c.tcp.congestion = algorithm;
+        let mut t = T::established_with(c);
+        let s = t.iss.wrapping_add(1);
+        let data: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        assert_eq!(t.shard.send(t.h(), &data), Ok(5000));
+        assert_eq!(t.segments().len(), 5);
+        t.send(t.seg_in().ack(s + 1000));
+        for _ in 0..2 {
+            t.send(t.seg_in().ack(s + 1000));
+            t.recv_nothing();
+        }
+        t.send(t.seg_in().ack(s + 1000));
+        t.recv(&[t.seg_out().seq(s + 1000).data(&data[1000..2000])]);
+        t.send(t.seg_in().ack(s + 1000));
         t.send(t.seg_in().ack(s + 1000));
         t.recv_nothing();
+        // A partial ACK resends the next hole (RFC 6582).
+        t.send(t.seg_in().ack(s + 2000));
+        t.recv(&[t.seg_out().seq(s + 2000).data(&data[2000..3000])]);
+        t.send(t.seg_in().ack(s + 5000));
+        t.recv_nothing();
+        let flow = t.shard.flow(t.h()).unwrap();
+        assert_eq!((flow.retransmits, flow.timeouts), (2, 0), "{algorithm:?}");
+        assert_eq!(flow.ssthresh, ssthresh, "{algorithm:?}");
     }
-    t.send(t.seg_in().ack(s + 1000));
-    t.recv(&[t.seg_out().seq(s + 1000).data(&data[1000..2000])]);
-    t.send(t.seg_in().ack(s + 1000));
-    t.send(t.seg_in().ack(s + 1000));
-    t.recv_nothing();
-    // A partial ACK resends the next hole (RFC 6582).
-    t.send(t.seg_in().ack(s + 2000));
-    t.recv(&[t.seg_out().seq(s + 2000).data(&data[2000..3000])]);
-    t.send(t.seg_in().ack(s + 5000));
-    t.recv_nothing();
-    let flow = t.shard.flow(t.h()).unwrap();
-    assert_eq!((flow.retransmits, flow.timeouts), (2, 0));
-    assert_eq!(flow.ssthresh, 2000, "half the 4000 bytes outstanding at the third duplicate");
 }
 
 #[test]

@@ -200,6 +200,39 @@ fn paws_drops_an_old_duplicate() {
 }
 
 #[test]
+fn paws_lets_segments_reordered_within_a_round_trip_through() {
+    // Every segment acknowledged at once, so each moves TS.Recent.
+    let mut c = cfg();
+    c.tcp.delayed_ack = Duration::ZERO;
+    let mut t = negotiated(c);
+    // The peer's clock ticks once a millisecond from PEER_TS; it echoes what
+    // we sent 10 ms before, so the receive RTT is 10 ms.
+    let peer_ts = |t: &T| PEER_TS + t.now.total_millis() as u32;
+    let send_in_order = |t: &mut T, offset: u32| {
+        let echo = our_ts(t);
+        t.advance(Duration::from_millis(10));
+        t.send(t.seg_in().seq(IRS + 1 + offset).ts(peer_ts(t), echo).data(&[7; 100]));
+    };
+    for offset in [0, 100, 200, 300] {
+        send_in_order(&mut t, offset);
+        t.advance(Duration::from_millis(5));
+    }
+    assert_eq!(t.shard.flow(t.h()).unwrap().rcv_rtt, Some(Duration::from_millis(10)));
+    let recent = peer_ts(&t) - 5;
+    let _ = t.segments();
+    // A segment sent 10 ms before the latest in-order one, overtaken by it
+    // (a hole at 401..501 before it): within the allowance, kept and SACKed.
+    t.send(t.seg_in().seq(IRS + 501).ts(recent - 10, our_ts(&t)).data(&[7; 100]));
+    assert_eq!(t.shard.counters().dropped(Drop::TcpPaws), 0);
+    assert_eq!(t.segments().remove(0).sack, vec![(IRS + 501, IRS + 601)]);
+    // One sent over two round trips before it: an old duplicate, as strict
+    // PAWS has it.
+    t.send(t.seg_in().seq(IRS + 701).ts(recent - 40, our_ts(&t)).data(&[7; 100]));
+    assert_eq!(t.shard.counters().dropped(Drop::TcpPaws), 1);
+    assert_eq!(t.segments().remove(0).sack, vec![(IRS + 501, IRS + 601)]);
+}
+
+#[test]
 fn ts_recent_is_the_earliest_unacknowledged_timestamp() {
     let mut t = negotiated(cfg());
     // Two segments before our delayed ACK: RFC 7323 §4.3 echoes the first.
