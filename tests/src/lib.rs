@@ -3,10 +3,20 @@
 //! - [`world`]: shards on a simulated network, driven in virtual time;
 //! - [`transfers`]: bulk transfers with SHA-256 integrity checks;
 //! - [`reqresp`]: an allocation-free request/response workload;
+//! - [`stream`]: endless downloads measured over a window of virtual time;
+//! - [`regression`]: the regression table and the comparison with the Mathis bound;
+//! - [`forge`]: forged TCP frames, for the attacks;
+//! - [`syn_flood`]: a SYN flood while legitimate clients connect;
+//! - [`blind_injection`]: blind RSTs and data aimed at long transfers;
 //! - [`scenario`]: the named scenarios of `cargo xtask sim`.
 #![deny(missing_docs)]
 
+pub mod blind_injection;
+pub mod forge;
+pub mod regression;
 pub mod reqresp;
 pub mod scenario;
+pub mod stream;
+pub mod syn_flood;
 pub mod transfers;
 pub mod world;

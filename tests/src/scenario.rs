@@ -24,6 +24,17 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     ),
     ("clean", "one 100 MB download over a clean 1 Gbit/s, 1 ms RTT path"),
     ("c100k", "100,000 concurrent idle connections to one shard; stack bytes per idle connection"),
+    (
+        "regression",
+        "the regression table: one download per cell, 100 Mbit/s x RTT 10/50/200 ms x loss 0-5 %, \
+         1 Gbit/s x 100 ms, heavy reordering",
+    ),
+    ("lossy", "goodput of the lossy 100 Mbit/s cells beside the Mathis bound for Reno"),
+    ("syn-flood", "100,000 spoofed SYNs in 1 s while 100 legitimate clients each download 64 KiB"),
+    (
+        "blind-injection",
+        "3,000 blind RSTs and 3,000 blind data segments (random sequence numbers) into 4 long transfers",
+    ),
 ];
 
 /// What a scenario printed and whether it met its own checks.
@@ -49,6 +60,18 @@ pub fn run(name: &str, seed: u64) -> Result<Report, String> {
         "integrity" => Ok(integrity(seed, &IntegrityParams::issue())),
         "clean" => Ok(clean(seed)),
         "c100k" => c100k(seed, 100_000, read_net_heap_bytes),
+        "regression" => Ok(crate::regression::regression_report(seed)),
+        "lossy" => Ok(crate::regression::lossy_report(seed)),
+        "syn-flood" => {
+            let r = crate::syn_flood::syn_flood(seed, &crate::syn_flood::SynFloodParams::issue(), read_net_heap_bytes);
+            if r.peak_heap <= 0 {
+                return Err("syn-flood needs the counting allocator: run it through the fairway-sim binary".into());
+            }
+            Ok(r.report())
+        }
+        "blind-injection" => {
+            Ok(crate::blind_injection::blind_injection(seed, &crate::blind_injection::BlindParams::issue()).report())
+        }
         _ => Err(format!(
             "unknown scenario '{name}'; known: {}",
             SCENARIOS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
@@ -108,14 +131,7 @@ pub fn bulk(seed: u64, p: &BulkParams, label: &str) -> Report {
         cfg.tcp.tx_buffer = p.buffer;
         clients.push(world.add_host(Side::Left, cfg, LinkConfig::ideal()));
     }
-    let specs = (0..p.flows)
-        .map(|i| TransferSpec {
-            id: i as u64 + 1,
-            size: p.size,
-            direction: Direction::Download,
-            client: clients[i % clients.len()],
-        })
-        .collect();
+    let specs = TransferSpec::downloads(p.flows, p.size, &clients);
     let mut app = Transfers::new(server, SocketAddrV4::new(SERVER_IP, SERVER_PORT), specs, p.flows);
     let stop = world.run(&mut app, Instant::from_secs(3600), 200_000_000);
     let summary = Summary::of(&app.results);

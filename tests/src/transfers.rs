@@ -40,6 +40,21 @@ pub struct TransferSpec {
     pub client: usize,
 }
 
+impl TransferSpec {
+    /// `count` downloads of `size` bytes, ids from 1, spread over `clients`
+    /// in turn.
+    pub fn downloads(count: usize, size: u64, clients: &[usize]) -> Vec<TransferSpec> {
+        (0..count)
+            .map(|i| TransferSpec {
+                id: i as u64 + 1,
+                size,
+                direction: Direction::Download,
+                client: clients[i % clients.len()],
+            })
+            .collect()
+    }
+}
+
 /// What happened to a transfer.
 #[derive(Clone, Debug)]
 pub struct TransferResult {
@@ -90,15 +105,34 @@ impl Pattern {
 
     /// Writes the bytes at `offset..offset + out.len()`.
     pub fn fill(&self, offset: u64, out: &mut [u8]) {
-        let mut pos = 0;
-        while pos < out.len() {
-            let at = offset + pos as u64;
-            let block = splitmix64(self.id.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (at / 8)).to_le_bytes();
-            let start = (at % 8) as usize;
-            let n = (8 - start).min(out.len() - pos);
-            out[pos..pos + n].copy_from_slice(&block[start..start + n]);
-            pos += n;
+        let key = self.id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let block = |index: u64| splitmix64(key ^ index).to_le_bytes();
+        // A partial first block, whole blocks, then a partial last block.
+        let start = (offset % 8) as usize;
+        let head = ((8 - start) % 8).min(out.len());
+        if head > 0 {
+            out[..head].copy_from_slice(&block(offset / 8)[start..start + head]);
         }
+        let mut index = (offset + head as u64) / 8;
+        let mut blocks = out[head..].chunks_exact_mut(8);
+        for chunk in &mut blocks {
+            chunk.copy_from_slice(&block(index));
+            index += 1;
+        }
+        let tail = blocks.into_remainder();
+        let n = tail.len();
+        tail.copy_from_slice(&block(index)[..n]);
+    }
+
+    /// Whether `data` is exactly the bytes at `offset..offset + data.len()`;
+    /// `scratch` (any non-zero length) holds the expected bytes piecewise.
+    pub fn matches(&self, offset: u64, data: &[u8], scratch: &mut [u8]) -> bool {
+        let step = scratch.len().max(1);
+        data.chunks(step).enumerate().all(|(i, piece)| {
+            let expected = &mut scratch[..piece.len()];
+            self.fill(offset + (i * step) as u64, expected);
+            expected == piece
+        })
     }
 }
 
@@ -113,6 +147,8 @@ pub fn splitmix64(mut z: u64) -> u64 {
 const HEADER_LEN: usize = 16;
 const DOWNLOAD_BIT: u64 = 1 << 63;
 const CHUNK: usize = 64 * 1024;
+/// How much of the pattern a sender produces per `send` attempt.
+const FILL_PIECE: usize = 4096;
 
 /// The sending half of a transfer.
 struct Sender {
@@ -143,13 +179,20 @@ impl Sender {
             }
             return Ok(());
         }
+        // Produce the pattern a piece at a time: the send buffer usually has
+        // room for a segment or two only, and generating a whole chunk that
+        // `send` then declines dominated the simulation's run time.
+        let piece = buf.len().min(FILL_PIECE);
         while self.sent < self.size {
-            let n = ((self.size - self.sent) as usize).min(buf.len());
+            let n = ((self.size - self.sent) as usize).min(piece);
             self.pattern.fill(self.sent, &mut buf[..n]);
             match shard.send(h, &buf[..n]) {
                 Ok(k) => {
                     self.hash.update(&buf[..k]);
                     self.sent += k as u64;
+                    if k < n {
+                        return Ok(());
+                    }
                 }
                 Err(SendError::WouldBlock) => return Ok(()),
                 Err(e) => return Err(e),
@@ -198,6 +241,14 @@ pub struct Transfers {
     servers: HashMap<Handle, ServerConn>,
     buf: Vec<u8>,
     finished: usize,
+    /// When transfer `i` may start: `first_start + i × spacing`.
+    first_start: Instant,
+    spacing: Duration,
+    /// The latest time the application ran, so wake-ups stay in the future.
+    last_now: Instant,
+    /// `Event::Error` seen on any host: connections that failed (reset,
+    /// refused, timed out).
+    pub connection_errors: u64,
 }
 
 impl Transfers {
@@ -231,7 +282,29 @@ impl Transfers {
             servers: HashMap::new(),
             buf: vec![0; CHUNK],
             finished: 0,
+            first_start: Instant::ZERO,
+            spacing: Duration::ZERO,
+            last_now: Instant::ZERO,
+            connection_errors: 0,
         }
+    }
+
+    /// Starts transfer `i` no earlier than `first + i × spacing` (and, as
+    /// always, in order and within the concurrency limit).
+    pub fn with_schedule(mut self, first: Instant, spacing: Duration) -> Transfers {
+        self.first_start = first;
+        self.spacing = spacing;
+        self
+    }
+
+    fn start_time(&self, index: usize) -> Instant {
+        self.first_start + self.spacing.saturating_mul(index as u64)
+    }
+
+    /// The server's handles of the connections it has accepted and not yet
+    /// closed, in no particular order.
+    pub fn server_connections(&self) -> impl Iterator<Item = Handle> + '_ {
+        self.servers.keys().copied()
     }
 
     /// Transfers that finished (intact or not).
@@ -240,7 +313,11 @@ impl Transfers {
     }
 
     fn start_transfers(&mut self, host: usize, shard: &mut Shard, now: Instant) {
-        while self.active < self.concurrency && self.next < self.specs.len() && self.specs[self.next].client == host {
+        while self.active < self.concurrency
+            && self.next < self.specs.len()
+            && self.specs[self.next].client == host
+            && now >= self.start_time(self.next)
+        {
             let index = self.next;
             let spec = self.specs[index];
             self.next += 1;
@@ -431,6 +508,7 @@ impl Transfers {
 
 impl App for Transfers {
     fn on_host(&mut self, host: usize, shard: &mut Shard, now: Instant) {
+        self.last_now = self.last_now.max(now);
         if host == self.server {
             let l = match self.listener {
                 Some(l) => l,
@@ -457,7 +535,11 @@ impl App for Transfers {
                             self.on_server_event(shard, now, h);
                         }
                     }
-                    Event::Readable(h) | Event::Writable(h) | Event::HangUp(h) | Event::Error(h, _) => {
+                    Event::Error(h, _) => {
+                        self.connection_errors += 1;
+                        self.on_server_event(shard, now, h);
+                    }
+                    Event::Readable(h) | Event::Writable(h) | Event::HangUp(h) => {
                         self.on_server_event(shard, now, h);
                     }
                     Event::Connected(_) => {}
@@ -468,11 +550,13 @@ impl App for Transfers {
         self.start_transfers(host, shard, now);
         while let Some(event) = shard.poll_event() {
             match event {
-                Event::Connected(h)
-                | Event::Readable(h)
-                | Event::Writable(h)
-                | Event::HangUp(h)
-                | Event::Error(h, _) => self.on_client_event(host, shard, now, h),
+                Event::Error(h, _) => {
+                    self.connection_errors += 1;
+                    self.on_client_event(host, shard, now, h);
+                }
+                Event::Connected(h) | Event::Readable(h) | Event::Writable(h) | Event::HangUp(h) => {
+                    self.on_client_event(host, shard, now, h)
+                }
                 Event::Acceptable(_) => {}
             }
         }
@@ -481,6 +565,13 @@ impl App for Transfers {
 
     fn done(&self) -> bool {
         self.finished == self.specs.len()
+    }
+
+    fn next_wakeup(&self) -> Option<Instant> {
+        // Only a start still ahead needs a wake-up; one already due waits
+        // for a slot, and freeing a slot is itself a visit.
+        let at = (self.next < self.specs.len()).then(|| self.start_time(self.next))?;
+        (at > self.last_now).then_some(at)
     }
 }
 
@@ -555,6 +646,33 @@ mod tests {
         let mut other = vec![0u8; 1000];
         Pattern::new(43).fill(0, &mut other);
         assert_ne!(whole, other);
+    }
+
+    #[test]
+    fn pattern_bytes_follow_their_definition() {
+        // Byte `at` is byte `at % 8` of the little-endian mix of block `at / 8`.
+        let p = Pattern::new(7);
+        let key = 7u64.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        for offset in [0u64, 1, 5, 8, 13, 1 << 40] {
+            let mut got = vec![0u8; 45];
+            p.fill(offset, &mut got);
+            for (i, &b) in got.iter().enumerate() {
+                let at = offset + i as u64;
+                assert_eq!(b, splitmix64(key ^ (at / 8)).to_le_bytes()[(at % 8) as usize], "byte {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn matches_finds_any_changed_byte() {
+        let p = Pattern::new(9);
+        let mut data = vec![0u8; 3000];
+        p.fill(77, &mut data);
+        let mut scratch = [0u8; 256];
+        assert!(p.matches(77, &data, &mut scratch));
+        assert!(!p.matches(78, &data, &mut scratch));
+        data[2999] ^= 1;
+        assert!(!p.matches(77, &data, &mut scratch));
     }
 
     #[test]

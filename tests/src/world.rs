@@ -116,6 +116,21 @@ impl World {
         self.net.now()
     }
 
+    /// Puts `frame` on `host`'s uplink at the current time, as raw bytes
+    /// that never pass through the host's shard: what an attacker or a
+    /// packet generator on that host sends. Returns `false` (and sends
+    /// nothing) when the frame is longer than the network carries.
+    pub fn transmit_raw(&mut self, host: usize, frame: &[u8]) -> bool {
+        let mut port = self.net.port(self.hosts[host].id);
+        let mut pending = Some(frame);
+        let sent = port.transmit(1, |buf| {
+            let frame = pending.take().filter(|f| f.len() <= buf.len())?;
+            buf[..frame.len()].copy_from_slice(frame);
+            Some(frame.len())
+        });
+        sent == 1
+    }
+
     /// Runs until the application is done, nothing is left to do, `until`
     /// passes, or `max_steps` steps were taken.
     pub fn run(&mut self, app: &mut impl App, until: Instant, max_steps: u64) -> Stop {

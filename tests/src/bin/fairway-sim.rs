@@ -34,8 +34,9 @@ struct Cli {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.list {
+        let width = scenario::SCENARIOS.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
         for (name, what) in scenario::SCENARIOS {
-            println!("{name:<10} {what}");
+            println!("{name:<width$}  {what}");
         }
         return ExitCode::SUCCESS;
     }
