@@ -141,6 +141,15 @@ impl Assembler {
         self.blocks.get(at).is_some_and(|&(s, e)| s <= start && end <= e)
     }
 
+    /// The block holding byte `offset`, if any.
+    ///
+    /// O(log blocks).
+    #[must_use]
+    pub fn block_at(&self, offset: u32) -> Option<(u32, u32)> {
+        let at = self.blocks.partition_point(|&(_, e)| e <= offset);
+        self.blocks.get(at).copied().filter(|&(s, _)| s <= offset)
+    }
+
     /// No blocks held.
     #[must_use]
     pub fn is_empty(&self) -> bool {
@@ -357,6 +366,10 @@ mod tests {
                 }
                 prop_assert_eq!(blocks(&assembler), runs(&received));
                 prop_assert_eq!(assembler.is_empty(), !received.contains(&true));
+                for offset in [0, 5, 47, 100, 399] {
+                    let run = runs(&received).into_iter().find(|&(s, e)| s <= offset && offset < e);
+                    prop_assert_eq!(assembler.block_at(offset), run, "block_at({})", offset);
+                }
                 for (start, end) in [(0, 1), (3, 40), (100, 101), (200, 260), (7, 7)] {
                     let held = runs(&received).iter().any(|&(s, e)| s <= start && end <= e);
                     prop_assert_eq!(assembler.covers(start, end), held, "covers({}, {})", start, end);

@@ -86,9 +86,12 @@ impl Connection {
                 continue;
             }
             // RFC 2883 §4: the first block reports a duplicate when it lies
-            // below the cumulative ACK or inside the second block.
+            // below this segment's cumulative ACK or inside the second block.
+            // Not below SND.UNA: an ACK the network delayed carries SACK
+            // blocks a later ACK has since covered, and they are no duplicates.
             let inside_second = blocks.get(1).copied().flatten().is_some_and(|(s, e)| s.le(start) && end.le(e));
-            if i == 0 && (end.le(self.snd_una) || inside_second) {
+            let below_ack = seg.ack.is_some_and(|ack| end.le(ack));
+            if i == 0 && (below_ack || inside_second) {
                 self.on_dsack(now);
                 continue;
             }
@@ -185,7 +188,6 @@ impl Connection {
             self.rack_at = NEVER;
             return;
         }
-        let in_flight_before = self.pipe() + self.sentq.lost_bytes();
         let mut lost = 0;
         // RFC 6675's DupThresh is a count, blind to reordering; once the
         // path has shown reordering, RACK's time-based window decides alone
@@ -193,14 +195,18 @@ impl Connection {
         if self.has(flag::SACK) && !self.has(flag::REORDERING_SEEN) {
             lost += self.sentq.mark_lost_by_sack(DUP_THRESH, self.mss());
         }
-        if self.rack_xmit != Instant::ZERO {
+        // RFC 8985 §4: RACK needs SACK. With cumulative ACKs alone, the
+        // newest delivered segment after a partial ACK is the retransmission,
+        // and everything sent before it would look lost (go-back-N).
+        if self.has(flag::SACK) && self.rack_xmit != Instant::ZERO {
             let rtt = Duration::from_micros(self.rack_rtt_us as u64);
             let (more, pending) = self.sentq.mark_lost_by_rack(now, self.rack_xmit, self.rack_end, rtt, self.reo_wnd());
             lost += more;
             self.rack_at = pending.unwrap_or(NEVER);
         }
         if lost > 0 {
-            self.enter_recovery(now, in_flight_before, env);
+            // RFC 6675 §5 step 4.2: FlightSize, SACKed data included.
+            self.enter_recovery(now, self.outstanding(), env);
         }
     }
 
@@ -232,9 +238,8 @@ impl Connection {
         if self.has(flag::RECOVERY) {
             self.inflation = self.inflation.saturating_add(mss);
         } else if self.dupacks == DUP_THRESH as u8 && (self.snd_una - 1u32).ge(self.recover) {
-            let in_flight = self.pipe() + self.sentq.lost_bytes();
             self.sentq.mark_first_lost();
-            self.enter_recovery(now, in_flight, env);
+            self.enter_recovery(now, self.outstanding(), env);
             self.inflation = DUP_THRESH * mss;
         }
     }
@@ -294,10 +299,15 @@ impl Connection {
 
     /// The probe timer fired: send a probe (new data, or the last segment
     /// again) to draw an ACK that reveals a tail loss (RFC 8985 §7.3).
-    pub(super) fn on_tlp(&mut self) {
+    ///
+    /// The probe goes in place of a retransmission timeout due at the same
+    /// time (the PTO is capped at the RTO, §7.2): the RTO restarts from the
+    /// probe, as after any transmission.
+    pub(super) fn on_tlp(&mut self, now: Instant) {
         self.tlp_at = NEVER;
         if self.outstanding() > 0 && !self.has(flag::RECOVERY | flag::TLP_OUT) {
             self.set(flag::TLP_NOW);
+            self.rto_at = now + self.rtt.rto();
         }
     }
 
@@ -315,8 +325,12 @@ impl Connection {
         }
         self.cc.on_timeout(now, self.outstanding(), mss);
         self.clear(flag::RECOVERY | flag::FAST_REXMIT | flag::TLP_NOW | flag::TLP_OUT | flag::UNDO_ARMED);
-        self.set(flag::RTO_UNDO);
-        self.rto_ts = self.ts_now(now);
+        if !self.has(flag::RTO_UNDO) {
+            // RFC 3522 §3.2: the first retransmission's timestamp; a repeated
+            // timeout (no new ACK since) keeps it.
+            self.set(flag::RTO_UNDO);
+            self.rto_ts = self.ts_now(now);
+        }
         self.inflation = 0;
         self.dupacks = 0;
         self.recover = self.snd_max;

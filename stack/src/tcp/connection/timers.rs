@@ -32,7 +32,7 @@ impl Connection {
             self.detect_losses(now, env);
         }
         if now >= self.tlp_at {
-            self.on_tlp();
+            self.on_tlp(now);
         }
         if now >= self.pace_at {
             // The pacer lets held data go; the shard offers a turn after this.

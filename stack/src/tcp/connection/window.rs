@@ -73,13 +73,17 @@ impl Connection {
         }
         if !self.reasm.is_empty() {
             let base = self.rcv_nxt;
-            let recent = self.has(flag::RECENT_OOO).then_some(self.recent_ooo);
-            let holds_recent = |(a, b): (u32, u32)| recent.is_some_and(|r| r.in_window(base + a, b - a));
-            if let Some((a, b)) = self.reasm.blocks().find(|&blk| holds_recent(blk)) {
+            // The block holding the most recent arrival goes first.
+            let recent = self
+                .has(flag::RECENT_OOO)
+                .then_some(self.recent_ooo)
+                .filter(|r| r.ge(base))
+                .and_then(|r| self.reasm.block_at(r.since(base)));
+            if let Some((a, b)) = recent {
                 header.sack[n] = ((base + a).get(), (base + b).get());
                 n += 1;
             }
-            for (a, b) in self.reasm.blocks().filter(|&blk| !holds_recent(blk)) {
+            for (a, b) in self.reasm.blocks().filter(|&blk| Some(blk) != recent) {
                 if n >= max {
                     break;
                 }
@@ -96,7 +100,8 @@ impl Connection {
             return 0;
         }
         let max = if timestamps { 3 } else { crate::wire::MAX_SACK_BLOCKS };
-        (self.has(flag::DSACK) as usize + self.reasm.blocks().count()).min(max)
+        // The assembler may hold thousands of blocks; only `max` can go out.
+        (self.has(flag::DSACK) as usize + self.reasm.blocks().take(max).count()).min(max)
     }
 
     /// Notes `[start, end)` as a duplicate to report in the next ACK.

@@ -9,6 +9,7 @@ mod established;
 mod listen;
 mod network;
 mod options;
+mod recovery;
 mod syn_received;
 mod syn_sent;
 mod timers;
