@@ -373,6 +373,45 @@ fn a_pacing_cap_spreads_segments_out() {
 }
 
 #[test]
+fn the_pacer_spreads_a_window_over_the_rtt() {
+    // The handshake takes 50 ms, so SRTT = 50 ms; cwnd is the initial ten
+    // segments of 1000 bytes. Paced at 150 % of cwnd / SRTT = 300 kB/s, a
+    // 988-byte segment with its 52 bytes of headers leaves every 3.47 ms;
+    // unpaced, the same five segments leave at once.
+    for pacing in [true, false] {
+        let mut c = cfg();
+        c.tcp.pacing = pacing;
+        let mut t = T::listening_with(c);
+        t.send(t.seg_in().seq(IRS).no_ack().syn().mss(PEER_MSS).window(65535).ts(PEER_TS, 0));
+        t.iss = t.expected_iss(REMOTE_PORT);
+        let synack = t.segments().remove(0);
+        t.advance(Duration::from_millis(50));
+        t.send(t.seg_in().window(65535).ts(PEER_TS + 1, synack.timestamp.unwrap().0));
+        t.handle = t.shard.accept(t.listener.unwrap());
+        assert_eq!(t.shard.flow(t.h()).unwrap().srtt, Some(Duration::from_millis(50)));
+        assert_eq!(t.shard.send(t.h(), &[3; 4000]), Ok(4000));
+        let mut times = Vec::new();
+        for _ in 0..40 {
+            for _ in t.segments() {
+                times.push(t.now);
+            }
+            t.advance(Duration::from_micros(500));
+        }
+        assert_eq!(times.len(), 5, "pacing {pacing}");
+        let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
+        if pacing {
+            // The idle connection's one segment of credit lets the second
+            // follow the first almost at once; the rest keep the rate.
+            for gap in &gaps[1..] {
+                assert!(*gap >= Duration::from_millis(3) && *gap <= Duration::from_millis(4), "{gaps:?}");
+            }
+        } else {
+            assert!(gaps.iter().all(|g| *g == Duration::ZERO), "{gaps:?}");
+        }
+    }
+}
+
+#[test]
 fn the_window_restarts_from_the_initial_window_after_idle() {
     let mut c = cfg();
     c.tcp.delayed_ack = Duration::ZERO;
