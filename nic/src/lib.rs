@@ -15,5 +15,7 @@
 
 mod device;
 pub mod sim;
+mod wait;
 
 pub use device::Device;
+pub use wait::Wait;

@@ -33,6 +33,11 @@ pub struct Config {
     /// Recycle buffers through pools (the default). Off, every buffer is
     /// allocated and freed: the baseline of the recycling ablation.
     pub recycle: bool,
+    /// When several shards share one interface: this shard's place among
+    /// them. `connect` then picks local ports whose flows this shard owns by
+    /// [`crate::steering::owner`], so the runtime steers their frames here.
+    /// `None` (the default): one shard, every port.
+    pub steering: Option<crate::steering::Steering>,
 }
 
 impl Config {
@@ -48,6 +53,7 @@ impl Config {
             tcp: TcpConfig::default(),
             limits: Limits::default(),
             recycle: true,
+            steering: None,
         }
     }
 

@@ -30,6 +30,7 @@ pub mod flow_table;
 pub mod pool;
 pub mod ring;
 mod shard;
+pub mod steering;
 pub mod tcp;
 pub mod time;
 pub mod timer_wheel;

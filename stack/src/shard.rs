@@ -445,7 +445,8 @@ impl Shard {
             }
             let tuple =
                 FourTuple { local_ip: self.config.ip, remote_ip: *to.ip(), local_port: port, remote_port: to.port() };
-            if !self.flows.contains(&tuple) && !self.listener_ports.contains_key(&port) {
+            let owned = self.config.steering.is_none_or(|s| s.owns(&tuple));
+            if owned && !self.flows.contains(&tuple) && !self.listener_ports.contains_key(&port) {
                 return Some(tuple);
             }
         }
