@@ -247,15 +247,16 @@ pub const TEST_HELP: &str = "\
 Usage: cargo xtask test [--quick] [-- <CARGO TEST ARGS>...]
 
 Runs these steps in order, stopping at the first failure:
-  1. fmt     cargo fmt --all -- --check
-  2. clippy  cargo clippy --workspace --all-targets -- -D warnings
-  3. test    cargo test --workspace [<CARGO TEST ARGS>...]
+1. fmt     cargo fmt --all -- --check
+2. clippy  cargo clippy --workspace --all-targets --all-features -- -D warnings
+3. test    cargo test --workspace --all-features [<CARGO TEST ARGS>...]
 It prints each step's wall time, and exits with the status of the step that
-failed.
+failed. Every feature is on, so the AF_XDP backend is built and checked;
+its build needs clang and libelf (installed first when missing, as root).
 
 Options:
       --quick   Leave out the heavy simulated-network tests: step 3 becomes
-                cargo test --workspace --exclude fairway-tests [...]
+          cargo test --workspace --all-features --exclude fairway-tests [...]
   -h, --help    Show this help
 
 Arguments after `--` are appended to the `cargo test` command line; the test

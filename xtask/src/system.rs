@@ -12,6 +12,15 @@ use std::process::Command;
 use crate::cargo::Invocation;
 use crate::error::Failure;
 
+/// What xsk-rs needs to build libxdp and libbpf from source (the AF_XDP
+/// backend, `fairway-nic`'s `afxdp` feature).
+pub const AFXDP_BUILD_PACKAGES: &[&str] =
+    &["clang", "llvm", "libelf-dev", "zlib1g-dev", "libpcap-dev", "m4", "gcc-multilib", "pkg-config"];
+
+/// The kernel-side tools the real-peer tests and the testbed drive:
+/// namespaces and veth (iproute2), captures (tcpdump), ping, curl, Python.
+pub const TESTBED_PACKAGES: &[&str] = &["iproute2", "tcpdump", "iputils-ping", "curl", "python3", "ethtool"];
+
 /// Where apt keeps the package lists `apt-get update` downloads.
 const APT_LISTS_DIR: &str = "/var/lib/apt/lists";
 

@@ -10,11 +10,12 @@ use crate::cli::TestArgs;
 use crate::error::Failure;
 use crate::system;
 
-/// Debian packages the tests need: none yet. The AF_XDP work will add
-/// `clang llvm libelf-dev zlib1g-dev libpcap-dev m4 gcc-multilib pkg-config`
-/// (what xsk-rs needs to build), and the real-peer tests their kernel-side
-/// tools.
-pub const PACKAGES: &[&str] = &[];
+/// Debian packages the tests need: what the AF_XDP backend needs to build
+/// (the workspace is checked and tested with every feature on) and the
+/// kernel-side tools of the real-peer tests.
+pub fn packages() -> Vec<&'static str> {
+    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES].concat()
+}
 
 /// The crate holding the heavy simulated-network tests, left out by `--quick`.
 const HEAVY_TESTS_PACKAGE: &str = "fairway-tests";
@@ -27,7 +28,7 @@ struct Step {
 }
 
 fn steps(cargo: &Cargo, args: &TestArgs) -> Vec<Step> {
-    let mut test: Vec<OsString> = vec!["test".into(), "--workspace".into()];
+    let mut test: Vec<OsString> = vec!["test".into(), "--workspace".into(), "--all-features".into()];
     if args.quick {
         test.extend(["--exclude".into(), HEAVY_TESTS_PACKAGE.into()]);
     }
@@ -36,14 +37,22 @@ fn steps(cargo: &Cargo, args: &TestArgs) -> Vec<Step> {
         Step { name: "fmt", invocation: cargo.command(["fmt", "--all", "--", "--check"]) },
         Step {
             name: "clippy",
-            invocation: cargo.command(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+            invocation: cargo.command([
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--all-features",
+                "--",
+                "-D",
+                "warnings",
+            ]),
         },
         Step { name: "test", invocation: cargo.command(test) },
     ]
 }
 
 pub fn run(cargo: &Cargo, args: &TestArgs) -> Result<(), Failure> {
-    system::ensure_debian_packages(PACKAGES)?;
+    system::ensure_debian_packages(&packages())?;
     let steps = steps(cargo, args);
     let total = steps.len();
     let start = Instant::now();
@@ -86,8 +95,8 @@ mod tests {
             lines(&TestArgs::default()),
             [
                 ("fmt", "cargo fmt --all -- --check".to_owned()),
-                ("clippy", "cargo clippy --workspace --all-targets -- -D warnings".to_owned()),
-                ("test", "cargo test --workspace".to_owned()),
+                ("clippy", "cargo clippy --workspace --all-targets --all-features -- -D warnings".to_owned()),
+                ("test", "cargo test --workspace --all-features".to_owned()),
             ]
         );
     }
@@ -97,8 +106,8 @@ mod tests {
         let args = TestArgs { quick: true, extra: vec!["tcp::".into(), "--".into(), "--nocapture".into()] };
         let lines = lines(&args);
         assert_eq!(lines[0].1, "cargo fmt --all -- --check");
-        assert_eq!(lines[1].1, "cargo clippy --workspace --all-targets -- -D warnings");
-        assert_eq!(lines[2].1, "cargo test --workspace --exclude fairway-tests tcp:: -- --nocapture");
+        assert_eq!(lines[1].1, "cargo clippy --workspace --all-targets --all-features -- -D warnings");
+        assert_eq!(lines[2].1, "cargo test --workspace --all-features --exclude fairway-tests tcp:: -- --nocapture");
     }
 
     #[test]
@@ -107,6 +116,6 @@ mod tests {
         for (name, line) in lines(&TestArgs::default()) {
             assert!(help.contains(&format!("{name:<8}{line}")), "help lacks {line:?}");
         }
-        assert!(help.contains("cargo test --workspace --exclude fairway-tests"));
+        assert!(help.contains("cargo test --workspace --all-features --exclude fairway-tests"));
     }
 }
