@@ -15,6 +15,9 @@
 
 mod device;
 pub mod sim;
+#[cfg(unix)]
+pub mod socket_pair;
+pub mod steering;
 mod wait;
 
 pub use device::Device;

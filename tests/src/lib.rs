@@ -1,6 +1,7 @@
 //! Integration tests and simulated-network scenarios for Fairway.
 //!
 //! - [`world`]: shards on a simulated network, driven in virtual time;
+//! - [`apps`]: an HTTP responder and client on the stack, for kernel peers;
 //! - [`transfers`]: bulk transfers with SHA-256 integrity checks;
 //! - [`reqresp`]: an allocation-free request/response workload;
 //! - [`stream`]: endless downloads measured over a window of virtual time;
@@ -11,6 +12,7 @@
 //! - [`scenario`]: the named scenarios of `cargo xtask sim`.
 #![deny(missing_docs)]
 
+pub mod apps;
 pub mod blind_injection;
 pub mod forge;
 pub mod regression;

@@ -1,0 +1,39 @@
+//! The runtime's clock: microseconds since the process started, as the
+//! stack's [`Instant`]. The stack itself never reads a clock; the runtime
+//! reads this one once per loop turn and passes it in.
+
+use std::sync::OnceLock;
+
+use fairway_stack::time::Instant;
+
+/// The moment everything is measured from: the first call in the process.
+fn origin() -> std::time::Instant {
+    static ORIGIN: OnceLock<std::time::Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(std::time::Instant::now)
+}
+
+/// Now, on the stack's clock (monotonic; the same origin on every thread).
+#[must_use]
+pub fn now() -> Instant {
+    Instant::from_micros(origin().elapsed().as_micros().min(u128::from(u64::MAX)) as u64)
+}
+
+/// How long from now until `deadline`, as a std duration (zero if past).
+#[must_use]
+pub fn until(deadline: Instant) -> std::time::Duration {
+    std::time::Duration::from_micros(deadline.saturating_since(now()).total_micros())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_moves_forward_and_is_shared_by_threads() {
+        let a = now();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = std::thread::spawn(now).join().unwrap();
+        assert!(b.saturating_since(a).total_micros() >= 2_000);
+        assert_eq!(until(a), std::time::Duration::ZERO);
+    }
+}

@@ -1,0 +1,13 @@
+//! The Fairway server's library: the per-core runtime that drives a shard of
+//! the protocol engine over a NIC queue, and the applications it runs.
+//!
+//! - [`runtime`]: one loop per shard (receive a batch, run the stack, hand
+//!   its events to the application, transmit a batch, service timers, sleep
+//!   on the device when idle), shards pinned to cores, and a stop flag that
+//!   SIGINT/SIGTERM raise so every loop returns and every device is dropped
+//!   (which detaches AF_XDP programs).
+//! - [`clock`]: the wall clock the runtime reads, as the stack's `Instant`.
+#![deny(missing_docs)]
+
+pub mod clock;
+pub mod runtime;
