@@ -714,7 +714,9 @@ impl Shard {
         let handshake_done = self.conns.get(key).map(|c| {
             (
                 c.is_passive() && c.state != State::SynReceived,
-                c.state != State::Closed && !c.in_backlog() && !c.is_accepted(),
+                // Closing clears ACCEPTED (the handle is dead to the
+                // application), so an orphan must not be queued again.
+                c.state != State::Closed && !c.in_backlog() && !c.is_accepted() && !c.is_orphan(),
             )
         });
         if let Some((true, needs_accept)) = handshake_done {

@@ -238,3 +238,20 @@ fn acknowledging_data_in_fin_wait_2_sends_no_second_fin() {
     t.recv_nothing();
     assert_eq!(t.shard.flow(t.h()).unwrap().send_queue, 0);
 }
+
+/// A connection the application accepted and closed is not offered again:
+/// segments that arrive while it closes (the ACK of our FIN, the peer's
+/// FIN) must not put it back in the listener's accept queue, where a second
+/// `accept` would return a handle the application already let go of.
+#[test]
+fn a_closed_connection_is_never_accepted_twice() {
+    let mut t = T::established();
+    let l = t.listener.unwrap();
+    t.shard.close(t.h());
+    t.recv(&[t.seg_out().fin()]);
+    t.send(t.seg_in().ack(t.iss.wrapping_add(2)));
+    t.send(t.seg_in().ack(t.iss.wrapping_add(2)).fin());
+    t.recv(&[t.seg_out().seq(t.iss.wrapping_add(2)).ack(IRS + 2).window(RX_BUFFER as u16 - 1)]);
+    assert_eq!(t.events(), vec![]);
+    assert_eq!(t.shard.accept(l), None);
+}
