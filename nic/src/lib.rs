@@ -9,15 +9,22 @@
 //!   in virtual time (delay, bandwidth, drop-tail queues, seeded loss,
 //!   reordering, duplication and corruption; any number of hosts behind one
 //!   shared bottleneck). Tests and benchmarks run the real stack over it.
+//! - [`tap`] (Linux) is the kernel-facing backend that needs no special NIC:
+//!   a TAP interface, one `read(2)` or `write(2)` per frame.
+//! - [`pcap`] wraps any device and records every frame it receives and
+//!   transmits to a pcap file that tcpdump and Wireshark read.
 //!
 //! The kernel-facing backends (AF_XDP, TAP) will implement the same trait.
 #![deny(missing_docs)]
 
 mod device;
+pub mod pcap;
 pub mod sim;
 #[cfg(unix)]
 pub mod socket_pair;
 pub mod steering;
+#[cfg(target_os = "linux")]
+pub mod tap;
 mod wait;
 
 pub use device::Device;
