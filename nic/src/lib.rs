@@ -14,9 +14,11 @@
 //! - [`pcap`] wraps any device and records every frame it receives and
 //!   transmits to a pcap file that tcpdump and Wireshark read.
 //!
-//! The kernel-facing backends (AF_XDP, TAP) will implement the same trait.
+//! `afxdp` (Linux, feature `afxdp`) is the AF_XDP backend, one socket per NIC queue.
 #![deny(missing_docs)]
 
+#[cfg(all(target_os = "linux", feature = "afxdp"))]
+pub mod afxdp;
 mod device;
 pub mod pcap;
 pub mod sim;

@@ -1,0 +1,257 @@
+//! The XDP program that steers frames to AF_XDP sockets: finding it on an
+//! interface, removing it, and the process-wide count of open sockets per
+//! interface that decides when to remove it.
+//!
+//! libxdp attaches its default AF_XDP program (`xsk_def_prog`) when the
+//! first socket of an interface is created and keeps a reference count in
+//! the program itself, so the last socket to close detaches it. That count
+//! can be wrong: a process killed with sockets open never decrements it,
+//! and a socket that asked for another mode than the attached program's
+//! fails to detach it. So when this process closes its last socket on an
+//! interface, it checks, and removes the program if it is still there.
+
+use std::ffi::{CStr, c_int};
+use std::io;
+use std::ptr::{self, NonNull};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
+
+use super::config::XdpMode;
+use super::error::AfXdpError;
+use super::sys::{self, NetnsId};
+
+/// The name libxdp gives its default AF_XDP program.
+const XSK_PROGRAM: &CStr = c"xsk_def_prog";
+
+/// What is attached to an interface, as far as AF_XDP cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Attached {
+    /// No XDP program.
+    Nothing,
+    /// libxdp's AF_XDP program.
+    Xsk {
+        /// Its mode (`None`: offloaded or unknown).
+        mode: Option<XdpMode>,
+        /// Whether it runs under libxdp's dispatcher (which lets other XDP
+        /// programs share the interface) rather than alone.
+        dispatcher: bool,
+    },
+    /// Some other XDP program, and not the AF_XDP one.
+    Other,
+}
+
+/// libxdp's view of the XDP programs on one interface: the dispatcher and
+/// its components, or a single (legacy) program. Closed on drop.
+struct Multiprog(NonNull<libxdp_sys::xdp_multiprog>);
+
+impl Multiprog {
+    /// The programs on `ifindex` (in the calling thread's namespace), or
+    /// `None` when there are none.
+    fn of(ifindex: u32) -> io::Result<Option<Multiprog>> {
+        let ifindex = c_int::try_from(ifindex).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: a plain call; it returns a multiprog we own, NULL, or an
+        // error encoded in the pointer (checked below before any use).
+        let mp = unsafe { libxdp_sys::xdp_multiprog__get_from_ifindex(ifindex) };
+        if mp.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: libxdp_get_error only looks at the pointer's value.
+        let error = unsafe { libxdp_sys::libxdp_get_error(mp.cast_const().cast()) };
+        if error != 0 {
+            let errno = i32::try_from(-error).unwrap_or(libc::EINVAL);
+            return match errno {
+                libc::ENOENT => Ok(None),
+                _ => Err(io::Error::from_raw_os_error(errno)),
+            };
+        }
+        Ok(NonNull::new(mp).map(Multiprog))
+    }
+
+    /// The raw attach mode of the dispatcher or legacy program.
+    fn raw_mode(&self) -> libxdp_sys::xdp_attach_mode {
+        // SAFETY: `self.0` is a live multiprog until drop.
+        unsafe { libxdp_sys::xdp_multiprog__attach_mode(self.0.as_ptr()) }
+    }
+
+    fn mode(&self) -> Option<XdpMode> {
+        match self.raw_mode() {
+            libxdp_sys::xdp_attach_mode_XDP_MODE_NATIVE => Some(XdpMode::Native),
+            libxdp_sys::xdp_attach_mode_XDP_MODE_SKB => Some(XdpMode::Generic),
+            _ => None,
+        }
+    }
+
+    /// The programs that actually run: the components of a dispatcher, or
+    /// the one legacy program. They live as long as `self`.
+    fn programs(&self) -> Vec<NonNull<libxdp_sys::xdp_program>> {
+        let mp = self.0.as_ptr();
+        // SAFETY: `mp` is a live multiprog until drop.
+        if unsafe { libxdp_sys::xdp_multiprog__is_legacy(mp) } {
+            // SAFETY: as above; the main program belongs to `mp`.
+            return NonNull::new(unsafe { libxdp_sys::xdp_multiprog__main_prog(mp) }).into_iter().collect();
+        }
+        let mut programs = Vec::new();
+        let mut previous: *const libxdp_sys::xdp_program = ptr::null();
+        // SAFETY: `mp` is live, and `previous` is NULL or the component
+        // returned by the previous call, as the iterator requires.
+        while let Some(next) = NonNull::new(unsafe { libxdp_sys::xdp_multiprog__next_prog(previous, mp) }) {
+            programs.push(next);
+            previous = next.as_ptr();
+        }
+        programs
+    }
+}
+
+impl Drop for Multiprog {
+    fn drop(&mut self) {
+        // SAFETY: we own the multiprog and close it once; the programs
+        // borrowed from it are not used after this.
+        unsafe { libxdp_sys::xdp_multiprog__close(self.0.as_ptr()) };
+    }
+}
+
+/// Whether `program` (from a live [`Multiprog`]) is libxdp's AF_XDP program.
+fn is_xsk_program(program: NonNull<libxdp_sys::xdp_program>) -> bool {
+    // SAFETY: `program` belongs to a live multiprog; the name it returns is
+    // NULL or a NUL-terminated string owned by the program.
+    let name = unsafe { libxdp_sys::xdp_program__name(program.as_ptr()) };
+    // SAFETY: checked non-NULL; valid while the program lives, and only
+    // compared here.
+    !name.is_null() && unsafe { CStr::from_ptr(name) } == XSK_PROGRAM
+}
+
+/// What is attached to `ifindex` in the calling thread's namespace.
+pub(super) fn inspect(ifindex: u32) -> io::Result<Attached> {
+    let Some(mp) = Multiprog::of(ifindex)? else {
+        return Ok(Attached::Nothing);
+    };
+    if mp.programs().into_iter().any(is_xsk_program) {
+        // SAFETY: `mp` is a live multiprog.
+        let legacy = unsafe { libxdp_sys::xdp_multiprog__is_legacy(mp.0.as_ptr()) };
+        Ok(Attached::Xsk { mode: mp.mode(), dispatcher: !legacy })
+    } else {
+        Ok(Attached::Other)
+    }
+}
+
+/// Removes libxdp's AF_XDP program from `ifindex` (in the calling thread's
+/// namespace), leaving any other XDP program in place. Returns how many
+/// programs were removed.
+pub(super) fn detach_xsk(ifindex: u32) -> io::Result<usize> {
+    let Some(mp) = Multiprog::of(ifindex)? else {
+        return Ok(0);
+    };
+    let ifindex = c_int::try_from(ifindex).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let mode = mp.raw_mode();
+    let mut removed = 0;
+    for program in mp.programs().into_iter().filter(|&p| is_xsk_program(p)) {
+        // SAFETY: `program` belongs to `mp`, which is live; libxdp finds
+        // it on the interface by its id and removes it (the whole
+        // dispatcher when it was the last component). The mode is the one
+        // it is attached in, so the kernel detaches the right slot.
+        let result = unsafe { libxdp_sys::xdp_program__detach(program.as_ptr(), ifindex, mode, 0) };
+        if result < 0 {
+            return Err(io::Error::from_raw_os_error(-result));
+        }
+        removed += 1;
+    }
+    Ok(removed)
+}
+
+/// One interface this process has open sockets on.
+#[derive(Debug)]
+struct Entry {
+    netns: NetnsId,
+    ifindex: u32,
+    sockets: usize,
+}
+
+/// The open sockets of this process, per interface. Held across opening
+/// and closing a socket, so that attaching and detaching the program never
+/// race between threads.
+#[derive(Debug)]
+pub(super) struct Registry {
+    entries: Vec<Entry>,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry { entries: Vec::new() });
+
+/// Takes the registry lock (a panic while it was held leaves nothing half
+/// done that matters, so poisoning is ignored).
+pub(super) fn registry() -> MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Registry {
+    /// Counts one more open socket on the interface.
+    pub(super) fn add(&mut self, netns: NetnsId, ifindex: u32) {
+        match self.entries.iter_mut().find(|e| e.netns == netns && e.ifindex == ifindex) {
+            Some(entry) => entry.sockets += 1,
+            None => self.entries.push(Entry { netns, ifindex, sockets: 1 }),
+        }
+    }
+
+    /// Counts one socket fewer; returns whether it was the last.
+    pub(super) fn remove(&mut self, netns: NetnsId, ifindex: u32) -> bool {
+        let Some(index) = self.entries.iter().position(|e| e.netns == netns && e.ifindex == ifindex) else {
+            return true;
+        };
+        self.entries[index].sockets -= 1;
+        if self.entries[index].sockets == 0 {
+            self.entries.swap_remove(index);
+            return true;
+        }
+        false
+    }
+
+    /// Whether this process has a socket open on the interface.
+    pub(super) fn in_use(&self, netns: NetnsId, ifindex: u32) -> bool {
+        self.entries.iter().any(|e| e.netns == netns && e.ifindex == ifindex)
+    }
+}
+
+/// Removes the AF_XDP program from `ifindex` when no socket of this
+/// process uses the interface any more. Best effort: it runs on drop,
+/// where there is no one to report to.
+pub(super) fn remove_if_unused(registry: &Registry, netns: NetnsId, ifindex: u32) {
+    if !registry.in_use(netns, ifindex) && matches!(inspect(ifindex), Ok(Attached::Xsk { .. })) {
+        let _ = detach_xsk(ifindex);
+    }
+}
+
+/// Removes libxdp's AF_XDP program from `interface`, in the calling
+/// thread's network namespace, whatever its reference count says. Other
+/// XDP programs on the interface stay. Returns how many programs were
+/// removed (0 when there was nothing to do).
+///
+/// This is the cleanup for exits that skip [`AfXdp`](super::AfXdp)'s drop
+/// (see the [module documentation](super) for how a runtime wires it):
+/// call it when this process's sockets on the interface are closed or
+/// about to die with it, for instance from a panic hook, after a second
+/// Ctrl-C, or at start-up to clear what a killed run left behind. An AF_XDP
+/// socket still open on the interface, in this process or another, stops
+/// receiving.
+///
+/// It does not wait for sockets being opened or closed on other threads
+/// (a panic hook may run on a thread that holds that lock).
+///
+/// # Errors
+///
+/// [`AfXdpError::NoSuchInterface`], [`AfXdpError::PermissionDenied`]
+/// without CAP_NET_ADMIN, [`AfXdpError::Os`] for anything else.
+pub fn detach_all(interface: &str) -> Result<usize, AfXdpError> {
+    let ifindex = sys::interface_index(interface).map_err(|source| match source.raw_os_error() {
+        Some(libc::ENODEV | libc::ENXIO | libc::EINVAL) => {
+            AfXdpError::NoSuchInterface { interface: interface.to_owned() }
+        }
+        _ => AfXdpError::Os { action: "looking up the interface", interface: interface.to_owned(), source },
+    })?;
+    let _lock = match REGISTRY.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    };
+    detach_xsk(ifindex).map_err(|source| match source.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES) => AfXdpError::PermissionDenied { action: "detach the XDP program" },
+        _ => AfXdpError::Os { action: "detaching the AF_XDP program", interface: interface.to_owned(), source },
+    })
+}

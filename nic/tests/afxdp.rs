@@ -1,0 +1,305 @@
+//! The AF_XDP backend against the kernel's own stack, over veth pairs
+//! between network namespaces that each test creates and removes (see
+//! `afxdp_support`). Needs root. Without a BPF filesystem here (libxdp
+//! attaches its program without the dispatcher); `afxdp_bpffs.rs` runs the
+//! dispatcher path.
+#![cfg(all(target_os = "linux", feature = "afxdp"))]
+
+mod afxdp_support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use afxdp_support::*;
+use fairway_nic::afxdp::{AfXdp, AfXdpConfig, AfXdpError, AfXdpWarning, BindMode, XdpMode, detach_all};
+use fairway_nic::{Device, Wait};
+
+#[test]
+fn arp_and_ping_from_the_kernel_are_answered_through_the_socket() {
+    require_root();
+    let pair = VethPair::new(1);
+    let (seen, stats, bind_mode, xdp_mode, warnings) = drive(
+        &pair.driven,
+        Bpffs::Absent,
+        |flags| {
+            let mut socket = AfXdp::open(&AfXdpConfig::new(DRIVEN_IF, 0)).expect("open AF_XDP on the veth");
+            assert_eq!(socket.max_frame_len(), 1514, "a 1500-byte MTU caps 2048-byte frames");
+            flags.set_ready();
+            let seen = respond(&mut socket, || flags.is_done());
+            (seen, socket.stats(), socket.bind_mode(), socket.xdp_mode(), socket.warnings().to_vec())
+        },
+        || {
+            assert!(pair.driven.has_xdp(DRIVEN_IF), "the socket attached an XDP program");
+            let ping =
+                pair.kernel.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "2", "-w", "10", &DRIVEN_IP.to_string()]);
+            assert!(ping.status.success(), "ping failed: {}", String::from_utf8_lossy(&ping.stdout));
+            let neigh = pair.kernel.ip(&["neigh", "show", &DRIVEN_IP.to_string(), "dev", KERNEL_IF]);
+            assert!(neigh.contains("02:fa:1b:00:00:02"), "the kernel learned our ARP reply: {neigh}");
+        },
+    );
+    assert!(seen.arp_requests >= 1, "{seen:?}");
+    assert!(seen.echo_requests >= 3, "{seen:?}");
+    assert!(stats.rx_frames >= seen.arp_requests + seen.echo_requests, "{stats:?}");
+    assert!(stats.tx_frames >= 4, "{stats:?}");
+    assert!(stats.tx_wakeups >= 1, "copy mode sends only when kicked: {stats:?}");
+    assert_eq!(stats.tx_runts + stats.rx_invalid_descs, 0, "{stats:?}");
+    let kernel = stats.kernel.expect("XDP_STATISTICS");
+    assert_eq!(kernel.rx_invalid_descs + kernel.tx_invalid_descs, 0, "{kernel:?}");
+    // veth: native XDP, no zero-copy.
+    assert_eq!((bind_mode, xdp_mode), (BindMode::Copy, XdpMode::Native));
+    assert!(warnings.iter().any(|w| matches!(w, AfXdpWarning::NoBpffs { .. })), "{warnings:?}");
+    assert!(!pair.driven.has_xdp(DRIVEN_IF), "dropping the socket removed the XDP program");
+}
+
+#[test]
+fn sockets_on_two_queues_of_one_veth_receive_at_once() {
+    require_root();
+    let pair = VethPair::new(2);
+    // UDP straight to our MAC: no ARP needed.
+    pair.kernel.ip(&["neigh", "add", &DRIVEN_IP.to_string(), "lladdr", "02:fa:1b:00:00:02", "dev", KERNEL_IF]);
+    let per_queue = [AtomicU64::new(0), AtomicU64::new(0)];
+    let (other_queue_modes, stats) = drive(
+        &pair.driven,
+        Bpffs::Absent,
+        |flags| {
+            let mut sockets =
+                [0, 1].map(|queue| AfXdp::open(&AfXdpConfig::new(DRIVEN_IF, queue)).expect("open a queue"));
+            flags.set_ready();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !flags.is_done() && Instant::now() < deadline {
+                for (socket, count) in sockets.iter_mut().zip(&per_queue) {
+                    socket.receive(64, |frame| {
+                        if matches!(classify(frame), Request::Udp) {
+                            count.fetch_add(1, Ordering::Relaxed);
+                        }
+                    });
+                }
+                sockets[0].wait(Some(Duration::from_millis(5))).expect("wait");
+            }
+            let modes = (sockets[1].bind_mode(), sockets[1].xdp_mode());
+            (modes, sockets.map(|s| s.stats()))
+        },
+        || {
+            // Each redirection is a new socket with its own source port and
+            // hash, so the kernel spreads them over the two transmit queues,
+            // which a veth maps to the peer's receive queues.
+            let script = format!("for p in $(seq 9000 9063); do echo fairway > /dev/udp/{DRIVEN_IP}/$p; done");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let sent = pair.kernel.exec(&["bash", "-c", &script]);
+                assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
+                std::thread::sleep(Duration::from_millis(100));
+                let [q0, q1] = [0, 1].map(|q| per_queue[q].load(Ordering::Relaxed));
+                if (q0 > 0 && q1 > 0) || Instant::now() > deadline {
+                    break;
+                }
+            }
+        },
+    );
+    let [q0, q1] = [0, 1].map(|q| per_queue[q].load(Ordering::Relaxed));
+    assert!(q0 + q1 >= 64, "every datagram reached one of the queues: {q0} + {q1}");
+    assert!(q0 > 0 && q1 > 0, "flows spread over both queues: {q0} and {q1}");
+    assert_eq!(other_queue_modes, (BindMode::Copy, XdpMode::Native), "the second socket joined the program");
+    assert!(stats.iter().all(|s| s.rx_frames > 0), "{stats:?}");
+    assert!(!pair.driven.has_xdp(DRIVEN_IF));
+}
+
+#[test]
+fn a_missing_interface_is_named_in_the_error() {
+    require_root();
+    let error = AfXdp::open(&AfXdpConfig::new("fwx-missing0", 0)).unwrap_err();
+    assert!(matches!(error, AfXdpError::NoSuchInterface { .. }), "{error:?}");
+    assert!(error.to_string().contains("\"fwx-missing0\""), "{error}");
+    let error = detach_all("fwx-missing0").unwrap_err();
+    assert!(matches!(error, AfXdpError::NoSuchInterface { .. }), "{error:?}");
+}
+
+#[test]
+fn a_queue_beyond_the_interface_is_refused_with_the_queue_count() {
+    require_root();
+    let pair = VethPair::new(2);
+    let error = pair.driven.enter(Bpffs::Absent, || AfXdp::open(&AfXdpConfig::new(DRIVEN_IF, 2)).unwrap_err());
+    match &error {
+        AfXdpError::QueueOutOfRange { queue_id: 2, queue_count: 2, .. } => {}
+        other => panic!("expected QueueOutOfRange, got {other:?}"),
+    }
+    assert!(error.to_string().contains("has 2 queue(s)"), "{error}");
+    assert!(!pair.driven.has_xdp(DRIVEN_IF));
+}
+
+#[test]
+fn forced_zero_copy_on_a_veth_is_refused_and_leaves_no_program() {
+    require_root();
+    let pair = VethPair::new(1);
+    let error = pair.driven.enter(Bpffs::Absent, || {
+        let config = AfXdpConfig { bind_mode: BindMode::ZeroCopy, ..AfXdpConfig::new(DRIVEN_IF, 0) };
+        AfXdp::open(&config).unwrap_err()
+    });
+    assert!(matches!(error, AfXdpError::ZeroCopyUnsupported { .. }), "{error:?}");
+    assert!(error.to_string().contains("BindMode::Auto"), "{error}");
+    assert!(!pair.driven.has_xdp(DRIVEN_IF));
+    // Forced copy mode is what Auto falls back to.
+    let mode = pair.driven.enter(Bpffs::Absent, || {
+        let config = AfXdpConfig { bind_mode: BindMode::Copy, ..AfXdpConfig::new(DRIVEN_IF, 0) };
+        AfXdp::open(&config).expect("copy mode").bind_mode()
+    });
+    assert_eq!(mode, BindMode::Copy);
+    assert!(!pair.driven.has_xdp(DRIVEN_IF));
+}
+
+#[test]
+fn native_xdp_on_loopback_is_refused_and_auto_falls_back_to_generic() {
+    require_root();
+    let ns = Netns::new("lo");
+    let (forced, auto) = ns.enter(Bpffs::Absent, || {
+        let native = AfXdpConfig { xdp_mode: XdpMode::Native, ..AfXdpConfig::new("lo", 0) };
+        let forced = AfXdp::open(&native).unwrap_err();
+        let socket = AfXdp::open(&AfXdpConfig::new("lo", 0)).expect("generic XDP works everywhere");
+        (forced, (socket.xdp_mode(), socket.bind_mode(), socket.warnings().to_vec()))
+    });
+    assert!(matches!(forced, AfXdpError::XdpAttachRefused { mode: XdpMode::Native, .. }), "{forced:?}");
+    assert!(forced.to_string().contains("XdpMode::Generic"), "{forced}");
+    let (xdp_mode, bind_mode, warnings) = auto;
+    assert_eq!((xdp_mode, bind_mode), (XdpMode::Generic, BindMode::Copy));
+    assert!(warnings.iter().any(|w| matches!(w, AfXdpWarning::GenericXdpFallback { .. })), "{warnings:?}");
+    assert!(!ns.has_xdp("lo"));
+}
+
+#[test]
+fn a_forced_mode_that_differs_from_the_attached_program_is_a_conflict() {
+    require_root();
+    let pair = VethPair::new(2);
+    let error = pair.driven.enter(Bpffs::Absent, || {
+        let generic = AfXdpConfig { xdp_mode: XdpMode::Generic, ..AfXdpConfig::new(DRIVEN_IF, 0) };
+        let first = AfXdp::open(&generic).expect("generic XDP on queue 0");
+        assert_eq!(first.xdp_mode(), XdpMode::Generic);
+        let native = AfXdpConfig { xdp_mode: XdpMode::Native, ..AfXdpConfig::new(DRIVEN_IF, 1) };
+        let error = AfXdp::open(&native).unwrap_err();
+        // Auto joins the program in its mode.
+        let joined = AfXdp::open(&AfXdpConfig::new(DRIVEN_IF, 1)).expect("auto on queue 1");
+        assert_eq!(joined.xdp_mode(), XdpMode::Generic);
+        error
+    });
+    match &error {
+        AfXdpError::XdpModeConflict { attached: XdpMode::Generic, requested: XdpMode::Native, .. } => {}
+        other => panic!("expected XdpModeConflict, got {other:?}"),
+    }
+    assert!(!pair.driven.has_xdp(DRIVEN_IF));
+}
+
+#[test]
+fn invalid_configurations_are_refused_before_touching_the_kernel() {
+    let error = AfXdp::open(&AfXdpConfig { frame_size: 3000, ..AfXdpConfig::new("lo", 0) }).unwrap_err();
+    assert!(matches!(error, AfXdpError::InvalidConfig(_)), "{error:?}");
+    assert!(error.to_string().contains("frame_size"), "{error}");
+}
+
+#[test]
+fn a_socket_dropped_outside_its_namespace_still_removes_the_program() {
+    require_root();
+    let pair = VethPair::new(1);
+    let socket = pair.driven.enter(Bpffs::Absent, || AfXdp::open(&AfXdpConfig::new(DRIVEN_IF, 0)).expect("open"));
+    assert!(pair.driven.has_xdp(DRIVEN_IF));
+    // This thread is in the test process's namespace, not the socket's.
+    drop(socket);
+    assert!(!pair.driven.has_xdp(DRIVEN_IF), "drop went back to the socket's namespace to detach");
+}
+
+#[test]
+fn detach_all_removes_the_program_under_a_live_socket() {
+    require_root();
+    let pair = VethPair::new(1);
+    pair.driven.enter(Bpffs::Absent, || {
+        let socket = AfXdp::open(&AfXdpConfig::new(DRIVEN_IF, 0)).expect("open");
+        assert_eq!(detach_all(DRIVEN_IF).expect("detach"), 1);
+        assert!(!pair.driven.has_xdp(DRIVEN_IF));
+        drop(socket);
+        assert_eq!(detach_all(DRIVEN_IF).expect("nothing left to detach"), 0);
+    });
+    assert!(!pair.driven.has_xdp(DRIVEN_IF));
+}
+
+#[test]
+#[ignore = "a child process of the killed-process tests, not a test"]
+fn victim_holds_a_socket_until_killed() {
+    victim();
+}
+
+#[test]
+fn the_program_a_killed_process_left_goes_with_our_last_socket() {
+    require_root();
+    let pair = VethPair::new(1);
+    kill_a_process_with_an_open_socket(&pair.driven);
+    assert!(pair.driven.has_xdp(DRIVEN_IF), "SIGKILL leaves the program, its libxdp count one too high");
+    pair.driven.enter(Bpffs::Absent, || {
+        let socket = AfXdp::open(&AfXdpConfig::new(DRIVEN_IF, 0)).expect("open joins the program");
+        assert_eq!(socket.xdp_mode(), XdpMode::Native);
+        drop(socket);
+    });
+    assert!(!pair.driven.has_xdp(DRIVEN_IF), "our last socket removed it whatever the count said");
+}
+
+#[test]
+fn detach_all_clears_what_a_killed_process_left() {
+    require_root();
+    let pair = VethPair::new(1);
+    kill_a_process_with_an_open_socket(&pair.driven);
+    assert!(pair.driven.has_xdp(DRIVEN_IF));
+    let removed = pair.driven.enter(Bpffs::Absent, || detach_all(DRIVEN_IF).expect("detach"));
+    assert_eq!(removed, 1);
+    assert!(!pair.driven.has_xdp(DRIVEN_IF));
+}
+
+#[test]
+#[ignore = "a child process of the permission and memlock tests, not a test"]
+fn opener_prints_what_open_says() {
+    opener();
+}
+
+#[test]
+fn without_privileges_the_error_says_to_run_as_root() {
+    require_root();
+    // It fails at the first AF_XDP socket, before anything touches `lo`.
+    let line = open_lo_behind(&["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]);
+    assert!(line.contains("PermissionDenied"), "{line}");
+    assert!(line.contains("run as root"), "{line}");
+}
+
+#[test]
+fn a_umem_over_the_memlock_limit_says_to_raise_it() {
+    require_root();
+    // Root with CAP_IPC_LOCK is exempt from RLIMIT_MEMLOCK: take it away,
+    // and leave 64 KiB for the 8 MiB UMEM. In a namespace of its own, in
+    // case the open got further than it should.
+    let ns = Netns::new("memlock");
+    let line = open_lo_behind(&[
+        "ip",
+        "netns",
+        "exec",
+        &ns.name,
+        "setpriv",
+        "--bounding-set=-ipc_lock",
+        "--inh-caps=-ipc_lock",
+        "--",
+        "prlimit",
+        "--memlock=65536:65536",
+    ]);
+    assert!(line.contains("UmemRegistration"), "{line}");
+    assert!(line.contains("RLIMIT_MEMLOCK"), "{line}");
+    assert!(!ns.has_xdp("lo"));
+}
+
+#[test]
+fn a_queue_that_already_has_a_socket_is_busy() {
+    require_root();
+    let pair = VethPair::new(1);
+    let error = pair.driven.enter(Bpffs::Absent, || {
+        let first = AfXdp::open(&AfXdpConfig::new(DRIVEN_IF, 0)).expect("open");
+        let error = AfXdp::open(&AfXdpConfig::new(DRIVEN_IF, 0)).unwrap_err();
+        assert!(pair.driven.has_xdp(DRIVEN_IF), "the failed open left the first socket's program alone");
+        drop(first);
+        error
+    });
+    assert!(matches!(error, AfXdpError::QueueBusy { queue_id: 0, .. }), "{error:?}");
+    assert!(!pair.driven.has_xdp(DRIVEN_IF));
+}
