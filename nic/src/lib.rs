@@ -13,6 +13,10 @@
 //!   a TAP interface, one `read(2)` or `write(2)` per frame.
 //! - [`pcap`] wraps any device and records every frame it receives and
 //!   transmits to a pcap file that tcpdump and Wireshark read.
+//! - [`linkem`] (Linux) is the link emulator behind `fairway-linkem`: the
+//!   simulator's link model (delay, rate, drop-tail queue, loss, reordering)
+//!   driven by the wall clock between two real interfaces, since this
+//!   kernel has no netem.
 //!
 //! `afxdp` (Linux, feature `afxdp`) is the AF_XDP backend, one socket per NIC queue.
 #![deny(missing_docs)]
@@ -20,6 +24,8 @@
 #[cfg(all(target_os = "linux", feature = "afxdp"))]
 pub mod afxdp;
 mod device;
+#[cfg(target_os = "linux")]
+pub mod linkem;
 pub mod pcap;
 pub mod sim;
 #[cfg(unix)]

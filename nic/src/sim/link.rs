@@ -1,7 +1,13 @@
-//! [`LinkState`]: one direction of one simulated link: its serialiser,
-//! drop-tail queue, impairments and counters.
+//! One direction of one link: [`LinkModel`], its serialiser, drop-tail
+//! queue, impairments and counters as a pure function of offer times, and
+//! [`LinkState`], that model placed in the simulated network.
+//!
+//! The model reads no clock: the simulated network drives it in virtual
+//! time, and the link emulator (`crate::linkem`) drives the very same code
+//! with `CLOCK_MONOTONIC`.
 
 use std::collections::VecDeque;
+use std::ops::{Deref, DerefMut};
 
 use rand::distr::{Bernoulli, Distribution};
 use rand::{RngExt, SeedableRng};
@@ -52,11 +58,75 @@ impl Impairments {
     }
 }
 
-/// One direction of a link.
+/// What a link does with one frame offered to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// The queue was full: dropped before using the link.
+    QueueDrop,
+    /// Serialised, then lost on the wire.
+    Lost,
+    /// The frame reaches the far end at `at` (microseconds); `copy_at` is
+    /// when its duplicate does, if it got one.
+    Deliver { at: u64, copy_at: Option<u64> },
+}
+
+/// One direction of a link in the simulated network: the model and where it
+/// delivers. Dereferences to its [`LinkModel`].
 #[derive(Debug)]
 pub(crate) struct LinkState {
-    config: LinkConfig,
+    model: LinkModel,
     end: LinkEnd,
+}
+
+impl Deref for LinkState {
+    type Target = LinkModel;
+    fn deref(&self) -> &LinkModel {
+        &self.model
+    }
+}
+
+impl DerefMut for LinkState {
+    fn deref_mut(&mut self) -> &mut LinkModel {
+        &mut self.model
+    }
+}
+
+impl LinkState {
+    #[track_caller]
+    pub(crate) fn new(config: LinkConfig, end: LinkEnd, seed: u64, index: u64) -> LinkState {
+        LinkState { model: LinkModel::new(config, seed, index), end }
+    }
+
+    pub(crate) fn end(&self) -> LinkEnd {
+        self.end
+    }
+
+    /// Offers frame `id` to the link at `now`, and schedules its arrival at
+    /// the far end as link `index`, unless it is dropped or lost.
+    pub(crate) fn offer(&mut self, now: u64, id: u32, index: u32, pool: &mut FramePool, events: &mut EventQueue) {
+        match self.model.transmit(now, pool.frame_mut(id)) {
+            Verdict::QueueDrop | Verdict::Lost => pool.release(id),
+            Verdict::Deliver { at, copy_at } => {
+                // The copy is taken after any corruption, so it carries the
+                // same bytes; the original is scheduled first.
+                let copy = copy_at.map(|at| (at, pool.duplicate(id)));
+                events.push(at, id, index);
+                if let Some((at, copy)) = copy {
+                    events.push(at, copy, index);
+                }
+            }
+        }
+    }
+}
+
+/// One direction of a link as a pure function of the frames offered to it
+/// and when: see [`LinkConfig`] for the steps a frame goes through.
+///
+/// Offer times must not go backwards. Times are whole microseconds from
+/// any origin.
+#[derive(Debug)]
+pub(crate) struct LinkModel {
+    config: LinkConfig,
     delay: u64,
     bps: u64,
     queue_limit: usize,
@@ -74,12 +144,13 @@ pub(crate) struct LinkState {
     pub(crate) stats: LinkStats,
 }
 
-impl LinkState {
+impl LinkModel {
+    /// A link configured by `config`, whose random stream is a function of
+    /// `seed` and `index` only.
     #[track_caller]
-    pub(crate) fn new(config: LinkConfig, end: LinkEnd, seed: u64, index: u64) -> LinkState {
-        let mut link = LinkState {
+    pub(crate) fn new(config: LinkConfig, seed: u64, index: u64) -> LinkModel {
+        let mut link = LinkModel {
             config,
-            end,
             delay: 0,
             bps: 0,
             queue_limit: usize::MAX,
@@ -93,10 +164,6 @@ impl LinkState {
         };
         link.configure(config);
         link
-    }
-
-    pub(crate) fn end(&self) -> LinkEnd {
-        self.end
     }
 
     pub(crate) fn config(&self) -> LinkConfig {
@@ -135,40 +202,40 @@ impl LinkState {
         self.backlog_bytes - started
     }
 
-    /// Offers frame `id` to the link at `now`, and schedules its arrival at
-    /// the far end as link `index`, unless it is dropped or lost.
-    pub(crate) fn offer(&mut self, now: u64, id: u32, index: u32, pool: &mut FramePool, events: &mut EventQueue) {
-        let len = pool.meta(id).len;
+    /// Offers `frame` to the link at `now` and says what becomes of it. The
+    /// corruption impairment changes `frame` in place; a duplicate is the
+    /// caller's to make, after this returns.
+    ///
+    /// # Panics
+    ///
+    /// If `frame` is 16 MiB or longer (the serialiser's arithmetic needs
+    /// less).
+    pub(crate) fn transmit(&mut self, now: u64, frame: &mut [u8]) -> Verdict {
+        let len = u32::try_from(frame.len()).ok().filter(|&len| len < 1 << 24).expect("frame shorter than 16 MiB");
         self.stats.frames_offered += 1;
         self.stats.bytes_offered += u64::from(len);
 
         let Some(on_wire) = self.serialise(now, len) else {
             self.stats.queue_drops += 1;
-            pool.release(id);
-            return;
+            return Verdict::QueueDrop;
         };
         let arrival = on_wire.saturating_add(self.delay);
         let Some(imp) = self.impairments else {
-            events.push(arrival, id, index);
-            return;
+            return Verdict::Deliver { at: arrival, copy_at: None };
         };
 
         // The draws happen in a fixed order, each only when its impairment is
         // configured, so a run depends on nothing but the seed and the inputs.
         if imp.loss.is_some_and(|d| d.sample(&mut self.rng)) {
             self.stats.lost += 1;
-            pool.release(id);
-            return;
+            return Verdict::Lost;
         }
-        if imp.corrupt.is_some_and(|d| d.sample(&mut self.rng)) {
-            let frame = pool.frame_mut(id);
-            if !frame.is_empty() {
-                let at = self.rng.random_range(0..frame.len());
-                frame[at] ^= self.rng.random_range(1..=u8::MAX);
-                self.stats.corrupted += 1;
-            }
+        if imp.corrupt.is_some_and(|d| d.sample(&mut self.rng)) && !frame.is_empty() {
+            let at = self.rng.random_range(0..frame.len());
+            frame[at] ^= self.rng.random_range(1..=u8::MAX);
+            self.stats.corrupted += 1;
         }
-        let copy = imp.duplicate.is_some_and(|d| d.sample(&mut self.rng)).then(|| pool.duplicate(id));
+        let copy = imp.duplicate.is_some_and(|d| d.sample(&mut self.rng));
         let mut original_arrival = arrival;
         if let Some((d, max_extra)) = imp.reorder
             && d.sample(&mut self.rng)
@@ -176,11 +243,10 @@ impl LinkState {
             original_arrival = arrival.saturating_add(self.rng.random_range(1..=max_extra));
             self.stats.reordered += 1;
         }
-        events.push(original_arrival, id, index);
-        if let Some(copy) = copy {
+        if copy {
             self.stats.duplicated += 1;
-            events.push(arrival, copy, index);
         }
+        Verdict::Deliver { at: original_arrival, copy_at: copy.then_some(arrival) }
     }
 
     /// Puts `len` bytes on the serialiser at `now`. Returns the first whole
@@ -216,7 +282,7 @@ impl LinkState {
 
 /// The link's own random stream, a function of the network seed and the
 /// link's index only, so traffic on one link never perturbs another's draws.
-fn link_rng(seed: u64, index: u64) -> Xoshiro256PlusPlus {
+pub(crate) fn link_rng(seed: u64, index: u64) -> Xoshiro256PlusPlus {
     let base = splitmix64(seed) ^ splitmix64(index.wrapping_add(0x5EED));
     let mut state = base;
     let mut bytes = [0u8; 32];

@@ -91,7 +91,7 @@
 
 mod event_queue;
 mod frame_pool;
-mod link;
+pub(crate) mod link;
 mod link_config;
 mod network;
 mod port;
