@@ -10,6 +10,7 @@
 //! - [`syn_flood`]: a SYN flood while legitimate clients connect;
 //! - [`blind_injection`]: blind RSTs and data aimed at long transfers;
 //! - [`scenario`]: the named scenarios of `cargo xtask sim`.
+//! - [`testbed`]: network namespaces where Fairway meets kernel peers (`cargo xtask testbed`).
 #![deny(missing_docs)]
 
 pub mod apps;
@@ -20,5 +21,6 @@ pub mod reqresp;
 pub mod scenario;
 pub mod stream;
 pub mod syn_flood;
+pub mod testbed;
 pub mod transfers;
 pub mod world;

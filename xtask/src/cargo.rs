@@ -39,6 +39,21 @@ impl Cargo {
         Cargo { program: program.into(), root: root.into() }
     }
 
+    /// Where cargo puts what it builds: `$CARGO_TARGET_DIR` (relative to
+    /// the workspace root, where cargo runs, when relative), else the
+    /// workspace's `target/`. A `build.target-dir` in a cargo config file is
+    /// not read.
+    pub fn target_dir(&self) -> PathBuf {
+        self.target_dir_from(std::env::var_os("CARGO_TARGET_DIR"))
+    }
+
+    fn target_dir_from(&self, env: Option<OsString>) -> PathBuf {
+        match env.filter(|dir| !dir.is_empty()) {
+            Some(dir) => self.root.join(dir),
+            None => self.root.join("target"),
+        }
+    }
+
     /// `cargo <args>` run from the workspace root.
     pub fn command<I>(&self, args: I) -> Invocation
     where
@@ -198,6 +213,15 @@ mod tests {
         let cargo = Cargo::new("/opt/rust/bin/cargo", "/ws");
         let invocation = cargo.command(["test", "--workspace", "a b", "", "it's", "tcp::x"]);
         assert_eq!(invocation.display(), r"cargo test --workspace 'a b' '' 'it'\''s' tcp::x");
+    }
+
+    #[test]
+    fn target_dir() {
+        let cargo = Cargo::new("cargo", "/ws");
+        assert_eq!(cargo.target_dir_from(None), Path::new("/ws/target"));
+        assert_eq!(cargo.target_dir_from(Some("".into())), Path::new("/ws/target"));
+        assert_eq!(cargo.target_dir_from(Some("/tmp/t".into())), Path::new("/tmp/t"));
+        assert_eq!(cargo.target_dir_from(Some("out".into())), Path::new("/ws/out"));
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! Rules shared by the subcommands:
 //! - `-h`/`--help` as the first argument of a subcommand shows its help, as
 //!   does `cargo xtask help <COMMAND>`.
-//! - Commands that run one of our binaries (`sim`, `run`, `bench loopback`)
-//!   hand every further argument to it unchanged; a leading `--` is dropped,
-//!   so `cargo xtask sim -- --help` reaches fairway-sim's own help.
+//! - Commands that run one of our binaries (`sim`, `run`, `bench loopback`,
+//!   `testbed ACTION`) hand every further argument to it unchanged; a
+//!   leading `--` is dropped, so `cargo xtask sim -- --help` reaches
+//!   fairway-sim's own help.
 //! - `bench micro` hands its arguments to `cargo bench` as they are, so
 //!   criterion's options go after a `--` there, as with cargo itself.
 
@@ -23,6 +24,7 @@ pub enum Command {
     Sim(PassThrough),
     Bench(BenchArgs),
     Run(PassThrough),
+    Testbed(TestbedArgs),
 }
 
 /// A subcommand with its own help page.
@@ -32,10 +34,11 @@ pub enum Topic {
     Test,
     Sim,
     Bench,
+    Testbed,
 }
 
 impl Topic {
-    const ALL: [Topic; 4] = [Topic::Run, Topic::Test, Topic::Sim, Topic::Bench];
+    const ALL: [Topic; 5] = [Topic::Run, Topic::Test, Topic::Sim, Topic::Bench, Topic::Testbed];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -43,6 +46,7 @@ impl Topic {
             Topic::Test => "test",
             Topic::Sim => "sim",
             Topic::Bench => "bench",
+            Topic::Testbed => "testbed",
         }
     }
 
@@ -96,6 +100,36 @@ pub struct BenchArgs {
     pub args: Vec<OsString>,
 }
 
+/// What `cargo xtask testbed` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestbedAction {
+    Up,
+    Down,
+    Status,
+}
+
+impl TestbedAction {
+    pub fn name(self) -> &'static str {
+        match self {
+            TestbedAction::Up => "up",
+            TestbedAction::Down => "down",
+            TestbedAction::Status => "status",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<TestbedAction> {
+        [TestbedAction::Up, TestbedAction::Down, TestbedAction::Status].into_iter().find(|a| a.name() == name)
+    }
+}
+
+/// `cargo xtask testbed up|down|status [ARGS...]`
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestbedArgs {
+    pub action: TestbedAction,
+    /// Handed to `fairway-testbed ACTION` unchanged.
+    pub args: Vec<OsString>,
+}
+
 /// Parses the arguments that follow `cargo xtask`.
 pub fn parse<I>(args: I) -> Result<Command, Failure>
 where
@@ -114,8 +148,9 @@ where
         Some("sim") => Ok(parse_pass_through(rest).map_or(Command::Help(Some(Topic::Sim)), Command::Sim)),
         Some("run") => Ok(parse_pass_through(rest).map_or(Command::Help(Some(Topic::Run)), Command::Run)),
         Some("bench") => parse_bench(rest),
+        Some("testbed") => parse_testbed(rest),
         _ => Err(Failure::usage(format!(
-            "unknown command `{}` (expected one of: run, test, sim, bench, help)",
+            "unknown command `{}` (expected one of: run, test, sim, bench, testbed, help)",
             first.to_string_lossy()
         ))),
     }
@@ -132,7 +167,7 @@ fn parse_help(rest: Vec<OsString>) -> Result<Command, Failure> {
             Some("help") => Ok(Command::Help(None)),
             Some(name) if let Some(topic) = Topic::from_name(name) => Ok(Command::Help(Some(topic))),
             _ => Err(Failure::usage(format!(
-                "no help for `{}`: not a command (expected one of: run, test, sim, bench)",
+                "no help for `{}`: not a command (expected one of: run, test, sim, bench, testbed)",
                 topic.to_string_lossy()
             ))),
         },
@@ -205,6 +240,25 @@ fn parse_bench(rest: Vec<OsString>) -> Result<Command, Failure> {
     ))
 }
 
+fn parse_testbed(rest: Vec<OsString>) -> Result<Command, Failure> {
+    let Some(first) = rest.first() else {
+        return Err(Failure::usage_of("testbed", "`cargo xtask testbed` needs an action: up, down or status"));
+    };
+    if is_help_flag(first) {
+        return Ok(Command::Help(Some(Topic::Testbed)));
+    }
+    match first.to_str().and_then(TestbedAction::from_name) {
+        Some(action) => {
+            let args = strip_separator(rest.into_iter().skip(1).collect());
+            Ok(Command::Testbed(TestbedArgs { action, args }))
+        }
+        None => Err(Failure::usage_of(
+            "testbed",
+            format!("unknown testbed action `{}` (expected up, down or status)", first.to_string_lossy()),
+        )),
+    }
+}
+
 /// Drops one leading `--`: the binary behind `cargo run ... --` would
 /// otherwise see it as an argument.
 fn strip_separator(mut args: Vec<OsString>) -> Vec<OsString> {
@@ -222,6 +276,7 @@ pub fn help(topic: Option<Topic>) -> &'static str {
         Some(Topic::Test) => TEST_HELP,
         Some(Topic::Sim) => SIM_HELP,
         Some(Topic::Bench) => BENCH_HELP,
+        Some(Topic::Testbed) => TESTBED_HELP,
     }
 }
 
@@ -235,6 +290,7 @@ Commands:
   test    Check formatting, run clippy, run the workspace tests
   sim     Run simulated-network scenarios (fairway-sim)
   bench   Run benchmarks: loopback (default), micro or all
+  testbed Bring the namespace testbed up or down, or show it (as root)
   help    Show this help, or a command's: cargo xtask help <COMMAND>
 
 Each command also takes -h/--help.
@@ -249,13 +305,17 @@ Usage: cargo xtask test [--quick] [-- <CARGO TEST ARGS>...]
 Runs these steps in order, stopping at the first failure:
 1. fmt     cargo fmt --all -- --check
 2. clippy  cargo clippy --workspace --all-targets --all-features -- -D warnings
-3. test    cargo test --workspace --all-features [<CARGO TEST ARGS>...]
+3. linkem  cargo build --release -p fairway-nic --bin fairway-linkem
+4. test    cargo test --workspace --all-features [<CARGO TEST ARGS>...]
 It prints each step's wall time, and exits with the status of the step that
 failed. Every feature is on, so the AF_XDP backend is built and checked;
 its build needs clang and libelf (installed first when missing, as root).
+Step 4 gets FAIRWAY_LINKEM, the emulator step 3 built, for the tests that
+put it between kernel clients and Fairway. The real-peer tests need root:
+they build network namespaces and remove them when done.
 
 Options:
-      --quick   Leave out the heavy simulated-network tests: step 3 becomes
+      --quick   Leave out the heavy simulated-network tests: step 4 becomes
           cargo test --workspace --all-features --exclude fairway-tests [...]
   -h, --help    Show this help
 
@@ -308,6 +368,37 @@ Examples:
   cargo xtask bench loopback
   cargo xtask bench micro
   cargo xtask bench micro -- --save-baseline before
+";
+
+const TESTBED_HELP: &str = "\
+Usage: cargo xtask testbed up|down|status [ARGS...]
+
+Network namespaces where Fairway meets Linux peers, left up until `down`:
+  PREFIX-srv  fw0 (veth, one queue per shard, no IP: Fairway over AF_XDP)
+              and fwtap0 (TAP: Fairway over TAP); Fairway is 10.77.0.1/24
+  PREFIX-sw   the bridge br0, and the link emulators (fairway-linkem)
+  PREFIX-cI   client I: eth0 10.77.0.(10+I)/24, on br0 directly or through
+              an emulated link
+Needs root. Installs its Debian packages when missing, builds fairway-linkem
+(cargo build --release -p fairway-nic --bin fairway-linkem) when a link is
+emulated and FAIRWAY_LINKEM is not set, then runs
+  cargo run --release -p fairway-tests --bin fairway-testbed -- ACTION [ARGS]
+with every ARG unchanged (a leading `--` is dropped).
+
+Actions and their main options (all: cargo xtask testbed up --help):
+  up      --prefix P (fw)  --clients N (2)  --queues N (2)
+          --delay D --rate R --queue B --loss P --reorder P --seed N:
+            emulated links for every client, or those named by --client I
+          --link I:delay=25ms,rate=100mbit,loss=1%  one client's link
+  down    --prefix P   ends its processes, deletes its namespaces
+  status  --prefix P   namespaces, interfaces, queues, XDP, emulators
+
+Examples:
+  cargo xtask testbed up
+  cargo xtask testbed up --clients 3 --queues 2 --delay 10ms --rate 100mbit
+  cargo xtask testbed up --link 1:delay=50ms,loss=1%
+  ip netns exec fw-c0 curl http://10.77.0.1/
+  cargo xtask testbed down
 ";
 
 const RUN_HELP: &str = "\
@@ -413,6 +504,30 @@ mod tests {
                 Ok(wrap(PassThrough { args: os(&["--help", "--"]) }))
             );
         }
+    }
+
+    #[test]
+    fn testbed_actions_pass_their_arguments_through() {
+        for action in [TestbedAction::Up, TestbedAction::Down, TestbedAction::Status] {
+            assert_eq!(
+                parse_strs(&["testbed", action.name(), "--prefix", "x", "--help"]),
+                Ok(Command::Testbed(TestbedArgs { action, args: os(&["--prefix", "x", "--help"]) }))
+            );
+        }
+        assert_eq!(
+            parse_strs(&["testbed", "up", "--", "--delay", "5ms"]),
+            Ok(Command::Testbed(TestbedArgs { action: TestbedAction::Up, args: os(&["--delay", "5ms"]) }))
+        );
+    }
+
+    #[test]
+    fn testbed_needs_a_known_action() {
+        let err = parse_strs(&["testbed"]).unwrap_err();
+        assert!(err.to_string().starts_with("`cargo xtask testbed` needs an action"), "{err}");
+        assert!(err.to_string().ends_with("Run `cargo xtask help testbed` for usage."), "{err}");
+        let err = parse_strs(&["testbed", "upp"]).unwrap_err();
+        assert!(err.to_string().contains("unknown testbed action `upp`"), "{err}");
+        assert!(matches!(parse_strs(&["testbed", "--prefix", "x"]), Err(Failure::Usage { .. })));
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! `cargo xtask`: Fairway's set-up and orchestration (run, test, sim, bench).
+//! `cargo xtask`: Fairway's set-up and orchestration (run, test, sim, bench,
+//! testbed).
 //!
 //! std only, so that it builds in seconds. Layout: `cli` parses the command
 //! line and holds the help texts, `cargo` runs cargo from the workspace root,
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 
 use cargo::Cargo;
 use cli::Command;
-use commands::{bench, run, sim, test};
+use commands::{bench, run, sim, test, testbed};
 
 fn main() -> ExitCode {
     let result = cli::parse(std::env::args_os().skip(1)).and_then(|command| dispatch(&command));
@@ -39,5 +40,6 @@ fn dispatch(command: &Command) -> Result<(), error::Failure> {
         Command::Sim(args) => sim::run(&cargo, args),
         Command::Bench(args) => bench::run(&cargo, args),
         Command::Run(args) => run::run(&cargo, args),
+        Command::Testbed(args) => testbed::run(&cargo, args),
     }
 }

@@ -18,8 +18,9 @@ pub const AFXDP_BUILD_PACKAGES: &[&str] =
     &["clang", "llvm", "libelf-dev", "zlib1g-dev", "libpcap-dev", "m4", "gcc-multilib", "pkg-config"];
 
 /// The kernel-side tools the real-peer tests and the testbed drive:
-/// namespaces and veth (iproute2), captures (tcpdump), ping, curl, Python.
-pub const TESTBED_PACKAGES: &[&str] = &["iproute2", "tcpdump", "iputils-ping", "curl", "python3", "ethtool"];
+/// namespaces and veth (iproute2), captures (tcpdump), ping, curl, Python,
+/// offloads (ethtool), sysctl and kill (procps).
+pub const TESTBED_PACKAGES: &[&str] = &["iproute2", "tcpdump", "iputils-ping", "curl", "python3", "ethtool", "procps"];
 
 /// Where apt keeps the package lists `apt-get update` downloads.
 const APT_LISTS_DIR: &str = "/var/lib/apt/lists";
@@ -157,7 +158,7 @@ fn has_package_index(names: impl IntoIterator<Item = String>) -> bool {
 }
 
 /// Whether xtask runs with effective uid 0.
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     effective_uid() == Some(0)
 }
 

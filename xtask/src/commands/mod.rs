@@ -5,6 +5,7 @@ pub mod bench;
 pub mod run;
 pub mod sim;
 pub mod test;
+pub mod testbed;
 
 use std::time::Duration;
 

@@ -7,6 +7,7 @@ use std::time::Instant;
 use super::seconds;
 use crate::cargo::{Cargo, Invocation};
 use crate::cli::TestArgs;
+use crate::commands::testbed::{self, LINKEM_ENV};
 use crate::error::Failure;
 use crate::system;
 
@@ -33,6 +34,8 @@ fn steps(cargo: &Cargo, args: &TestArgs) -> Vec<Step> {
         test.extend(["--exclude".into(), HEAVY_TESTS_PACKAGE.into()]);
     }
     test.extend(args.extra.iter().cloned());
+    // The real-peer tests run the link emulator as a separate process.
+    let linkem = testbed::linkem_path(cargo);
     vec![
         Step { name: "fmt", invocation: cargo.command(["fmt", "--all", "--", "--check"]) },
         Step {
@@ -47,7 +50,8 @@ fn steps(cargo: &Cargo, args: &TestArgs) -> Vec<Step> {
                 "warnings",
             ]),
         },
-        Step { name: "test", invocation: cargo.command(test) },
+        Step { name: "linkem", invocation: testbed::build_linkem(cargo) },
+        Step { name: "test", invocation: cargo.command(test).env(LINKEM_ENV, &linkem.to_string_lossy()) },
     ]
 }
 
@@ -96,6 +100,7 @@ mod tests {
             [
                 ("fmt", "cargo fmt --all -- --check".to_owned()),
                 ("clippy", "cargo clippy --workspace --all-targets --all-features -- -D warnings".to_owned()),
+                ("linkem", "cargo build --release -p fairway-nic --bin fairway-linkem".to_owned()),
                 ("test", "cargo test --workspace --all-features".to_owned()),
             ]
         );
@@ -107,7 +112,7 @@ mod tests {
         let lines = lines(&args);
         assert_eq!(lines[0].1, "cargo fmt --all -- --check");
         assert_eq!(lines[1].1, "cargo clippy --workspace --all-targets --all-features -- -D warnings");
-        assert_eq!(lines[2].1, "cargo test --workspace --all-features --exclude fairway-tests tcp:: -- --nocapture");
+        assert_eq!(lines[3].1, "cargo test --workspace --all-features --exclude fairway-tests tcp:: -- --nocapture");
     }
 
     #[test]
