@@ -2,6 +2,8 @@
 //!
 //! - [`world`]: shards on a simulated network, driven in virtual time;
 //! - [`apps`]: an HTTP responder and client on the stack, for kernel peers;
+//! - [`real_peers`]: shards on a testbed against curl and Python, for the
+//!   real-peer tests;
 //! - [`transfers`]: bulk transfers with SHA-256 integrity checks;
 //! - [`reqresp`]: an allocation-free request/response workload;
 //! - [`stream`]: endless downloads measured over a window of virtual time;
@@ -16,6 +18,7 @@
 pub mod apps;
 pub mod blind_injection;
 pub mod forge;
+pub mod real_peers;
 pub mod regression;
 pub mod reqresp;
 pub mod scenario;

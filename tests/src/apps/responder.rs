@@ -63,6 +63,11 @@ pub struct Responder {
     pub requests: u64,
     /// Connections accepted.
     pub accepted: u64,
+    /// The most connections open at once.
+    pub peak_connections: usize,
+    /// Every accepted connection as (local, remote) address, so a test can
+    /// check which shard each landed on.
+    pub flows: Vec<(SocketAddrV4, SocketAddrV4)>,
 }
 
 impl Responder {
@@ -77,6 +82,8 @@ impl Responder {
             scratch: vec![0; 64 * 1024],
             requests: 0,
             accepted: 0,
+            peak_connections: 0,
+            flows: Vec::new(),
         }
     }
 
@@ -310,6 +317,10 @@ impl App for Responder {
                         peer_done: false,
                     };
                     self.conns.insert(h, conn);
+                    self.peak_connections = self.peak_connections.max(self.conns.len());
+                    if let Some(flow) = shard.flow(h) {
+                        self.flows.push((flow.local, flow.remote));
+                    }
                     // Data may have come with the handshake's last ACK.
                     self.on_readable(shard, h);
                 }
