@@ -1,8 +1,16 @@
-//! Benchmark support: the two halves of the in-memory loopback comparison.
+//! Benchmark support.
 //!
 //! - [`fairway_loopback`]: a bulk transfer between two Fairway shards;
-//! - [`smoltcp_loopback`]: the same transfer between two smoltcp sockets.
+//! - [`smoltcp_loopback`]: the same transfer between two smoltcp sockets;
+//! - [`udp_frames`]: prebuilt UDP frames for packet-rate measurements;
+//! - [`nic`] (feature `afxdp`): packet rates and a bulk download on the
+//!   namespace testbed;
+//! - [`stats`]: medians over rounds.
 #![deny(missing_docs)]
 
 pub mod fairway_loopback;
+#[cfg(feature = "afxdp")]
+pub mod nic;
 pub mod smoltcp_loopback;
+pub mod stats;
+pub mod udp_frames;

@@ -5,7 +5,8 @@
 //! - `-h`/`--help` as the first argument of a subcommand shows its help, as
 //!   does `cargo xtask help <COMMAND>`.
 //! - Commands that run one of our binaries (`sim`, `run`, `bench loopback`,
-//!   `testbed ACTION`) hand every further argument to it unchanged; a
+//!   `bench nic`, `testbed ACTION`) hand every further argument to it
+//!   unchanged; a
 //!   leading `--` is dropped, so `cargo xtask sim -- --help` reaches
 //!   fairway-sim's own help.
 //! - `bench micro` hands its arguments to `cargo bench` as they are, so
@@ -75,6 +76,7 @@ pub struct PassThrough {
 pub enum BenchTarget {
     Loopback,
     Micro,
+    Nic,
     All,
 }
 
@@ -85,18 +87,19 @@ impl BenchTarget {
         match name {
             "loopback" => Some(BenchTarget::Loopback),
             "micro" => Some(BenchTarget::Micro),
+            "nic" => Some(BenchTarget::Nic),
             "all" => Some(BenchTarget::All),
             _ => None,
         }
     }
 }
 
-/// `cargo xtask bench [loopback|micro|all] [args...]`
+/// `cargo xtask bench [loopback|micro|nic|all] [args...]`
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BenchArgs {
     pub target: BenchTarget,
-    /// For `loopback`: the benchmark binary's arguments. For `micro`: extra
-    /// `cargo bench` arguments. Always empty for `all`.
+    /// For `loopback` and `nic`: the benchmark binary's arguments. For
+    /// `micro`: extra `cargo bench` arguments. Always empty for `all`.
     pub args: Vec<OsString>,
 }
 
@@ -219,7 +222,9 @@ fn parse_bench(rest: Vec<OsString>) -> Result<Command, Failure> {
     if let Some(target) = first.to_str().and_then(BenchTarget::from_name) {
         let args: Vec<OsString> = rest.into_iter().skip(1).collect();
         return match target {
-            BenchTarget::Loopback => Ok(Command::Bench(BenchArgs { target, args: strip_separator(args) })),
+            BenchTarget::Loopback | BenchTarget::Nic => {
+                Ok(Command::Bench(BenchArgs { target, args: strip_separator(args) }))
+            }
             // cargo bench gets its arguments as typed: `-- <criterion args>`.
             BenchTarget::Micro => Ok(Command::Bench(BenchArgs { target, args })),
             BenchTarget::All if args.is_empty() => Ok(Command::Bench(BenchArgs { target, args })),
@@ -236,7 +241,7 @@ fn parse_bench(rest: Vec<OsString>) -> Result<Command, Failure> {
     }
     Err(Failure::usage_of(
         "bench",
-        format!("unknown bench target `{}` (expected loopback, micro or all)", first.to_string_lossy()),
+        format!("unknown bench target `{}` (expected loopback, micro, nic or all)", first.to_string_lossy()),
     ))
 }
 
@@ -289,7 +294,7 @@ Commands:
   run     Run Fairway (for now: the simulated-network demo)
   test    Check formatting, run clippy, run the workspace tests
   sim     Run simulated-network scenarios (fairway-sim)
-  bench   Run benchmarks: loopback (default), micro or all
+  bench   Run benchmarks: loopback (default), micro, nic (as root) or all
   testbed Bring the namespace testbed up or down, or show it (as root)
   help    Show this help, or a command's: cargo xtask help <COMMAND>
 
@@ -346,7 +351,7 @@ Examples:
 ";
 
 const BENCH_HELP: &str = "\
-Usage: cargo xtask bench [loopback|micro|all] [ARGS...]
+Usage: cargo xtask bench [loopback|micro|nic|all] [ARGS...]
 
 Targets:
   loopback  (default) in-memory loopback throughput, Fairway and smoltcp
@@ -357,7 +362,17 @@ Targets:
               cargo bench -p fairway-benches [ARGS...]
             ARGS go to cargo bench: a name filter, or criterion's options
             after `--`.
-  all       loopback, then micro; takes no ARGS.
+  nic       needs root. On a namespace testbed it builds and removes: the
+            packets per second one shard receives and sends over AF_XDP
+            and receives over TAP, then a bulk download by curl from
+            Fairway over AF_XDP beside the same from nginx:
+              cargo run --release -p fairway-benches --features afxdp \\
+                --bin nic -- [ARGS...]
+            ARGS go to it unchanged (a leading `--` is dropped); see
+            `cargo xtask bench nic --help`. Installs the AF_XDP build
+            packages, the testbed's tools and nginx when missing.
+  all       loopback, then micro; takes no ARGS. Not nic, which needs root
+            and a few minutes: run it on its own.
 
 Options:
   -h, --help    Show this help (only as the first argument; after a target,
@@ -368,6 +383,7 @@ Examples:
   cargo xtask bench loopback
   cargo xtask bench micro
   cargo xtask bench micro -- --save-baseline before
+  sudo -E cargo xtask bench nic --rounds 3 --skip-bulk
 ";
 
 const TESTBED_HELP: &str = "\
@@ -550,6 +566,18 @@ mod tests {
     }
 
     #[test]
+    fn bench_nic_passes_its_arguments_through() {
+        let nic = |args: &[&str]| Ok(Command::Bench(BenchArgs { target: BenchTarget::Nic, args: os(args) }));
+        assert_eq!(parse_strs(&["bench", "nic"]), nic(&[]));
+        assert_eq!(
+            parse_strs(&["bench", "nic", "--rounds", "3", "--skip-bulk"]),
+            nic(&["--rounds", "3", "--skip-bulk"])
+        );
+        assert_eq!(parse_strs(&["bench", "nic", "--", "--help"]), nic(&["--help"]));
+        assert_eq!(parse_strs(&["bench", "nic", "--help"]), nic(&["--help"]));
+    }
+
+    #[test]
     fn bench_all_and_errors() {
         assert_eq!(
             parse_strs(&["bench", "all"]),
@@ -558,6 +586,7 @@ mod tests {
         assert!(matches!(parse_strs(&["bench", "all", "x"]), Err(Failure::Usage { .. })));
         let err = parse_strs(&["bench", "loopbak"]).unwrap_err();
         assert!(err.to_string().contains("unknown bench target `loopbak`"));
+        assert!(err.to_string().contains("loopback, micro, nic or all"));
     }
 
     #[cfg(unix)]

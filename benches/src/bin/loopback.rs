@@ -6,6 +6,7 @@
 use std::process::ExitCode;
 
 use fairway_benches::smoltcp_loopback::{LoopbackConfig, LoopbackResult};
+use fairway_benches::stats::median;
 use fairway_benches::{fairway_loopback, smoltcp_loopback};
 
 const USAGE: &str = "\
@@ -46,12 +47,6 @@ fn parse() -> Result<Args, String> {
         return Err("--mtu needs at least one value".into());
     }
     Ok(a)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }
 
 fn main() -> ExitCode {

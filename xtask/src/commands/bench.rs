@@ -1,5 +1,6 @@
-//! `cargo xtask bench`: the loopback benchmark binary and the criterion
-//! micro-benchmarks.
+//! `cargo xtask bench`: the loopback benchmark binary, the criterion
+//! micro-benchmarks, and the `nic` benchmark on the namespace testbed
+//! (root).
 
 use std::ffi::OsString;
 use std::time::Instant;
@@ -10,13 +11,36 @@ use crate::cli::{BenchArgs, BenchTarget};
 use crate::error::Failure;
 use crate::system;
 
-/// Debian packages `bench` needs: none yet. The AF_XDP work will add
-/// `clang llvm libelf-dev zlib1g-dev libpcap-dev m4 gcc-multilib pkg-config`
-/// (and wrk, nginx, curl for the kernel-peer figures).
+/// Debian packages `bench loopback` and `bench micro` need: none.
 pub const PACKAGES: &[&str] = &[];
 
+/// The kernel-stack server `bench nic` compares Fairway with.
+const NGINX_PACKAGE: &str = "nginx";
+
+/// Debian packages `bench nic` needs: the AF_XDP build's, the testbed's
+/// tools (curl among them), and nginx.
+pub fn nic_packages() -> Vec<&'static str> {
+    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[NGINX_PACKAGE]].concat()
+}
+
 pub fn run(cargo: &Cargo, args: &BenchArgs) -> Result<(), Failure> {
-    system::ensure_debian_packages(PACKAGES)?;
+    if args.target == BenchTarget::Nic {
+        let asks_help = args.args.iter().any(|a| a == "-h" || a == "--help");
+        if asks_help {
+            // The help needs the binary built, not the testbed's tools.
+            system::ensure_debian_packages(system::AFXDP_BUILD_PACKAGES)?;
+        } else {
+            if !system::is_root() {
+                return Err(Failure::failed(
+                    "cargo xtask bench nic needs root (network namespaces, AF_XDP): \
+                     run it as root, e.g. sudo -E cargo xtask bench nic",
+                ));
+            }
+            system::ensure_debian_packages(&nic_packages())?;
+        }
+    } else {
+        system::ensure_debian_packages(PACKAGES)?;
+    }
     for (name, invocation) in invocations(cargo, args) {
         eprintln!("xtask bench {name}: $ {}", invocation.display());
         let start = Instant::now();
@@ -31,6 +55,7 @@ fn invocations(cargo: &Cargo, args: &BenchArgs) -> Vec<(&'static str, Invocation
     match args.target {
         BenchTarget::Loopback => vec![("loopback", loopback(cargo, &args.args))],
         BenchTarget::Micro => vec![("micro", micro(cargo, &args.args))],
+        BenchTarget::Nic => vec![("nic", nic(cargo, &args.args))],
         BenchTarget::All => vec![("loopback", loopback(cargo, &[])), ("micro", micro(cargo, &[]))],
     }
 }
@@ -41,6 +66,17 @@ fn loopback(cargo: &Cargo, args: &[OsString]) -> Invocation {
         .into_iter()
         .map(OsString::from)
         .collect();
+    line.extend_from_slice(args);
+    cargo.command(line)
+}
+
+/// `cargo run --release -p fairway-benches --features afxdp --bin nic -- <args>`
+fn nic(cargo: &Cargo, args: &[OsString]) -> Invocation {
+    let mut line: Vec<OsString> =
+        ["run", "--release", "-p", "fairway-benches", "--features", "afxdp", "--bin", "nic", "--"]
+            .into_iter()
+            .map(OsString::from)
+            .collect();
     line.extend_from_slice(args);
     cargo.command(line)
 }
@@ -76,6 +112,37 @@ mod tests {
             lines(BenchTarget::Micro, &["--", "--save-baseline", "x"]),
             [("micro", "cargo bench -p fairway-benches -- --save-baseline x".to_owned())]
         );
+    }
+
+    #[test]
+    fn nic_runs_the_binary_with_the_afxdp_feature() {
+        assert_eq!(
+            lines(BenchTarget::Nic, &["--rounds", "3", "--skip-bulk"]),
+            [(
+                "nic",
+                "cargo run --release -p fairway-benches --features afxdp --bin nic -- --rounds 3 --skip-bulk"
+                    .to_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn nic_needs_afxdp_testbed_and_nginx_packages() {
+        let packages = nic_packages();
+        for package in system::AFXDP_BUILD_PACKAGES.iter().chain(system::TESTBED_PACKAGES).chain(&["nginx"]) {
+            assert!(packages.contains(package), "{package} missing from {packages:?}");
+        }
+    }
+
+    #[test]
+    fn help_names_the_nic_command_line() {
+        let help = crate::cli::help(Some(crate::cli::Topic::Bench));
+        // The help breaks the command line over two lines.
+        let joined = help.split_whitespace().collect::<Vec<_>>().join(" ").replace(" \\ ", " ");
+        let cargo = Cargo::new("cargo", "/ws");
+        let line = nic(&cargo, &[]).display();
+        assert!(joined.contains(line.trim_end_matches(" --")), "help lacks {line:?}");
+        assert!(help.contains("Not nic"), "the help says whether all runs nic");
     }
 
     #[test]

@@ -1,0 +1,453 @@
+//! `cargo xtask bench nic`: packets per second received and sent by one
+//! shard over AF_XDP (copy mode on veth) and received over TAP, then a bulk
+//! download by kernel curl from Fairway over AF_XDP beside the same from
+//! nginx over the kernel stack, all on a namespace testbed this program
+//! builds and removes. Needs root. Ends with
+//! `nic: afxdp X Mpps rx, Y Mpps tx; tap Z Mpps rx`.
+
+use std::net::SocketAddrV4;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use fairway_benches::nic::bulk::Bulk;
+use fairway_benches::nic::nginx::Site;
+use fairway_benches::nic::pps::{Bench, Rate, SHARD_BATCH, TX_BUDGET, Window};
+use fairway_benches::stats::median;
+use fairway_benches::udp_frames::MIN_FRAME_LEN;
+use fairway_server::runtime::signals::stop_on_signals;
+use fairway_tests::real_peers::server_addr;
+use fairway_tests::testbed::{self, SERVER_IF, Testbed, TestbedConfig};
+
+const USAGE: &str = "\
+usage: nic [--rounds N] [--seconds S] [--warm-up S] [--bulk-bytes N]
+           [--bulk-rounds N] [--skip-bulk] [--skip-tap] [--prefix P] [--verbose]
+
+Needs root. Builds a namespace testbed (prefix --prefix, default fwbench)
+with one client and one queue, measures, and removes it (also on Ctrl-C).
+
+Packet rates, one shard pinned to core 0, its counterpart on core 1, with
+64-byte UDP frames (60 bytes without FCS) to a closed port, which the stack
+counts and drops:
+  afxdp rx  a generator AF_XDP socket on the switch port `srv` blasts frames
+            into fw0; the shard's loop on fw0 queue 0 hands each to
+            Shard::handle_frame
+  afxdp tx  the shard's AF_XDP socket on fw0 sends frames as fast as it
+            accepts them; a sink AF_XDP socket on `srv` counts them
+  tap rx    the generator on the switch port `tap`; the shard reads fwtap0
+  --rounds N       rounds of the three (default 5); medians are reported
+  --seconds S      the measured window of each, in seconds (default 3)
+  --warm-up S      traffic before the window, in seconds (default 1)
+  --skip-tap       leave out tap rx
+
+Bulk download: kernel curl in the client downloads --bulk-bytes from Fairway
+(one shard, AF_XDP on fw0) and from nginx (one worker, sendfile, the kernel
+stack on fw0 with the address 10.77.0.1/24), alternating:
+  --bulk-bytes N   the body (default 1000000000)
+  --bulk-rounds N  downloads from each (default 3)
+  --skip-bulk      leave out the bulk download (then nginx is not needed)
+
+  --prefix P       the testbed's prefix (default fwbench)
+  --verbose        print what each device and shard counted, every round
+                   (the first round's is always printed)
+  -h, --help       show this help";
+
+/// The command line.
+#[derive(Clone, Debug, PartialEq)]
+struct Args {
+    rounds: usize,
+    window: Window,
+    bulk_bytes: u64,
+    bulk_rounds: usize,
+    skip_bulk: bool,
+    skip_tap: bool,
+    prefix: String,
+    verbose: bool,
+}
+
+impl Default for Args {
+    fn default() -> Args {
+        Args {
+            rounds: 5,
+            window: Window { warm_up: Duration::from_secs(1), length: Duration::from_secs(3) },
+            bulk_bytes: 1_000_000_000,
+            bulk_rounds: 3,
+            skip_bulk: false,
+            skip_tap: false,
+            prefix: "fwbench".to_owned(),
+            verbose: false,
+        }
+    }
+}
+
+/// Parses the arguments after the program name. `Err("")` asks for the
+/// help.
+fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
+    let mut a = Args::default();
+    let mut it = args.into_iter();
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        let count = |s: String| match s.parse::<u64>() {
+            Ok(0) => Err(format!("{flag} must be at least 1")),
+            Ok(n) => Ok(n),
+            Err(e) => Err(format!("{flag} {s}: {e}")),
+        };
+        let seconds = |s: String| match s.parse::<f64>() {
+            Ok(x) if x.is_finite() && x >= 0.0 => Ok(Duration::from_secs_f64(x)),
+            _ => Err(format!("{flag} {s}: not a number of seconds")),
+        };
+        match flag.as_str() {
+            "--rounds" => a.rounds = count(value()?)? as usize,
+            "--seconds" => a.window.length = seconds(value()?)?,
+            "--warm-up" => a.window.warm_up = seconds(value()?)?,
+            "--bulk-bytes" => a.bulk_bytes = count(value()?)?,
+            "--bulk-rounds" => a.bulk_rounds = count(value()?)? as usize,
+            "--skip-bulk" => a.skip_bulk = true,
+            "--skip-tap" => a.skip_tap = true,
+            "--prefix" => a.prefix = value()?,
+            "--verbose" => a.verbose = true,
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    if a.window.length.is_zero() {
+        return Err("--seconds must be more than 0".into());
+    }
+    testbed::validate_prefix(&a.prefix).map_err(|e| format!("--prefix: {e}"))?;
+    Ok(a)
+}
+
+/// Frames per second as Mpps.
+fn mpps(frames_per_second: f64) -> f64 {
+    frames_per_second / 1e6
+}
+
+/// The packet-rate rounds: per round the three measurements' rates.
+#[derive(Default)]
+struct Rates {
+    afxdp_rx: Vec<Rate>,
+    afxdp_tx: Vec<Rate>,
+    tap_rx: Vec<Rate>,
+}
+
+impl Rates {
+    fn medians(rates: &[Rate]) -> (f64, f64) {
+        (
+            median(rates.iter().map(|r| mpps(r.shard)).collect()),
+            median(rates.iter().map(|r| mpps(r.counterpart)).collect()),
+        )
+    }
+}
+
+/// Why the run ended early.
+enum Stop {
+    Interrupted,
+    Failed(String),
+}
+
+fn main() -> ExitCode {
+    let args = match parse(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("nic: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if !testbed::is_root() {
+        eprintln!("nic: needs root (network namespaces, AF_XDP): run it as root, e.g. sudo -E cargo xtask bench nic");
+        return ExitCode::FAILURE;
+    }
+    if !args.skip_bulk && !has_nginx() {
+        eprintln!(
+            "nic: nginx not found: install the Debian package nginx (cargo xtask bench nic does), or --skip-bulk"
+        );
+        return ExitCode::FAILURE;
+    }
+    let interrupted = match stop_on_signals() {
+        Ok(flag) => flag,
+        Err(e) => {
+            eprintln!("nic: cannot handle signals: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let tb = match Testbed::up(TestbedConfig::new(args.prefix.clone()).clients(1).queues(1)) {
+        Ok(tb) => tb,
+        Err(e) => {
+            eprintln!("nic: testbed up: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = run(&args, &tb, &interrupted);
+    // Down before the last line, so that a teardown error is seen.
+    if let Err(e) = tb.down() {
+        eprintln!("nic: testbed down: {e}");
+    }
+    match outcome {
+        Ok(last) => {
+            println!("{last}");
+            ExitCode::SUCCESS
+        }
+        Err(Stop::Interrupted) => {
+            eprintln!("nic: interrupted; the testbed is removed");
+            ExitCode::from(130)
+        }
+        Err(Stop::Failed(e)) => {
+            eprintln!("nic: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Both parts; returns the last line.
+fn run(args: &Args, tb: &Testbed, interrupted: &Arc<AtomicBool>) -> Result<String, Stop> {
+    let rates = packet_rates(args, tb, interrupted)?;
+    if !args.skip_bulk {
+        bulk_download(args, tb, interrupted)?;
+    }
+    let (rx, _) = Rates::medians(&rates.afxdp_rx);
+    let (tx, _) = Rates::medians(&rates.afxdp_tx);
+    let tap = if args.skip_tap {
+        "tap skipped".to_owned()
+    } else {
+        format!("tap {:.2} Mpps rx", Rates::medians(&rates.tap_rx).0)
+    };
+    Ok(format!("nic: afxdp {rx:.2} Mpps rx, {tx:.2} Mpps tx; {tap}"))
+}
+
+fn packet_rates(args: &Args, tb: &Testbed, interrupted: &Arc<AtomicBool>) -> Result<Rates, Stop> {
+    println!(
+        "packet rates: one shard on core 0, its counterpart on core 1; {MIN_FRAME_LEN}-byte UDP frames \
+         (64 on the wire) to a closed port, counted and dropped by the stack; {:.1} s warm-up, {:.1} s \
+         window, {} rounds",
+        args.window.warm_up.as_secs_f64(),
+        args.window.length.as_secs_f64(),
+        args.rounds
+    );
+    println!("  afxdp rx: received by the shard (offered: accepted by the generator's AF_XDP socket on `srv`)");
+    println!("  afxdp tx: accepted by the shard's AF_XDP socket on fw0 (delivered: received by the sink on `srv`)");
+    if !args.skip_tap {
+        println!("  tap rx:   received by the shard from fwtap0 (offered: accepted by the generator on `tap`)");
+    }
+    let header = ["round", "afxdp rx", "offered", "afxdp tx", "delivered", "tap rx", "offered"];
+    let columns = if args.skip_tap { 5 } else { 7 };
+    println!("{}  (Mpps)", header[..columns].iter().map(|h| format!("{h:>10}")).collect::<String>());
+    let bench = Bench::new(tb, args.window, Arc::clone(interrupted));
+    let mut rates = Rates::default();
+    for round in 1..=args.rounds {
+        let measure = |what: &str, f: &dyn Fn() -> std::io::Result<Option<Rate>>| match f() {
+            Ok(Some(rate)) => Ok(rate),
+            Ok(None) => Err(Stop::Interrupted),
+            Err(e) => Err(Stop::Failed(format!("{what}, round {round}: {e}"))),
+        };
+        let rx = measure("afxdp rx", &|| bench.afxdp_rx())?;
+        let tx = measure("afxdp tx", &|| bench.afxdp_tx())?;
+        let tap = if args.skip_tap { None } else { Some(measure("tap rx", &|| bench.tap_rx())?) };
+        let mut row = format!("{round:>10}");
+        for rate in [Some(&rx), Some(&tx), tap.as_ref()].into_iter().flatten() {
+            row.push_str(&format!("{:>10.2}{:>10.2}", mpps(rate.shard), mpps(rate.counterpart)));
+        }
+        println!("{row}");
+        if round == 1 || args.verbose {
+            for (what, rate) in [("afxdp rx", Some(&rx)), ("afxdp tx", Some(&tx)), ("tap rx", tap.as_ref())] {
+                for note in rate.iter().flat_map(|r| &r.notes) {
+                    println!("    {what} {note}");
+                }
+            }
+        }
+        rates.afxdp_rx.push(rx);
+        rates.afxdp_tx.push(tx);
+        rates.tap_rx.extend(tap);
+    }
+    let lists = [
+        ("afxdp rx", &rates.afxdp_rx, SHARD_BATCH),
+        ("afxdp tx", &rates.afxdp_tx, TX_BUDGET),
+        ("tap rx", &rates.tap_rx, SHARD_BATCH),
+    ];
+    let lists = &lists[..columns / 2];
+    let mut row = format!("{:>10}", "median");
+    for (_, list, _) in lists {
+        let (shard, counterpart) = Rates::medians(list);
+        row.push_str(&format!("{shard:>10.2}{counterpart:>10.2}"));
+    }
+    println!("{row}");
+    let per_turn: Vec<String> = lists
+        .iter()
+        .map(|(what, list, budget)| {
+            format!("{what} {:.2} of {budget}", median(list.iter().map(|r| r.per_turn).collect()))
+        })
+        .collect();
+    println!("frames per turn of the shard's loop (median): {}", per_turn.join(", "));
+    Ok(rates)
+}
+
+fn bulk_download(args: &Args, tb: &Testbed, interrupted: &AtomicBool) -> Result<(), Stop> {
+    let failed = |e: std::io::Error| Stop::Failed(format!("bulk download: {e}"));
+    println!();
+    println!(
+        "bulk download: kernel curl in {} downloads {} bytes from 10.77.0.1, {} rounds each, alternating",
+        tb.client_ns(0),
+        args.bulk_bytes,
+        args.bulk_rounds
+    );
+    println!("  fairway: one shard (the test responder), copy-mode AF_XDP on {SERVER_IF} queue 0, 1500-byte frames");
+    println!("  nginx:   one worker, sendfile, from /dev/shm, the kernel stack on {SERVER_IF} with 10.77.0.1/24");
+    println!("  offloads as the testbed sets them: {}", offloads(tb));
+    let listen: SocketAddrV4 = server_addr(tb);
+    let site = Site::create(args.bulk_bytes, listen).map_err(failed)?;
+    let bulk = Bulk::new(tb, args.bulk_bytes, interrupted);
+    println!("{:>10}{:>16}{:>16}  (Gbit/s)", "round", "fairway", "nginx");
+    let (mut fairway, mut nginx) = (Vec::new(), Vec::new());
+    for round in 1..=args.bulk_rounds {
+        let f = bulk.fairway().map_err(|e| failed(std::io::Error::other(format!("fairway: {e}"))))?;
+        let f = f.ok_or(Stop::Interrupted)?;
+        let n = bulk.nginx(&site).map_err(failed)?.ok_or(Stop::Interrupted)?;
+        println!("{round:>10}{:>16.2}{:>16.2}", f.bits_per_second / 1e9, n.bits_per_second / 1e9);
+        if args.verbose {
+            println!("    fairway shard: {}", f.note);
+            if !n.note.is_empty() {
+                println!("    nginx: {}", n.note);
+            }
+        }
+        fairway.push(f.bits_per_second / 1e9);
+        nginx.push(n.bits_per_second / 1e9);
+    }
+    let (f, n) = (median(fairway), median(nginx));
+    println!("{:>10}{f:>16.2}{n:>16.2}", "median");
+    println!("bulk: fairway {f:.2} Gbit/s, nginx {n:.2} Gbit/s, ratio {:.2} (fairway/nginx)", f / n);
+    Ok(())
+}
+
+/// Whether `nginx -v` runs.
+fn has_nginx() -> bool {
+    Command::new("nginx").arg("-v").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// The segmentation, receive and checksum offloads of fw0 and of the
+/// client's eth0, as ethtool reports them.
+fn offloads(tb: &Testbed) -> String {
+    let report = |ns: &str, dev: &str| {
+        let text = testbed::exec(ns, &["ethtool", "-k", dev]).map(|o| o.stdout_text()).unwrap_or_default();
+        let features = offload_features(&text);
+        if features.is_empty() { format!("{dev}: unknown") } else { format!("{dev}: {features}") }
+    };
+    format!("{}; {}", report(&tb.server_ns(), SERVER_IF), report(&tb.client_ns(0), testbed::CLIENT_IF))
+}
+
+/// The offloads that matter for a bulk transfer, from `ethtool -k`.
+fn offload_features(ethtool: &str) -> String {
+    const WANTED: [(&str, &str); 4] = [
+        ("tcp-segmentation-offload", "tso"),
+        ("generic-segmentation-offload", "gso"),
+        ("generic-receive-offload", "gro"),
+        ("tx-checksumming", "tx-csum"),
+    ];
+    WANTED
+        .iter()
+        .filter_map(|(name, short)| {
+            let line = ethtool.lines().find(|l| l.trim_start().starts_with(&format!("{name}:")))?;
+            let value = line.split(':').nth(1)?.split_whitespace().next()?;
+            Some(format!("{short} {value}"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_strs(args: &[&str]) -> Result<Args, String> {
+        parse(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn defaults() {
+        let a = parse_strs(&[]).unwrap();
+        assert_eq!(a, Args::default());
+        assert_eq!((a.rounds, a.bulk_bytes, a.bulk_rounds, a.prefix.as_str()), (5, 1_000_000_000, 3, "fwbench"));
+        assert_eq!(a.window, Window { warm_up: Duration::from_secs(1), length: Duration::from_secs(3) });
+        assert!(!a.skip_bulk && !a.skip_tap && !a.verbose);
+    }
+
+    #[test]
+    fn every_option() {
+        let a = parse_strs(&[
+            "--rounds",
+            "2",
+            "--seconds",
+            "0.5",
+            "--warm-up",
+            "0",
+            "--bulk-bytes",
+            "1000",
+            "--bulk-rounds",
+            "1",
+            "--skip-bulk",
+            "--skip-tap",
+            "--prefix",
+            "nb",
+            "--verbose",
+        ])
+        .unwrap();
+        assert_eq!(
+            a,
+            Args {
+                rounds: 2,
+                window: Window { warm_up: Duration::ZERO, length: Duration::from_millis(500) },
+                bulk_bytes: 1000,
+                bulk_rounds: 1,
+                skip_bulk: true,
+                skip_tap: true,
+                prefix: "nb".into(),
+                verbose: true,
+            }
+        );
+    }
+
+    #[test]
+    fn help_and_errors() {
+        assert_eq!(parse_strs(&["--help"]), Err(String::new()));
+        assert_eq!(parse_strs(&["-h"]), Err(String::new()));
+        let error = |args: &[&str]| parse_strs(args).unwrap_err();
+        assert!(error(&["--rounds"]).contains("--rounds needs a value"));
+        assert!(error(&["--rounds", "0"]).contains("at least 1"));
+        assert!(error(&["--rounds", "x"]).contains("--rounds x"));
+        assert!(error(&["--bulk-bytes", "-1"]).contains("--bulk-bytes -1"));
+        assert!(error(&["--seconds", "0"]).contains("more than 0"));
+        assert!(error(&["--seconds", "nan"]).contains("not a number of seconds"));
+        assert!(error(&["--warm-up", "-1"]).contains("not a number of seconds"));
+        assert!(error(&["--prefix", "a/b"]).starts_with("--prefix"));
+        assert!(error(&["--nope"]).contains("unknown argument --nope"));
+    }
+
+    #[test]
+    fn the_help_names_every_option_and_fits_80_columns() {
+        for option in
+            ["--rounds", "--seconds", "--warm-up", "--bulk-bytes", "--bulk-rounds", "--skip-bulk", "--skip-tap"]
+        {
+            assert!(USAGE.contains(&format!("  {option} ")), "{option} is not explained");
+        }
+        assert!(USAGE.lines().all(|l| l.chars().count() <= 80));
+    }
+
+    #[test]
+    fn offloads_from_ethtool() {
+        let text = "Features for fw0:\nrx-checksumming: on\ntx-checksumming: off\n\
+                    \ttx-checksum-ipv4: off [fixed]\ntcp-segmentation-offload: off\n\
+                    generic-segmentation-offload: off\ngeneric-receive-offload: on [requested off]\n";
+        assert_eq!(offload_features(text), "tso off, gso off, gro on, tx-csum off");
+        assert_eq!(offload_features(""), "");
+    }
+
+    #[test]
+    fn medians_in_mpps() {
+        let rate = |shard: f64, counterpart: f64| Rate { shard, counterpart, per_turn: 1.0, notes: vec![] };
+        let rates = [rate(1e6, 2e6), rate(3e6, 1e6), rate(2e6, 4e6)];
+        assert_eq!(Rates::medians(&rates), (2.0, 2.0));
+    }
+}
