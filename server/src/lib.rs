@@ -6,8 +6,11 @@
 //!   on the device when idle), shards pinned to cores, and a stop flag that
 //!   SIGINT/SIGTERM raise so every loop returns and every device is dropped
 //!   (which detaches AF_XDP programs).
+//! - [`http`]: HTTP/1.1 as a sans-IO layer (bytes in, bytes out) that
+//!   both backends drive.
 //! - [`clock`]: the wall clock the runtime reads, as the stack's `Instant`.
 #![deny(missing_docs)]
 
 pub mod clock;
+pub mod http;
 pub mod runtime;

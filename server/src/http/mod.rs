@@ -1,0 +1,154 @@
+//! HTTP/1.1 as a sans-IO layer: bytes in, bytes out.
+//!
+//! No sockets, no clock (time is passed in), no threads, and no heap
+//! allocation per request in steady state: a connection's buffers are
+//! allocated once by [`HttpConn::new`] and reused by [`HttpConn::reset`].
+//! The userspace backend drives it over `fairway_stack::Shard`, the kernel
+//! backend over sockets; both the same way.
+//!
+//! What it owns:
+//!
+//! - [`HttpConn`]: one connection's state machine: keep-alive (HTTP/1.1 by
+//!   default, HTTP/1.0 on `Connection: keep-alive`), pipelining (responses
+//!   strictly in request order; a request whose body is still arriving holds
+//!   back the ones behind it), `Content-Length` and chunked request bodies,
+//!   `Expect: 100-continue`, `HEAD`, and the limits: 414, 431, 400, 413,
+//!   408 on a head that takes longer than `header_timeout` from its first
+//!   byte, a silent close after `idle_timeout`.
+//! - the endpoints ([`routes`]): `/plaintext`, `/json`, `/bytes/{n}`,
+//!   `/upload`, `/metrics`, `/healthz`, and static files ([`StaticFiles`]);
+//! - [`date`]: HTTP dates, and the per-second [`DateCache`] a runtime keeps
+//!   for [`Site::now_date`].
+//!
+//! # Driving a connection
+//!
+//! ```text
+//! accepted:   conn.reset(now)                      (a pooled HttpConn)
+//! readable:   while conn.wants_input():
+//!                 n = transport.recv(conn.recv_buf())   (0 = peer's FIN: conn.on_eof(now); break)
+//!                 conn.on_recv(n, now, site)
+//! then flush: loop:
+//!                 out = conn.output(now, site);  if out is empty: break
+//!                 n = transport.send(out);       conn.consume(n);  if n < out.len(): break
+//!             if conn.should_close(): close the transport (the response is out; FIN)
+//! writable:   flush again; then, if conn.wants_input(), read again: requests
+//!             held back by a full output window free input room as they go
+//! timer:      at conn.deadline(): conn.on_timeout(now, site), then flush
+//! ```
+//!
+//! [`HttpConn::on_input`] copies from a slice instead of
+//! `recv_buf`/`on_recv`, for transports that hand out their own buffers, and
+//! for tests.
+//!
+//! # Changes from the agreed contract (notes/issue5-design.md)
+//!
+//! - `output(now, site)` and `on_timeout(now, site)` take what they need:
+//!   `output` may answer requests that were waiting for window room (so it
+//!   needs the site and the time for their latency), and a 408 needs the
+//!   `Date`.
+//! - `on_input` returns how many bytes it took: with the output window full
+//!   and the input buffer full, it takes no more (backpressure); the rest
+//!   must be offered again after a flush. `recv_buf` / `on_recv` read in
+//!   place without the copy.
+//! - `should_close()` (= `close_after_flush() && !wants_output()`) and
+//!   `wants_input()` say when to close and when to read.
+//! - [`HttpConfig::output_window`] sizes the output window.
+//!
+//! # Decisions
+//!
+//! - **Latency** passed to [`Site::record`] runs from the arrival of the
+//!   request's first byte (the `now` of the call that delivered it) to the
+//!   response's head being queued in the output window, for every final
+//!   response (not for a silent close). An upload's includes reading its
+//!   body. Queued, not written: this layer cannot see the transport send.
+//! - `/bytes/{n}` over `max_bytes` is **400** (the request is well formed
+//!   and small; 413 is about request content) and the connection stays open;
+//!   a non-numeric n is 404.
+//! - A request that is not `/upload` is answered as soon as its head is
+//!   parsed; a body it carries is read and dropped before the next request
+//!   is looked at. `/upload` is answered when its body is complete.
+//! - Every 400/413/414/431/501 and every 408 closes the connection after the
+//!   response; an idle connection (no request started, or a peer that stopped
+//!   reading or sending a body) is closed silently after `idle_timeout`.
+//! - HTTP/1.1 requests need exactly one `Host` (RFC 9112 §3.2).
+
+pub mod date;
+pub mod static_files;
+
+mod body;
+mod chunked;
+mod conn;
+mod input;
+mod json;
+mod parse;
+mod range;
+mod response;
+mod routes;
+mod window;
+
+use std::time::Duration;
+
+pub use body::pattern_byte;
+pub use conn::HttpConn;
+pub use date::DateCache;
+pub use static_files::StaticFiles;
+
+/// How the HTTP layer behaves; one per server, from the CLI or TOML.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// The longest request line (method, target, version); longer → 414.
+    pub max_request_line: usize,
+    /// The longest request head, request line included; longer → 431.
+    /// A connection's input buffer is this large (at least 1 KiB).
+    pub max_head: usize,
+    /// The largest request body (`Content-Length` or chunked); larger → 413.
+    pub max_body: u64,
+    /// The largest `/bytes/{n}`; larger → 400.
+    pub max_bytes: u64,
+    /// A request head must arrive within this time from its first byte;
+    /// later → 408 and close (slowloris).
+    pub header_timeout: Duration,
+    /// A connection with nothing in progress for this long is closed
+    /// without a response; so is one whose peer stops reading or stops
+    /// sending a body for this long.
+    pub idle_timeout: Duration,
+    /// The `Server` header's value (printable ASCII; cut to 64 bytes).
+    pub server_name: &'static str,
+    /// The output window: responses are written into it and bodies streamed
+    /// through it. Memory per connection is about `max_head +
+    /// output_window` (at least 4 KiB).
+    pub output_window: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> HttpConfig {
+        HttpConfig {
+            max_request_line: 8 * 1024,
+            max_head: 16 * 1024,
+            max_body: 64 * 1024 * 1024,
+            max_bytes: 1 << 30,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            server_name: "fairway",
+            output_window: 32 * 1024,
+        }
+    }
+}
+
+/// What the HTTP layer needs from the server around it.
+pub trait Site {
+    /// The current `Date` value (an IMF-fixdate), cached and updated once
+    /// a second by the runtime (see [`DateCache`]).
+    fn now_date(&self) -> &[u8];
+
+    /// Appends the Prometheus text for `GET /metrics` to `out` (cleared by
+    /// the caller; its capacity is reused).
+    fn metrics(&mut self, out: &mut Vec<u8>);
+
+    /// The static files, when the server has a root (`--root`).
+    fn files(&mut self) -> Option<&mut StaticFiles>;
+
+    /// One final response was queued: its status, and the time from its
+    /// request's first byte.
+    fn record(&mut self, status: u16, latency: Duration);
+}
