@@ -86,6 +86,9 @@ mod response;
 mod routes;
 mod window;
 
+#[cfg(test)]
+mod tests;
+
 use std::time::Duration;
 
 pub use body::pattern_byte;
