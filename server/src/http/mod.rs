@@ -15,7 +15,7 @@
 //!   `Expect: 100-continue`, `HEAD`, and the limits: 414, 431, 400, 413,
 //!   408 on a head that takes longer than `header_timeout` from its first
 //!   byte, a silent close after `idle_timeout`.
-//! - the endpoints ([`routes`]): `/plaintext`, `/json`, `/bytes/{n}`,
+//! - the endpoints (`routes.rs`): `/plaintext`, `/json`, `/bytes/{n}`,
 //!   `/upload`, `/metrics`, `/healthz`, and static files ([`StaticFiles`]);
 //! - [`date`]: HTTP dates, and the per-second [`DateCache`] a runtime keeps
 //!   for [`Site::now_date`].
@@ -71,6 +71,28 @@
 //!   response; an idle connection (no request started, or a peer that stopped
 //!   reading or sending a body) is closed silently after `idle_timeout`.
 //! - HTTP/1.1 requests need exactly one `Host` (RFC 9112 §3.2).
+//! - `100 Continue` goes to every HTTP/1.1 request with `Expect:
+//!   100-continue` and a body, just before its final response (an upload's
+//!   comes when its body is complete), even when some of the body has
+//!   already arrived (RFC 9110 §10.1.1 allows omitting it then; sending it
+//!   always keeps the output independent of how the input was split). A
+//!   head refused outright (413 and the like) gets no 100.
+//! - A body that is read and dropped (its request was answered already)
+//!   and breaks its framing (a bad chunk, over `max_body`) cannot be
+//!   answered again: the connection closes after what is queued.
+//! - The peer's EOF: complete requests already in are answered; a head or
+//!   body it cuts short gets no response; the connection closes once the
+//!   output is flushed. After a connection stops reading (any close),
+//!   [`HttpConn::on_input`] takes and drops whatever it is offered.
+//! - Empty lines before a request line (RFC 9112 §2.2) are dropped as they
+//!   arrive and start no header timer.
+//! - A head is parsed only when no earlier response is still streaming and
+//!   the window has room for a head and an inline body; the header timeout
+//!   runs only while a partial head is waiting for more bytes, from the
+//!   arrival of its first byte (so a head that arrived long ago behind a
+//!   response the peer was slow to read can time out soon after).
+//! - A static file that cannot be read to the end once its head is out
+//!   (it shrank) ends the connection after what was sent.
 
 pub mod date;
 pub mod static_files;
