@@ -1,6 +1,9 @@
 //! The runtime's clock: microseconds since the process started, as the
 //! stack's [`Instant`]. The stack itself never reads a clock; the runtime
 //! reads this one once per loop turn and passes it in.
+//!
+//! The loop reads time through the [`Clock`] trait so that tests can drive
+//! it in virtual time; [`WallClock`] is the real one.
 
 use std::sync::OnceLock;
 
@@ -22,6 +25,29 @@ pub fn now() -> Instant {
 #[must_use]
 pub fn until(deadline: Instant) -> std::time::Duration {
     std::time::Duration::from_micros(deadline.saturating_since(now()).total_micros())
+}
+
+/// Where a shard loop reads the time, and how it pauses without waiting on
+/// its device (interrupt coalescing).
+pub trait Clock {
+    /// Now, on the stack's clock.
+    fn now(&self) -> Instant;
+    /// Sleeps for `duration`, deaf to the device: frames that arrive
+    /// meanwhile wait in its queue.
+    fn pause(&mut self, duration: std::time::Duration);
+}
+
+/// The process's monotonic clock ([`now`]) and `thread::sleep`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WallClock;
+
+impl Clock for WallClock {
+    fn now(&self) -> Instant {
+        now()
+    }
+    fn pause(&mut self, duration: std::time::Duration) {
+        std::thread::sleep(duration);
+    }
 }
 
 #[cfg(test)]

@@ -10,13 +10,16 @@
 //!
 //! and when a turn found nothing to do it keeps polling for up to
 //! [`LoopConfig::busy_poll`] before it sleeps on the device ([`Wait`]) until
-//! frames arrive or the shard's next timer is due. The stop flag (raised by
+//! frames arrive or the shard's next timer is due. Under load the loop
+//! wakes at most once per [`LoopConfig::itr`] (interrupt coalescing), and
+//! its receive batches grow and shrink with the load ([`AdaptiveBatch`]). The stop flag (raised by
 //! SIGINT/SIGTERM through [`signals`], or by the caller) ends the loop at the
 //! next turn, so the device and the shard are dropped normally: an AF_XDP
 //! device detaches its XDP program then.
 //!
 //! [`shards`] starts one such loop per core.
 
+pub mod batch;
 pub mod shards;
 pub mod signals;
 
@@ -27,7 +30,8 @@ use fairway_nic::{Device, Wait};
 use fairway_stack::time::Instant;
 use fairway_stack::{Event, Shard};
 
-use crate::clock;
+use crate::clock::{Clock, WallClock};
+pub use batch::AdaptiveBatch;
 
 /// What runs on a shard: the application side of the stack's API.
 pub trait App {
@@ -45,6 +49,12 @@ pub trait App {
         let _ = (shard, now);
     }
 
+    /// Called at the end of every turn with the loop's running counts: a
+    /// place to publish metrics (at most now and then; it runs every turn).
+    fn after_turn(&mut self, shard: &mut Shard, now: Instant, stats: &LoopStats) {
+        let _ = (shard, now, stats);
+    }
+
     /// The application has nothing more to do; the loop returns. A server
     /// never finishes; a client that fetched what it wanted does.
     fn finished(&self) -> bool {
@@ -52,14 +62,26 @@ pub trait App {
     }
 }
 
-/// How a shard loop runs.
+/// How a shard loop runs. Every moderation technique can be turned off on
+/// its own, so that its effect can be measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LoopConfig {
     /// The most frames received, and the most sent, per turn.
     pub batch: usize,
+    /// Adapt the receive budget to the load (see [`AdaptiveBatch`]): start
+    /// at [`batch::ADAPTIVE_START`], double when a receive fills it, halve
+    /// when one leaves it less than half used, never above `batch`. When
+    /// false every turn asks for `batch` frames.
+    pub adaptive_batch: bool,
     /// How long an idle loop keeps polling before it sleeps on the device.
     /// Zero sleeps at once.
     pub busy_poll: Duration,
+    /// Interrupt coalescing: the least time between two wake-ups while the
+    /// loop has work. When the loop is about to sleep and it did work since
+    /// it last woke less than `itr` ago, it pauses without listening to the
+    /// device until `itr` has passed (or a timer is due), so frames that
+    /// arrive meanwhile are handled in one batch. Zero is off.
+    pub itr: Duration,
     /// The longest sleep, even with no timer due (so a stop request is seen
     /// within it even if no signal interrupts the sleep).
     pub max_sleep: Duration,
@@ -67,11 +89,22 @@ pub struct LoopConfig {
 
 impl Default for LoopConfig {
     fn default() -> LoopConfig {
-        LoopConfig { batch: 64, busy_poll: Duration::from_micros(50), max_sleep: Duration::from_millis(100) }
+        LoopConfig {
+            batch: 64,
+            adaptive_batch: true,
+            busy_poll: Duration::from_micros(50),
+            itr: Duration::ZERO,
+            max_sleep: Duration::from_millis(100),
+        }
     }
 }
 
-/// What a shard loop did.
+/// How many buckets [`LoopStats::batch_histogram`] has.
+pub const BATCH_BUCKETS: usize = 12;
+
+/// What a shard loop did. Each moderation technique has counts that show
+/// its effect: sleeps and pauses (wake-ups) for coalescing, spinning turns
+/// and their hits for busy-polling, batch sizes for adaptive batching.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoopStats {
     /// Turns of the loop.
@@ -84,10 +117,61 @@ pub struct LoopStats {
     pub events: u64,
     /// Times the loop slept on the device.
     pub sleeps: u64,
+    /// Times the loop paused for the coalescing interval instead
+    /// ([`LoopConfig::itr`]).
+    pub itr_pauses: u64,
+    /// Microseconds spent in those pauses.
+    pub itr_paused_us: u64,
+    /// Idle turns spent busy-polling.
+    pub busy_poll_turns: u64,
+    /// Times busy-polling found work before the loop slept (each is a
+    /// wake-up saved).
+    pub busy_poll_hits: u64,
+    /// Receives that handed over at least one frame.
+    pub rx_batches: u64,
+    /// Receives that filled their budget.
+    pub rx_batches_full: u64,
+    /// The receive budgets of every turn, added up (mean: `/ turns`).
+    pub rx_budget_total: u64,
+    /// Non-empty receives by size: bucket `i` counts batches of
+    /// `2^i ..= 2^(i+1) - 1` frames; the last bucket has no upper bound.
+    pub batch_histogram: [u64; BATCH_BUCKETS],
+}
+
+impl LoopStats {
+    /// Times the loop woke from a sleep or a coalescing pause.
+    #[must_use]
+    pub fn wakeups(&self) -> u64 {
+        self.sleeps + self.itr_pauses
+    }
+
+    /// Mean frames per non-empty receive.
+    #[must_use]
+    pub fn mean_batch(&self) -> f64 {
+        if self.rx_batches == 0 { 0.0 } else { self.frames_in as f64 / self.rx_batches as f64 }
+    }
+
+    /// The histogram bucket of a batch of `frames` (at least 1).
+    #[must_use]
+    pub fn batch_bucket(frames: usize) -> usize {
+        (frames.max(1).ilog2() as usize).min(BATCH_BUCKETS - 1)
+    }
+
+    fn record_receive(&mut self, budget: usize, received: usize) {
+        self.rx_budget_total += budget as u64;
+        self.frames_in += received as u64;
+        if received > 0 {
+            self.rx_batches += 1;
+            self.batch_histogram[LoopStats::batch_bucket(received)] += 1;
+        }
+        if received >= budget {
+            self.rx_batches_full += 1;
+        }
+    }
 }
 
 /// Runs `app` on `shard` over `device` until `stop` is raised or the
-/// application finishes.
+/// application finishes, on the wall clock.
 ///
 /// # Errors
 ///
@@ -103,14 +187,43 @@ where
     D: Device + Wait,
     A: App,
 {
-    let batch = config.batch.max(1);
+    run_with_clock(shard, device, app, config, stop, &mut WallClock)
+}
+
+/// [`run`] on any [`Clock`]: tests drive the loop in virtual time with it.
+///
+/// # Errors
+///
+/// What the device's [`Wait::wait`] reported (the loop stops then).
+pub fn run_with_clock<D, A, C>(
+    shard: &mut Shard,
+    device: &mut D,
+    app: &mut A,
+    config: &LoopConfig,
+    stop: &AtomicBool,
+    clock: &mut C,
+) -> std::io::Result<LoopStats>
+where
+    D: Device + Wait,
+    A: App,
+    C: Clock,
+{
+    let tx_batch = config.batch.max(1);
+    let mut rx_batch = AdaptiveBatch::new(config.batch, config.adaptive_batch);
     let mut stats = LoopStats::default();
-    app.start(shard, clock::now());
-    let mut idle_since: Option<std::time::Instant> = None;
+    app.start(shard, clock.now());
+    // Busy-polling: since when the loop has found nothing to do.
+    let mut idle_since: Option<Instant> = None;
+    // Coalescing: when the loop last woke, and whether it has worked since.
+    let mut woke_at = clock.now();
+    let mut worked_since_wake = false;
     while !stop.load(Ordering::Relaxed) && !app.finished() {
         stats.turns += 1;
-        let now = clock::now();
-        let received = device.receive(batch, |frame| shard.handle_frame(now, frame));
+        let now = clock.now();
+        let budget = rx_batch.budget();
+        let received = device.receive(budget, |frame| shard.handle_frame(now, frame));
+        rx_batch.record(received);
+        stats.record_receive(budget, received);
         if shard.poll_timeout().is_some_and(|at| at <= now) {
             shard.handle_timeout(now);
         }
@@ -120,29 +233,60 @@ where
             events += 1;
         }
         app.poll(shard, now);
-        let sent = device.transmit(batch, |buf| shard.poll_transmit(now, buf));
-        stats.frames_in += received as u64;
+        let sent = device.transmit(tx_batch, |buf| shard.poll_transmit(now, buf));
         stats.frames_out += sent as u64;
         stats.events += events;
+        app.after_turn(shard, now, &stats);
 
         if received > 0 || sent > 0 || events > 0 {
-            idle_since = None;
+            // Work found after an idle turn without sleeping in between:
+            // busy-polling saved a wake-up.
+            if idle_since.take().is_some() && !config.busy_poll.is_zero() {
+                stats.busy_poll_hits += 1;
+            }
+            worked_since_wake = true;
             continue;
         }
-        let idle = *idle_since.get_or_insert_with(std::time::Instant::now);
-        if idle.elapsed() < config.busy_poll {
+        let idle = *idle_since.get_or_insert(now);
+        if now.saturating_since(idle) < micros(config.busy_poll) {
+            stats.busy_poll_turns += 1;
             continue;
         }
-        let timeout = shard.poll_timeout().map_or(config.max_sleep, |at| clock::until(at).min(config.max_sleep));
+        let now = clock.now();
+        let timeout = shard
+            .poll_timeout()
+            .map_or(config.max_sleep, |at| std_duration(at.saturating_since(now)).min(config.max_sleep));
         if timeout.is_zero() {
             continue;
         }
-        stats.sleeps += 1;
-        device.wait(Some(timeout))?;
+        let coalesce_until = woke_at + micros(config.itr);
+        if worked_since_wake && !config.itr.is_zero() && now < coalesce_until {
+            let pause = std_duration(coalesce_until.saturating_since(now)).min(timeout);
+            stats.itr_pauses += 1;
+            stats.itr_paused_us += pause.as_micros() as u64;
+            clock.pause(pause);
+        } else {
+            stats.sleeps += 1;
+            device.wait(Some(timeout))?;
+        }
+        woke_at = clock.now();
+        worked_since_wake = false;
         idle_since = None;
     }
     Ok(stats)
 }
 
+/// A std duration on the stack's clock (saturating).
+fn micros(d: Duration) -> fairway_stack::time::Duration {
+    fairway_stack::time::Duration::from_micros(d.as_micros().min(u128::from(u64::MAX)) as u64)
+}
+
+/// A span on the stack's clock as a std duration.
+fn std_duration(d: fairway_stack::time::Duration) -> Duration {
+    Duration::from_micros(d.total_micros())
+}
+
+#[cfg(test)]
+mod moderation_tests;
 #[cfg(test)]
 mod tests;
