@@ -9,8 +9,11 @@
 //! - [`http`]: HTTP/1.1 as a sans-IO layer (bytes in, bytes out) that
 //!   both backends drive.
 //! - [`clock`]: the wall clock the runtime reads, as the stack's `Instant`.
+//! - [`metrics`]: per-shard counters and latency, merged and rendered as
+//!   Prometheus text.
 #![deny(missing_docs)]
 
 pub mod clock;
 pub mod http;
+pub mod metrics;
 pub mod runtime;
