@@ -9,11 +9,13 @@
 //! - [`http`]: HTTP/1.1 as a sans-IO layer (bytes in, bytes out) that
 //!   both backends drive.
 //! - [`clock`]: the wall clock the runtime reads, as the stack's `Instant`.
+//! - [`config`]: the command line and the TOML file, merged and validated.
 //! - [`metrics`]: per-shard counters and latency, merged and rendered as
 //!   Prometheus text.
 #![deny(missing_docs)]
 
 pub mod clock;
+pub mod config;
 pub mod http;
 pub mod metrics;
 pub mod runtime;

@@ -1,0 +1,610 @@
+//! The server's configuration: command-line flags (clap) and an optional
+//! TOML file with the same keys (`--config FILE`). A flag given on the
+//! command line wins over the file; the file wins over the defaults.
+//!
+//! [`Options`] is what either source says, every key optional, so that the
+//! two can be merged key by key; [`Config`] is the merged, validated result
+//! with every default filled in. Errors are one line and name the key.
+
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, ValueEnum};
+use serde::Deserialize;
+
+use crate::runtime::LoopConfig;
+
+/// Where packets come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// Kernel sockets (mio, one SO_REUSEPORT listener per shard); needs no
+    /// privileges.
+    #[default]
+    Kernel,
+    /// The userspace stack over AF_XDP on `--iface`.
+    Afxdp,
+    /// The userspace stack over a TAP device.
+    Tap,
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Kernel => "kernel",
+            Backend::Afxdp => "afxdp",
+            Backend::Tap => "tap",
+        })
+    }
+}
+
+/// The window-control policy that keeps competing flows fair.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fairness {
+    /// No caps: each sender's own congestion control decides.
+    #[default]
+    Off,
+    /// The seed study's RTT-ratio policy.
+    Seed,
+    /// Equal rate for every active flow: window = share × RTT.
+    EqualRate,
+}
+
+/// An IPv4 address with its prefix length: `10.0.0.1/24`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Scalar")]
+pub struct IpPrefix {
+    /// The address.
+    pub addr: Ipv4Addr,
+    /// The prefix length, 0 ..= 32.
+    pub prefix: u8,
+}
+
+impl IpPrefix {
+    /// Whether `other` is in this address's subnet.
+    #[must_use]
+    pub fn contains(&self, other: Ipv4Addr) -> bool {
+        let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+        u32::from(self.addr) & mask == u32::from(other) & mask
+    }
+}
+
+impl FromStr for IpPrefix {
+    type Err = String;
+    fn from_str(s: &str) -> Result<IpPrefix, String> {
+        let (addr, prefix) = s.split_once('/').ok_or_else(|| format!("'{s}' is not ADDR/PREFIX (e.g. 10.0.0.1/24)"))?;
+        let addr = addr.parse().map_err(|_| format!("'{addr}' is not an IPv4 address"))?;
+        let prefix = prefix
+            .parse::<u8>()
+            .ok()
+            .filter(|&p| p <= 32)
+            .ok_or_else(|| format!("bad prefix '/{prefix}' in '{s}': expected 0 to 32"))?;
+        Ok(IpPrefix { addr, prefix })
+    }
+}
+
+impl fmt::Display for IpPrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// A size in bytes: `65536`, `64KiB`, `16M` (K, M, G are powers of 1024, as
+/// are KiB, MiB, GiB; KB, MB, GB are powers of 1000).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Scalar")]
+pub struct ByteSize(pub u64);
+
+impl FromStr for ByteSize {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ByteSize, String> {
+        let (number, unit) = split_number(s);
+        let n: u64 = number.parse().map_err(|_| format!("'{s}' is not a size (e.g. 65536, 64KiB, 16MiB)"))?;
+        let scale: u64 = match unit.to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "k" | "kib" => 1 << 10,
+            "m" | "mib" => 1 << 20,
+            "g" | "gib" => 1 << 30,
+            "kb" => 1_000,
+            "mb" => 1_000_000,
+            "gb" => 1_000_000_000,
+            _ => return Err(format!("unknown size unit '{unit}' in '{s}' (KiB, MiB, GiB, KB, MB, GB)")),
+        };
+        n.checked_mul(scale).map(ByteSize).ok_or_else(|| format!("'{s}' is too large"))
+    }
+}
+
+/// A span of time: `10s`, `500ms`, `250us`, `2m`; a bare number is seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Scalar")]
+pub struct Span(pub Duration);
+
+impl FromStr for Span {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Span, String> {
+        let (number, unit) = split_number(s);
+        let n: u64 = number.parse().map_err(|_| format!("'{s}' is not a duration (e.g. 10s, 500ms)"))?;
+        let d = match unit {
+            "" | "s" => Duration::from_secs(n),
+            "ms" => Duration::from_millis(n),
+            "us" | "µs" => Duration::from_micros(n),
+            "m" | "min" => Duration::from_secs(n.saturating_mul(60)),
+            _ => return Err(format!("unknown time unit '{unit}' in '{s}' (us, ms, s, m)")),
+        };
+        Ok(Span(d))
+    }
+}
+
+/// A link rate in bits per second: `100mbit`, `1gbit`, `2.5gbit`,
+/// `500kbit`; a bare number is bits per second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Scalar")]
+pub struct Bandwidth {
+    /// Bits per second.
+    pub bits_per_sec: u64,
+}
+
+impl FromStr for Bandwidth {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Bandwidth, String> {
+        let (number, unit) = split_number(s);
+        let n: f64 = number.parse().map_err(|_| format!("'{s}' is not a rate (e.g. 100mbit, 1gbit)"))?;
+        let scale = match unit.to_ascii_lowercase().trim_end_matches("/s") {
+            "" | "bit" => 1.0,
+            "kbit" => 1e3,
+            "mbit" => 1e6,
+            "gbit" => 1e9,
+            "tbit" => 1e12,
+            _ => return Err(format!("unknown rate unit '{unit}' in '{s}' (kbit, mbit, gbit)")),
+        };
+        let bits = n * scale;
+        if !bits.is_finite() || bits < 0.0 || bits > u64::MAX as f64 {
+            return Err(format!("'{s}' is out of range"));
+        }
+        Ok(Bandwidth { bits_per_sec: bits.round() as u64 })
+    }
+}
+
+impl fmt::Display for Bandwidth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}bit/s", self.bits_per_sec)
+    }
+}
+
+/// Splits `"64KiB"` into `("64", "KiB")`.
+fn split_number(s: &str) -> (&str, &str) {
+    let s = s.trim();
+    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    (&s[..end], s[end..].trim())
+}
+
+/// A TOML value that may be written as a number or a string.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scalar {
+    Int(u64),
+    Str(String),
+}
+
+impl Scalar {
+    fn text(self) -> String {
+        match self {
+            Scalar::Int(n) => n.to_string(),
+            Scalar::Str(s) => s,
+        }
+    }
+}
+
+macro_rules! from_scalar {
+    ($($t:ty),*) => {$(
+        impl TryFrom<Scalar> for $t {
+            type Error = String;
+            fn try_from(v: Scalar) -> Result<$t, String> {
+                v.text().parse()
+            }
+        }
+    )*};
+}
+from_scalar!(IpPrefix, ByteSize, Span, Bandwidth);
+
+/// What the command line or the file says. Every key is optional; the
+/// defaults are [`Config`]'s.
+#[derive(Clone, Debug, Default, Parser, Deserialize)]
+#[command(
+    name = "fairway",
+    version,
+    about = "Fairway: an HTTP/1.1 server on a userspace TCP/IP stack (AF_XDP, TAP) or on kernel sockets",
+    after_long_help = "Every flag can also be set in the --config TOML file, under the same name without the \
+                       dashes (busy-poll-us = 20, backend = \"afxdp\", ...). Flags on the command line win over \
+                       the file. RUST_LOG is used when neither sets --log."
+)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Options {
+    /// Read settings from this TOML file; flags on the command line win over it.
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+
+    /// Where packets come from: kernel sockets (no privileges needed), the userspace stack over AF_XDP
+    /// on --iface, or over a TAP device [default: kernel]
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
+
+    /// Address and port to listen on (kernel backend) [default: 127.0.0.1:8080]
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<SocketAddr>,
+
+    /// Network interface whose queues the AF_XDP backend binds (required with --backend afxdp)
+    #[arg(long, value_name = "IF")]
+    pub iface: Option<String>,
+
+    /// The userspace stack's own address and subnet, e.g. 10.0.0.1/24 (required with afxdp and tap);
+    /// it serves HTTP on port 80 of this address
+    #[arg(long, value_name = "ADDR/PREFIX")]
+    pub ip: Option<IpPrefix>,
+
+    /// Router for destinations off the --ip subnet (userspace backends) [default: none, on-link only]
+    #[arg(long, value_name = "ADDR")]
+    pub gateway: Option<Ipv4Addr>,
+
+    /// NIC queues to bind, one AF_XDP socket each (at most --shards; frames are steered in software
+    /// to the shard that owns their flow) [default: 1]
+    #[arg(long, value_name = "N")]
+    pub queues: Option<u16>,
+
+    /// Name of the TAP device the tap backend opens [default: fwtap0]
+    #[arg(long, value_name = "NAME")]
+    pub tap_name: Option<String>,
+
+    /// Shards: one loop per core, each pinned to its core [default: all cores]
+    #[arg(long, value_name = "N")]
+    pub shards: Option<usize>,
+
+    /// Busy-poll for this many microseconds before sleeping on the device; 0 sleeps at once
+    /// [default: 50]
+    #[arg(long, value_name = "US")]
+    pub busy_poll_us: Option<u64>,
+
+    /// Interrupt coalescing: under load wake at most once per this many microseconds; 0 is off
+    /// [default: 0]
+    #[arg(long, value_name = "US")]
+    pub itr_us: Option<u64>,
+
+    /// Most frames received, and sent, per loop turn [default: 64]
+    #[arg(long, value_name = "N")]
+    pub batch: Option<usize>,
+
+    /// Always receive --batch frames per turn, instead of adapting the batch to the load (from 8 up
+    /// to --batch)
+    #[arg(long, action = ArgAction::SetTrue)]
+    #[serde(default)]
+    pub no_adaptive_batch: bool,
+
+    /// Serve static files from this directory (GET /<path>) [default: none, no static files]
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// Largest N that GET /bytes/N serves [default: 1GiB]
+    #[arg(long, value_name = "SIZE")]
+    pub max_bytes: Option<ByteSize>,
+
+    /// Largest request body accepted (413 beyond) [default: 64MiB]
+    #[arg(long, value_name = "SIZE")]
+    pub max_body: Option<ByteSize>,
+
+    /// Largest request head, request line and headers (431 beyond) [default: 16KiB]
+    #[arg(long, value_name = "SIZE")]
+    pub max_head: Option<ByteSize>,
+
+    /// Longest request line (414 beyond) [default: 8KiB]
+    #[arg(long, value_name = "SIZE")]
+    pub max_request_line: Option<ByteSize>,
+
+    /// Time a client has to send a whole request head (408 beyond: slowloris) [default: 10s]
+    #[arg(long, value_name = "TIME")]
+    pub header_timeout: Option<Span>,
+
+    /// A keep-alive connection idle this long is closed [default: 60s]
+    #[arg(long, value_name = "TIME")]
+    pub idle_timeout: Option<Span>,
+
+    /// Most connections open at once, whole server; more are refused [default: 10000]
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+
+    /// On SIGINT/SIGTERM, stop accepting and give in-flight responses this long to finish
+    /// [default: 5s]
+    #[arg(long, value_name = "TIME")]
+    pub shutdown_grace: Option<Span>,
+
+    /// Log filter (tracing env-filter syntax: error, warn, info, debug, trace, or
+    /// fairway=debug,...) [default: $RUST_LOG, else info]
+    #[arg(long, value_name = "FILTER")]
+    pub log: Option<String>,
+
+    /// Window-control policy that keeps competing flows fair [default: off]
+    #[arg(long, value_enum)]
+    pub fairness: Option<Fairness>,
+
+    /// Bottleneck capacity the fairness policy shares, e.g. 100mbit or 10gbit
+    /// [default: none, measured]
+    #[arg(long, value_name = "RATE")]
+    pub capacity: Option<Bandwidth>,
+}
+
+impl Options {
+    /// `self` where it says something, else `file`.
+    fn or(self, file: Options) -> Options {
+        Options {
+            config: self.config,
+            backend: self.backend.or(file.backend),
+            listen: self.listen.or(file.listen),
+            iface: self.iface.or(file.iface),
+            ip: self.ip.or(file.ip),
+            gateway: self.gateway.or(file.gateway),
+            queues: self.queues.or(file.queues),
+            tap_name: self.tap_name.or(file.tap_name),
+            shards: self.shards.or(file.shards),
+            busy_poll_us: self.busy_poll_us.or(file.busy_poll_us),
+            itr_us: self.itr_us.or(file.itr_us),
+            batch: self.batch.or(file.batch),
+            no_adaptive_batch: self.no_adaptive_batch || file.no_adaptive_batch,
+            root: self.root.or(file.root),
+            max_bytes: self.max_bytes.or(file.max_bytes),
+            max_body: self.max_body.or(file.max_body),
+            max_head: self.max_head.or(file.max_head),
+            max_request_line: self.max_request_line.or(file.max_request_line),
+            header_timeout: self.header_timeout.or(file.header_timeout),
+            idle_timeout: self.idle_timeout.or(file.idle_timeout),
+            max_connections: self.max_connections.or(file.max_connections),
+            shutdown_grace: self.shutdown_grace.or(file.shutdown_grace),
+            log: self.log.or(file.log),
+            fairness: self.fairness.or(file.fairness),
+            capacity: self.capacity.or(file.capacity),
+        }
+    }
+}
+
+/// Why the configuration could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The command line did not parse, or asked for `--help` or
+    /// `--version` ([`ConfigError::exit`] prints either properly).
+    #[error("{0}")]
+    Cli(#[from] clap::Error),
+    /// The `--config` file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The `--config` file is not valid TOML or has a bad key or value.
+    #[error("{path}:{line}: {message}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Where (1-based).
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The settings contradict each other or are out of range.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ConfigError {
+    /// Prints the error (or the help or version asked for) and exits: 0
+    /// for help and version, 2 otherwise.
+    pub fn exit(&self) -> ! {
+        match self {
+            ConfigError::Cli(e) => e.exit(),
+            other => {
+                eprintln!("fairway: {other}");
+                std::process::exit(2)
+            }
+        }
+    }
+}
+
+/// The server's settings, merged and validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Where packets come from.
+    pub backend: Backend,
+    /// Kernel backend: where to listen.
+    pub listen: SocketAddr,
+    /// AF_XDP backend: the interface.
+    pub iface: Option<String>,
+    /// Userspace backends: the stack's address and subnet.
+    pub ip: Option<IpPrefix>,
+    /// Userspace backends: the default router.
+    pub gateway: Option<Ipv4Addr>,
+    /// AF_XDP backend: NIC queues bound (≤ `shards`).
+    pub queues: u16,
+    /// TAP backend: the device's name.
+    pub tap_name: String,
+    /// Shard loops, one per core.
+    pub shards: usize,
+    /// How each shard loop runs: batch, adaptivity, busy-poll, coalescing.
+    pub runtime: LoopConfig,
+    /// Static files' directory.
+    pub root: Option<PathBuf>,
+    /// Largest `/bytes/{n}`.
+    pub max_bytes: u64,
+    /// Largest request body.
+    pub max_body: u64,
+    /// Largest request head.
+    pub max_head: usize,
+    /// Longest request line.
+    pub max_request_line: usize,
+    /// Time allowed for a request head.
+    pub header_timeout: Duration,
+    /// Keep-alive idle timeout.
+    pub idle_timeout: Duration,
+    /// Most connections at once.
+    pub max_connections: usize,
+    /// Graceful shutdown deadline.
+    pub shutdown_grace: Duration,
+    /// The tracing filter.
+    pub log: String,
+    /// The fairness policy.
+    pub fairness: Fairness,
+    /// The capacity it shares, if configured.
+    pub capacity: Option<Bandwidth>,
+}
+
+impl Config {
+    /// The configuration from the process's arguments and `RUST_LOG`.
+    ///
+    /// # Errors
+    ///
+    /// See [`ConfigError`]; [`ConfigError::exit`] reports it.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::load(std::env::args_os(), std::env::var("RUST_LOG").ok().as_deref())
+    }
+
+    /// The configuration from `args` (the program name first), the file
+    /// they name with `--config`, and `rust_log` (the log filter used when
+    /// neither sets `log`).
+    ///
+    /// # Errors
+    ///
+    /// See [`ConfigError`].
+    pub fn load<I, T>(args: I, rust_log: Option<&str>) -> Result<Config, ConfigError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Options::command().try_get_matches_from(args)?;
+        let cli = Options::from_arg_matches(&matches)?;
+        let file = match &cli.config {
+            Some(path) => read_file(path)?,
+            None => Options::default(),
+        };
+        cli.or(file).resolve(rust_log)
+    }
+}
+
+/// Reads and parses a `--config` file.
+fn read_file(path: &Path) -> Result<Options, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    toml::from_str(&text).map_err(|e| ConfigError::File {
+        path: path.to_owned(),
+        line: e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1),
+        message: e.message().trim().replace('\n', " "),
+    })
+}
+
+fn invalid(message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid(message.into())
+}
+
+/// At least one, or an error naming `--flag`.
+fn at_least_one<T: PartialEq + Default>(value: T, flag: &str) -> Result<T, ConfigError> {
+    if value == T::default() { Err(invalid(format!("--{flag} must be at least 1"))) } else { Ok(value) }
+}
+
+fn size(value: Option<ByteSize>, default: u64, flag: &str) -> Result<u64, ConfigError> {
+    at_least_one(value.map_or(default, |b| b.0), flag)
+}
+
+fn usize_size(value: Option<ByteSize>, default: usize, flag: &str) -> Result<usize, ConfigError> {
+    let v = size(value, default as u64, flag)?;
+    usize::try_from(v).map_err(|_| invalid(format!("--{flag} {v} is too large")))
+}
+
+fn span(value: Option<Span>, default: Duration, flag: &str) -> Result<Duration, ConfigError> {
+    let d = value.map_or(default, |s| s.0);
+    if d.is_zero() { Err(invalid(format!("--{flag} must be more than 0"))) } else { Ok(d) }
+}
+
+impl Options {
+    fn resolve(self, rust_log: Option<&str>) -> Result<Config, ConfigError> {
+        let backend = self.backend.unwrap_or_default();
+        let shards = at_least_one(
+            self.shards.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
+            "shards",
+        )?;
+        let queues = at_least_one(self.queues.unwrap_or(1), "queues")?;
+        if usize::from(queues) > shards {
+            return Err(invalid(format!("--queues {queues} is more than --shards {shards}: each queue needs a shard")));
+        }
+        match backend {
+            Backend::Afxdp if self.iface.is_none() => {
+                return Err(invalid("--backend afxdp needs --iface (the interface to bind)"));
+            }
+            Backend::Afxdp | Backend::Tap if self.ip.is_none() => {
+                return Err(invalid(format!("--backend {backend} needs --ip ADDR/PREFIX (the stack's own address)")));
+            }
+            _ => {}
+        }
+        if let Some(gateway) = self.gateway {
+            match self.ip {
+                Some(ip) if !ip.contains(gateway) || ip.addr == gateway => {
+                    return Err(invalid(format!("--gateway {gateway} is not another address on --ip {ip}'s subnet")));
+                }
+                None => return Err(invalid("--gateway needs --ip ADDR/PREFIX")),
+                Some(_) => {}
+            }
+        }
+        if let Some(root) = &self.root
+            && !root.is_dir()
+        {
+            return Err(invalid(format!("--root {}: not a directory", root.display())));
+        }
+        let max_head = usize_size(self.max_head, 16 << 10, "max-head")?;
+        let max_request_line = usize_size(self.max_request_line, 8 << 10, "max-request-line")?;
+        if max_request_line > max_head {
+            return Err(invalid(format!(
+                "--max-request-line {max_request_line} is more than --max-head {max_head}, which includes it"
+            )));
+        }
+        let log = self.log.or_else(|| rust_log.map(str::to_owned)).unwrap_or_else(|| "info".to_owned());
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&log) {
+            return Err(invalid(format!("--log '{log}': {e}")));
+        }
+        if self.capacity.is_some_and(|c| c.bits_per_sec == 0) {
+            return Err(invalid("--capacity must be more than 0"));
+        }
+        let defaults = LoopConfig::default();
+        Ok(Config {
+            backend,
+            listen: self.listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080))),
+            iface: self.iface,
+            ip: self.ip,
+            gateway: self.gateway,
+            queues,
+            tap_name: self.tap_name.unwrap_or_else(|| "fwtap0".to_owned()),
+            shards,
+            runtime: LoopConfig {
+                batch: at_least_one(self.batch.unwrap_or(defaults.batch), "batch")?,
+                adaptive_batch: !self.no_adaptive_batch,
+                busy_poll: self.busy_poll_us.map_or(defaults.busy_poll, Duration::from_micros),
+                itr: self.itr_us.map_or(defaults.itr, Duration::from_micros),
+                max_sleep: defaults.max_sleep,
+            },
+            root: self.root,
+            max_bytes: size(self.max_bytes, 1 << 30, "max-bytes")?,
+            max_body: size(self.max_body, 64 << 20, "max-body")?,
+            max_head,
+            max_request_line,
+            header_timeout: span(self.header_timeout, Duration::from_secs(10), "header-timeout")?,
+            idle_timeout: span(self.idle_timeout, Duration::from_secs(60), "idle-timeout")?,
+            max_connections: at_least_one(self.max_connections.unwrap_or(10_000), "max-connections")?,
+            shutdown_grace: self.shutdown_grace.map_or(Duration::from_secs(5), |s| s.0),
+            log,
+            fairness: self.fairness.unwrap_or_default(),
+            capacity: self.capacity,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,376 @@
+use std::io::Write;
+
+use super::*;
+
+/// Every key, as a flag and as a TOML key.
+const KEYS: &[&str] = &[
+    "config",
+    "backend",
+    "listen",
+    "iface",
+    "ip",
+    "gateway",
+    "queues",
+    "tap-name",
+    "shards",
+    "busy-poll-us",
+    "itr-us",
+    "batch",
+    "no-adaptive-batch",
+    "root",
+    "max-bytes",
+    "max-body",
+    "max-head",
+    "max-request-line",
+    "header-timeout",
+    "idle-timeout",
+    "max-connections",
+    "shutdown-grace",
+    "log",
+    "fairness",
+    "capacity",
+];
+
+#[track_caller]
+fn load(args: &[&str]) -> Result<Config, ConfigError> {
+    Config::load(std::iter::once("fairway").chain(args.iter().copied()), None)
+}
+
+#[track_caller]
+fn ok(args: &[&str]) -> Config {
+    load(args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+#[track_caller]
+fn err(args: &[&str]) -> String {
+    let e = load(args).expect_err("an error");
+    let text = e.to_string();
+    if !matches!(e, ConfigError::Cli(_)) {
+        assert!(!text.trim_end().contains('\n'), "one line: {text}");
+    }
+    text
+}
+
+/// A TOML file that lives as long as the returned guard.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(name: &str, text: &str) -> TempFile {
+        let path = std::env::temp_dir().join(format!("fairway-config-{}-{name}.toml", std::process::id()));
+        std::fs::File::create(&path).and_then(|mut f| f.write_all(text.as_bytes())).expect("temp file");
+        TempFile(path)
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().expect("UTF-8 temp path")
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn defaults() {
+    let c = ok(&[]);
+    assert_eq!(c.backend, Backend::Kernel);
+    assert_eq!(c.listen, "127.0.0.1:8080".parse().unwrap());
+    assert_eq!((c.iface, c.ip, c.gateway), (None, None, None));
+    assert_eq!(c.queues, 1);
+    assert_eq!(c.tap_name, "fwtap0");
+    assert_eq!(c.shards, std::thread::available_parallelism().map_or(1, usize::from));
+    assert_eq!(c.runtime, LoopConfig::default());
+    assert_eq!(c.runtime.busy_poll, Duration::from_micros(50));
+    assert_eq!(c.runtime.itr, Duration::ZERO);
+    assert_eq!(c.runtime.batch, 64);
+    assert!(c.runtime.adaptive_batch);
+    assert_eq!(c.root, None);
+    assert_eq!((c.max_bytes, c.max_body), (1 << 30, 64 << 20));
+    assert_eq!((c.max_head, c.max_request_line), (16 << 10, 8 << 10));
+    assert_eq!((c.header_timeout, c.idle_timeout), (Duration::from_secs(10), Duration::from_secs(60)));
+    assert_eq!(c.max_connections, 10_000);
+    assert_eq!(c.shutdown_grace, Duration::from_secs(5));
+    assert_eq!(c.log, "info");
+    assert_eq!(c.fairness, Fairness::Off);
+    assert_eq!(c.capacity, None);
+}
+
+#[test]
+fn rust_log_is_the_fallback_for_log() {
+    let c = Config::load(["fairway"], Some("fairway=debug")).unwrap();
+    assert_eq!(c.log, "fairway=debug");
+    let c = Config::load(["fairway", "--log", "warn"], Some("fairway=debug")).unwrap();
+    assert_eq!(c.log, "warn");
+}
+
+#[test]
+fn every_flag_parses() {
+    let c = ok(&[
+        "--backend",
+        "afxdp",
+        "--iface",
+        "fw0",
+        "--ip",
+        "10.77.0.1/24",
+        "--gateway",
+        "10.77.0.254",
+        "--queues",
+        "2",
+        "--shards",
+        "2",
+        "--busy-poll-us",
+        "0",
+        "--itr-us",
+        "25",
+        "--batch",
+        "256",
+        "--no-adaptive-batch",
+        "--max-bytes",
+        "2GiB",
+        "--max-body",
+        "10MB",
+        "--max-head",
+        "32K",
+        "--max-request-line",
+        "4096",
+        "--header-timeout",
+        "500ms",
+        "--idle-timeout",
+        "2m",
+        "--max-connections",
+        "100000",
+        "--shutdown-grace",
+        "250us",
+        "--log",
+        "debug",
+        "--fairness",
+        "equal-rate",
+        "--capacity",
+        "2.5gbit",
+        "--tap-name",
+        "tap9",
+        "--listen",
+        "0.0.0.0:80",
+    ]);
+    assert_eq!(c.backend, Backend::Afxdp);
+    assert_eq!(c.ip, Some(IpPrefix { addr: Ipv4Addr::new(10, 77, 0, 1), prefix: 24 }));
+    assert_eq!(c.gateway, Some(Ipv4Addr::new(10, 77, 0, 254)));
+    assert_eq!((c.queues, c.shards), (2, 2));
+    assert_eq!(c.runtime.busy_poll, Duration::ZERO);
+    assert_eq!(c.runtime.itr, Duration::from_micros(25));
+    assert_eq!(c.runtime.batch, 256);
+    assert!(!c.runtime.adaptive_batch);
+    assert_eq!((c.max_bytes, c.max_body, c.max_head, c.max_request_line), (2 << 30, 10_000_000, 32 << 10, 4096));
+    assert_eq!(c.header_timeout, Duration::from_millis(500));
+    assert_eq!(c.idle_timeout, Duration::from_secs(120));
+    assert_eq!(c.shutdown_grace, Duration::from_micros(250));
+    assert_eq!(c.max_connections, 100_000);
+    assert_eq!(c.fairness, Fairness::EqualRate);
+    assert_eq!(c.capacity, Some(Bandwidth { bits_per_sec: 2_500_000_000 }));
+    assert_eq!(c.tap_name, "tap9");
+    assert_eq!(c.listen, "0.0.0.0:80".parse().unwrap());
+}
+
+#[test]
+fn the_file_sets_what_the_command_line_does_not() {
+    let file = TempFile::new(
+        "precedence",
+        r#"
+backend = "tap"
+ip = "10.0.0.1/24"
+shards = 2
+batch = 32
+itr-us = 40
+max-body = "1MiB"
+header-timeout = 3
+no-adaptive-batch = true
+capacity = "100mbit"
+fairness = "seed"
+"#,
+    );
+    let c = ok(&["--config", file.path(), "--batch", "128", "--ip", "192.168.7.2/16"]);
+    assert_eq!(c.backend, Backend::Tap, "from the file");
+    assert_eq!(c.runtime.batch, 128, "the command line wins");
+    assert_eq!(c.ip, Some(IpPrefix { addr: Ipv4Addr::new(192, 168, 7, 2), prefix: 16 }), "the command line wins");
+    assert_eq!(c.shards, 2);
+    assert_eq!(c.runtime.itr, Duration::from_micros(40));
+    assert_eq!(c.max_body, 1 << 20);
+    assert_eq!(c.header_timeout, Duration::from_secs(3));
+    assert!(!c.runtime.adaptive_batch);
+    assert_eq!(c.capacity, Some(Bandwidth { bits_per_sec: 100_000_000 }));
+    assert_eq!(c.fairness, Fairness::Seed);
+    assert_eq!(c.max_connections, 10_000, "neither: the default");
+}
+
+#[test]
+fn the_file_accepts_every_key_but_config() {
+    let dir = std::env::temp_dir();
+    let file = TempFile::new(
+        "every-key",
+        &format!(
+            r#"
+backend = "afxdp"
+listen = "127.0.0.1:9090"
+iface = "fw0"
+ip = "10.77.0.1/24"
+gateway = "10.77.0.2"
+queues = 1
+tap-name = "t0"
+shards = 1
+busy-poll-us = 10
+itr-us = 10
+batch = 16
+no-adaptive-batch = false
+root = "{}"
+max-bytes = 1000
+max-body = 1000
+max-head = 1000
+max-request-line = 100
+header-timeout = "1s"
+idle-timeout = "1s"
+max-connections = 5
+shutdown-grace = "1s"
+log = "warn"
+fairness = "off"
+capacity = "1gbit"
+"#,
+            dir.display()
+        ),
+    );
+    let c = ok(&["--config", file.path()]);
+    assert_eq!(c.root.as_deref(), Some(dir.as_path()));
+    assert_eq!(c.listen, "127.0.0.1:9090".parse().unwrap());
+    let nested = TempFile::new("nested", "config = \"other.toml\"\n");
+    let e = err(&["--config", nested.path()]);
+    assert!(e.contains(":1:") && e.contains("config"), "{e}");
+}
+
+#[test]
+fn file_errors_name_the_file_and_line() {
+    let file = TempFile::new("bad", "backend = \"kernel\"\nbatchh = 3\n");
+    let e = err(&["--config", file.path()]);
+    assert!(e.starts_with(file.path()) && e.contains(":2:") && e.contains("batchh"), "{e}");
+    let file = TempFile::new("bad-value", "shards = 1\nip = \"10.0.0.1/40\"\n");
+    let e = err(&["--config", file.path()]);
+    assert!(e.contains(":2:") && e.contains("bad prefix"), "{e}");
+    let e = err(&["--config", "/nonexistent/fairway.toml"]);
+    assert!(e.starts_with("/nonexistent/fairway.toml: "), "{e}");
+}
+
+#[test]
+fn validation_errors_are_one_clear_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--backend", "afxdp", "--ip", "10.0.0.1/24"], "--backend afxdp needs --iface"),
+        (&["--backend", "afxdp", "--iface", "fw0"], "--backend afxdp needs --ip"),
+        (&["--backend", "tap"], "--backend tap needs --ip"),
+        (&["--shards", "0"], "--shards must be at least 1"),
+        (&["--queues", "0"], "--queues must be at least 1"),
+        (&["--shards", "2", "--queues", "3"], "--queues 3 is more than --shards 2"),
+        (&["--batch", "0"], "--batch must be at least 1"),
+        (&["--max-connections", "0"], "--max-connections must be at least 1"),
+        (&["--max-body", "0"], "--max-body must be at least 1"),
+        (&["--max-head", "1K", "--max-request-line", "2K"], "--max-request-line 2048 is more than --max-head 1024"),
+        (&["--header-timeout", "0s"], "--header-timeout must be more than 0"),
+        (&["--idle-timeout", "0"], "--idle-timeout must be more than 0"),
+        (&["--ip", "10.0.0.1/24", "--gateway", "10.0.1.1"], "--gateway 10.0.1.1 is not another address"),
+        (&["--ip", "10.0.0.1/24", "--gateway", "10.0.0.1"], "--gateway 10.0.0.1 is not another address"),
+        (&["--gateway", "10.0.0.1"], "--gateway needs --ip"),
+        (&["--root", "/nonexistent/www"], "--root /nonexistent/www: not a directory"),
+        (&["--log", "fairway=loud"], "--log 'fairway=loud'"),
+        (&["--capacity", "0mbit"], "--capacity must be more than 0"),
+    ];
+    for (args, expected) in cases {
+        let e = err(args);
+        assert!(e.contains(expected), "{args:?}: {e:?} lacks {expected:?}");
+    }
+}
+
+#[test]
+fn bad_values_are_refused_by_the_parser() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--ip", "10.0.0.1/33"], "bad prefix '/33'"),
+        (&["--ip", "10.0.0.1"], "not ADDR/PREFIX"),
+        (&["--ip", "10.0.0/24"], "not an IPv4 address"),
+        (&["--backend", "dpdk"], "dpdk"),
+        (&["--fairness", "max-min"], "max-min"),
+        (&["--max-body", "12XB"], "unknown size unit"),
+        (&["--header-timeout", "1h"], "unknown time unit"),
+        (&["--capacity", "fast"], "not a rate"),
+        (&["--listen", "localhost"], "localhost"),
+        (&["--shards", "-1"], "-1"),
+        (&["--no-such-flag"], "no-such-flag"),
+    ];
+    for (args, expected) in cases {
+        let e = err(args);
+        assert!(e.contains(expected), "{args:?}: {e:?} lacks {expected:?}");
+    }
+}
+
+#[test]
+fn help_explains_every_key_with_its_default() {
+    let help = Options::command().render_long_help().to_string();
+    for key in KEYS {
+        assert!(help.contains(&format!("--{key}")), "--help lacks --{key}");
+    }
+    // And the list above is every flag there is.
+    let ids: Vec<String> = Options::command()
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(str::to_owned))
+        .filter(|l| l != "help" && l != "version")
+        .collect();
+    assert_eq!(ids, KEYS, "a flag was added or renamed: update KEYS and these tests");
+    // The defaults the help states are the ones applied.
+    let c = ok(&[]);
+    for stated in [
+        format!("[default: {}]", c.backend),
+        format!("[default: {}]", c.listen),
+        format!("[default: {}]", c.queues),
+        format!("[default: {}]", c.tap_name),
+        format!("[default: {}]", c.runtime.busy_poll.as_micros()),
+        format!("[default: {}]", c.runtime.itr.as_micros()),
+        format!("[default: {}]", c.runtime.batch),
+        format!("[default: {}]", c.max_connections),
+        "[default: $RUST_LOG, else info]".to_owned(),
+        "[default: all cores]".to_owned(),
+        "[default: 1GiB]".to_owned(),
+        "[default: 64MiB]".to_owned(),
+        "[default: 16KiB]".to_owned(),
+        "[default: 8KiB]".to_owned(),
+        "[default: 10s]".to_owned(),
+        "[default: 60s]".to_owned(),
+        "[default: 5s]".to_owned(),
+        "[default: off]".to_owned(),
+    ] {
+        assert!(help.replace('\n', " ").contains(&stated), "--help lacks {stated}:\n{help}");
+    }
+    assert_eq!(c.max_bytes, "1GiB".parse::<ByteSize>().unwrap().0);
+    assert_eq!(c.max_body, "64MiB".parse::<ByteSize>().unwrap().0);
+    assert_eq!(c.max_head as u64, "16KiB".parse::<ByteSize>().unwrap().0);
+    assert_eq!(c.max_request_line as u64, "8KiB".parse::<ByteSize>().unwrap().0);
+    assert_eq!(c.header_timeout, "10s".parse::<Span>().unwrap().0);
+    assert_eq!(c.idle_timeout, "60s".parse::<Span>().unwrap().0);
+    assert_eq!(c.shutdown_grace, "5s".parse::<Span>().unwrap().0);
+}
+
+#[test]
+fn help_and_version_are_not_errors_to_report() {
+    for flag in ["--help", "-h", "--version"] {
+        match load(&[flag]) {
+            Err(ConfigError::Cli(e)) => assert_eq!(e.exit_code(), 0, "{flag}"),
+            other => panic!("{flag}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn prefixes_know_their_subnet() {
+    let p: IpPrefix = "10.1.2.3/16".parse().unwrap();
+    assert!(p.contains(Ipv4Addr::new(10, 1, 200, 1)));
+    assert!(!p.contains(Ipv4Addr::new(10, 2, 0, 1)));
+    let all: IpPrefix = "10.1.2.3/0".parse().unwrap();
+    assert!(all.contains(Ipv4Addr::new(192, 0, 2, 1)));
+    let host: IpPrefix = "10.1.2.3/32".parse().unwrap();
+    assert!(!host.contains(Ipv4Addr::new(10, 1, 2, 4)));
+    assert_eq!(host.to_string(), "10.1.2.3/32");
+}
