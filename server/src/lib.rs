@@ -10,6 +10,7 @@
 //!   both backends drive.
 //! - [`clock`]: the wall clock the runtime reads, as the stack's `Instant`.
 //! - [`config`]: the command line and the TOML file, merged and validated.
+//! - [`logging`]: `tracing` to standard error, filtered.
 //! - [`metrics`]: per-shard counters and latency, merged and rendered as
 //!   Prometheus text.
 #![deny(missing_docs)]
@@ -17,5 +18,6 @@
 pub mod clock;
 pub mod config;
 pub mod http;
+pub mod logging;
 pub mod metrics;
 pub mod runtime;

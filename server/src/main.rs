@@ -18,6 +18,11 @@ The AF_XDP runtime and the HTTP application are not built yet. What exists:
   cargo xtask bench loopback      Fairway vs smoltcp, in-memory loopback throughput";
 
 fn main() -> ExitCode {
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned());
+    if let Err(e) = fairway_server::logging::init(&filter) {
+        eprintln!("fairway: {e}");
+        return ExitCode::from(2);
+    }
     let arg = std::env::args().nth(1);
     println!("{HELP}");
     match arg.as_deref() {
