@@ -13,6 +13,8 @@
 //! - [`logging`]: `tracing` to standard error, filtered.
 //! - [`metrics`]: per-shard counters and latency, merged and rendered as
 //!   Prometheus text.
+//! - [`site`]: what a shard's HTTP connections share (date, files,
+//!   metrics).
 #![deny(missing_docs)]
 
 pub mod clock;
@@ -21,3 +23,4 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod runtime;
+pub mod site;
