@@ -15,6 +15,7 @@ use std::time::Duration;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, ValueEnum};
 use serde::Deserialize;
 
+use crate::http::HttpConfig;
 use crate::runtime::LoopConfig;
 
 /// Where packets come from.
@@ -461,6 +462,21 @@ pub struct Config {
 }
 
 impl Config {
+    /// The HTTP layer's settings: the limits and timeouts above, the
+    /// `Server` name and the default output window.
+    #[must_use]
+    pub fn http(&self) -> HttpConfig {
+        HttpConfig {
+            max_request_line: self.max_request_line,
+            max_head: self.max_head,
+            max_body: self.max_body,
+            max_bytes: self.max_bytes,
+            header_timeout: self.header_timeout,
+            idle_timeout: self.idle_timeout,
+            ..HttpConfig::default()
+        }
+    }
+
     /// The configuration from the process's arguments and `RUST_LOG`.
     ///
     /// # Errors

@@ -374,3 +374,25 @@ fn prefixes_know_their_subnet() {
     assert!(!host.contains(Ipv4Addr::new(10, 1, 2, 4)));
     assert_eq!(host.to_string(), "10.1.2.3/32");
 }
+
+#[test]
+fn the_http_layer_gets_the_limits_and_timeouts() {
+    let config = ok(&[
+        "--max-request-line",
+        "1KiB",
+        "--max-head",
+        "4KiB",
+        "--max-body",
+        "1MiB",
+        "--max-bytes",
+        "2MiB",
+        "--header-timeout",
+        "3s",
+        "--idle-timeout",
+        "7s",
+    ]);
+    let http = config.http();
+    assert_eq!((http.max_request_line, http.max_head, http.max_body, http.max_bytes), (1024, 4096, 1 << 20, 2 << 20));
+    assert_eq!((http.header_timeout, http.idle_timeout), (Duration::from_secs(3), Duration::from_secs(7)));
+    assert_eq!(http.server_name, "fairway");
+}
