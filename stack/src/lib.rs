@@ -26,6 +26,7 @@ pub mod arp;
 pub mod checksum;
 pub mod config;
 pub mod counters;
+pub mod fairness;
 pub mod flow_table;
 pub mod pool;
 pub mod ring;

@@ -13,13 +13,18 @@ impl Connection {
     /// The window we can offer now: free receive space (the whole buffer if
     /// none is attached yet), bounded by what the window field expresses and
     /// by the policy's cap (never below 2·MSS, so the flow cannot stall).
+    /// The cap is rounded up to the window scale's unit: the field's
+    /// rounding down would otherwise take a capped window under the cap,
+    /// and a 2·MSS window under two segments, which leaves the sender one
+    /// segment and the receiver waiting for a second one to ACK.
     pub(super) fn advertisable_window(&self, env: &Env) -> usize {
         let capacity = if self.rx.is_allocated() { self.rx.capacity() } else { env.cfg.rx_buffer };
         let free = capacity - self.rx.len();
         let mut window = free.min(MAX_UNSCALED_WINDOW << self.rcv_shift());
         if self.rcv_wnd_cap != u32::MAX {
             let floor = 2 * env.mss as usize;
-            window = window.min((self.rcv_wnd_cap as usize).max(floor));
+            let unit = 1usize << self.rcv_shift();
+            window = window.min((self.rcv_wnd_cap as usize).max(floor).next_multiple_of(unit));
         }
         window
     }

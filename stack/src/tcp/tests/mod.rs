@@ -6,6 +6,7 @@ mod harness;
 mod closed;
 mod closing;
 mod established;
+mod fairness;
 mod listen;
 mod network;
 mod options;
