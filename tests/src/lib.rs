@@ -11,12 +11,14 @@
 //! - [`forge`]: forged TCP frames, for the attacks;
 //! - [`syn_flood`]: a SYN flood while legitimate clients connect;
 //! - [`blind_injection`]: blind RSTs and data aimed at long transfers;
+//! - [`fairness`]: RTT fairness under the window-control policies (`cargo xtask lab fairness`);
 //! - [`scenario`]: the named scenarios of `cargo xtask sim`.
 //! - [`testbed`]: network namespaces where Fairway meets kernel peers (`cargo xtask testbed`).
 #![deny(missing_docs)]
 
 pub mod apps;
 pub mod blind_injection;
+pub mod fairness;
 pub mod forge;
 pub mod real_peers;
 pub mod regression;

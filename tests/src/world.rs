@@ -62,6 +62,9 @@ pub struct Meter {
     pub bytes: i64,
 }
 
+/// A frame observer (see [`World::tap`]).
+pub type Tap = Box<dyn FnMut(usize, Instant, &[u8])>;
+
 /// Shards on a simulated network.
 pub struct World {
     /// The network.
@@ -72,6 +75,8 @@ pub struct World {
     pub steps: u64,
     /// Heap accounting for one host, if set.
     pub meter: Option<Meter>,
+    /// Sees every frame a host's shard transmits: (host, time, frame).
+    pub tap: Option<Tap>,
     mtu: usize,
 }
 
@@ -84,6 +89,7 @@ impl World {
             hosts: Vec::new(),
             steps: 0,
             meter: None,
+            tap: None,
             mtu,
         }
     }
@@ -178,7 +184,14 @@ impl World {
                 shard.handle_timeout(now);
             }
             app.on_host(i, shard, now);
-            port.transmit(usize::MAX, |buf| shard.poll_transmit(now, buf));
+            match self.tap.as_mut() {
+                None => port.transmit(usize::MAX, |buf| shard.poll_transmit(now, buf)),
+                Some(tap) => port.transmit(usize::MAX, |buf| {
+                    let len = shard.poll_transmit(now, buf)?;
+                    tap(i, now, &buf[..len]);
+                    Some(len)
+                }),
+            };
             if let (Some(before), Some(meter)) = (metered, self.meter.as_mut()) {
                 meter.bytes += (meter.read)() - before;
             }
