@@ -26,6 +26,7 @@ pub enum Command {
     Bench(BenchArgs),
     Run(PassThrough),
     Testbed(TestbedArgs),
+    Lab(PassThrough),
 }
 
 /// A subcommand with its own help page.
@@ -36,10 +37,11 @@ pub enum Topic {
     Sim,
     Bench,
     Testbed,
+    Lab,
 }
 
 impl Topic {
-    const ALL: [Topic; 5] = [Topic::Run, Topic::Test, Topic::Sim, Topic::Bench, Topic::Testbed];
+    const ALL: [Topic; 6] = [Topic::Run, Topic::Test, Topic::Sim, Topic::Bench, Topic::Testbed, Topic::Lab];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -48,6 +50,7 @@ impl Topic {
             Topic::Sim => "sim",
             Topic::Bench => "bench",
             Topic::Testbed => "testbed",
+            Topic::Lab => "lab",
         }
     }
 
@@ -152,8 +155,9 @@ where
         Some("run") => Ok(parse_pass_through(rest).map_or(Command::Help(Some(Topic::Run)), Command::Run)),
         Some("bench") => parse_bench(rest),
         Some("testbed") => parse_testbed(rest),
+        Some("lab") => Ok(parse_pass_through(rest).map_or(Command::Help(Some(Topic::Lab)), Command::Lab)),
         _ => Err(Failure::usage(format!(
-            "unknown command `{}` (expected one of: run, test, sim, bench, testbed, help)",
+            "unknown command `{}` (expected one of: run, test, sim, bench, testbed, lab, help)",
             first.to_string_lossy()
         ))),
     }
@@ -170,7 +174,7 @@ fn parse_help(rest: Vec<OsString>) -> Result<Command, Failure> {
             Some("help") => Ok(Command::Help(None)),
             Some(name) if let Some(topic) = Topic::from_name(name) => Ok(Command::Help(Some(topic))),
             _ => Err(Failure::usage(format!(
-                "no help for `{}`: not a command (expected one of: run, test, sim, bench, testbed)",
+                "no help for `{}`: not a command (expected one of: run, test, sim, bench, testbed, lab)",
                 topic.to_string_lossy()
             ))),
         },
@@ -282,6 +286,7 @@ pub fn help(topic: Option<Topic>) -> &'static str {
         Some(Topic::Sim) => SIM_HELP,
         Some(Topic::Bench) => BENCH_HELP,
         Some(Topic::Testbed) => TESTBED_HELP,
+        Some(Topic::Lab) => LAB_HELP,
     }
 }
 
@@ -296,6 +301,7 @@ Commands:
   sim     Run simulated-network scenarios (fairway-sim)
   bench   Run benchmarks: loopback (default), micro, nic (as root) or all
   testbed Bring the namespace testbed up or down, or show it (as root)
+  lab     Run the lab experiments (fairway-lab): lab fairness
   help    Show this help, or a command's: cargo xtask help <COMMAND>
 
 Each command also takes -h/--help.
@@ -332,6 +338,25 @@ Examples:
   cargo xtask test --quick
   cargo xtask test -- tcp::                 only tests whose name contains tcp::
   cargo xtask test -- -- --nocapture        show the tests' output
+";
+
+const LAB_HELP: &str = "\
+Usage: cargo xtask lab <EXPERIMENT> [ARGS...]
+
+Builds and runs the lab:
+  cargo run --release -p fairway-tests --bin fairway-lab -- <EXPERIMENT> ...
+
+Every argument goes to fairway-lab unchanged (a leading `--` is dropped).
+Experiments:
+  fairness   N = 1..10 clients, RTTs 4-256 ms, one bottleneck (20 and
+             100 Mbit/s), uploads and downloads, CUBIC and Reno senders,
+             policies off / seed / equal-rate, on the simulated network.
+             Prints Markdown tables and writes benches/results/fairness-sim.md;
+             takes --seed N, --n 2,10, --bandwidth 20, --threads N, --out PATH.
+
+Examples:
+  cargo xtask lab fairness
+  cargo xtask lab fairness --n 10 --bandwidth 20
 ";
 
 const SIM_HELP: &str = "\

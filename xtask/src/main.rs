@@ -1,5 +1,5 @@
 //! `cargo xtask`: Fairway's set-up and orchestration (run, test, sim, bench,
-//! testbed).
+//! testbed, lab).
 //!
 //! std only, so that it builds in seconds. Layout: `cli` parses the command
 //! line and holds the help texts, `cargo` runs cargo from the workspace root,
@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 use cargo::Cargo;
 use cli::Command;
-use commands::{bench, run, sim, test, testbed};
+use commands::{bench, lab, run, sim, test, testbed};
 
 fn main() -> ExitCode {
     let result = cli::parse(std::env::args_os().skip(1)).and_then(|command| dispatch(&command));
@@ -41,5 +41,6 @@ fn dispatch(command: &Command) -> Result<(), error::Failure> {
         Command::Bench(args) => bench::run(&cargo, args),
         Command::Run(args) => run::run(&cargo, args),
         Command::Testbed(args) => testbed::run(&cargo, args),
+        Command::Lab(args) => lab::run(&cargo, args),
     }
 }
