@@ -253,6 +253,14 @@ impl HttpConn {
         self.aborted || (matches!(self.reading, Reading::Closing) && !self.wants_output())
     }
 
+    /// Nothing is in progress: no request partly read or waiting, nothing
+    /// queued or streaming. A server shutting down gracefully closes such a
+    /// connection at once and waits for the others.
+    #[must_use]
+    pub fn is_idle(&self) -> bool {
+        matches!(self.reading, Reading::Head) && self.input.is_empty() && !self.wants_output()
+    }
+
     /// When to call [`on_timeout`](Self::on_timeout): the header timeout of
     /// a head in progress, or the idle timeout.
     #[must_use]

@@ -538,6 +538,28 @@ fn slowloris_gets_408_after_the_header_timeout() {
 }
 
 #[test]
+fn idle_means_nothing_in_progress() {
+    let mut site = TestSite::new();
+    let mut c = conn();
+    assert!(c.is_idle(), "a fresh connection");
+    c.on_input(b"GET /plaintext HTTP/1.1\r\nHo", Instant::ZERO, &mut site);
+    assert!(!c.is_idle(), "a head partly read");
+    c.on_input(b"st: x\r\n\r\n", Instant::ZERO, &mut site);
+    assert!(!c.is_idle(), "a response queued");
+    let mut out = Vec::new();
+    drain(&mut c, Instant::ZERO, &mut site, &mut out);
+    assert!(c.is_idle(), "the response is out");
+    c.on_input(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nab", Instant::ZERO, &mut site);
+    drain(&mut c, Instant::ZERO, &mut site, &mut out);
+    assert!(!c.is_idle(), "a body partly read");
+    c.on_input(b"cde", Instant::ZERO, &mut site);
+    drain(&mut c, Instant::ZERO, &mut site, &mut out);
+    assert!(c.is_idle(), "the upload is answered");
+    c.on_eof(Instant::ZERO);
+    assert!(!c.is_idle() && c.should_close(), "closing is not idle");
+}
+
+#[test]
 fn idle_connections_close_silently() {
     let mut site = TestSite::new();
     let mut c = conn();
