@@ -6,6 +6,8 @@
 //!   on the device when idle), shards pinned to cores, and a stop flag that
 //!   SIGINT/SIGTERM raise so every loop returns and every device is dropped
 //!   (which detaches AF_XDP programs).
+//! - [`backend`]: where connections come from (kernel sockets, or the
+//!   userspace stack), and `serve`, which runs the configured one.
 //! - [`http`]: HTTP/1.1 as a sans-IO layer (bytes in, bytes out) that
 //!   both backends drive.
 //! - [`clock`]: the wall clock the runtime reads, as the stack's `Instant`.
@@ -17,6 +19,7 @@
 //!   metrics).
 #![deny(missing_docs)]
 
+pub mod backend;
 pub mod clock;
 pub mod config;
 pub mod http;
