@@ -521,6 +521,54 @@ fn get_or_refused(stream: &TcpStream, path: &str) -> Option<u16> {
     read_response(&mut BufReader::new(stream)).ok().map(|(status, _)| status)
 }
 
+/// A connection closed with unread input makes the kernel send a reset,
+/// which can destroy the response before the peer reads it. The server
+/// lingers instead: this response arrives whole and then a clean EOF.
+#[test]
+fn a_closing_connection_delivers_its_response_despite_unread_input() {
+    let server = Server::start(&["--max-body", "1MiB"]);
+
+    // `Connection: close`, followed in the same write by far more than the
+    // server reads ahead (its input buffer is 16 KiB).
+    let stream = server.connect();
+    let mut burst = b"GET /bytes/300000 HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n".to_vec();
+    burst.extend(std::iter::repeat_n(b'x', 512 * 1024));
+    let writer = {
+        let stream = stream.try_clone().unwrap();
+        // Ends when the server stops reading and closes.
+        std::thread::spawn(move || (&stream).write_all(&burst).is_ok())
+    };
+    std::thread::sleep(Duration::from_millis(200)); // the client is slow to read
+    let (status, body) = read_response(&mut BufReader::new(&stream)).expect("the response, whole");
+    assert_eq!((status, body.len()), (200, 300_000));
+    assert!(body == pattern(300_000));
+    let mut rest = Vec::new();
+    (&stream).read_to_end(&mut rest).expect("a clean EOF, not a reset");
+    assert!(rest.is_empty());
+    assert!(writer.join().unwrap(), "the server read and dropped the rest of the input");
+
+    // A body over --max-body: 413 at once, while the client is still sending.
+    let stream = server.connect();
+    (&stream).write_all(b"POST /upload HTTP/1.1\r\nHost: test\r\nContent-Length: 10000000\r\n\r\n").unwrap();
+    let writer = {
+        let stream = stream.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let chunk = [b'y'; 64 * 1024];
+            for _ in 0..16 {
+                if (&stream).write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let mut all = Vec::new();
+    (&stream).read_to_end(&mut all).expect("a clean EOF after the 413");
+    let text = String::from_utf8_lossy(&all);
+    assert!(text.starts_with("HTTP/1.1 413 "), "{text}");
+    assert!(text.contains("Connection: close"), "{text}");
+    writer.join().unwrap();
+}
+
 #[test]
 fn slowloris_gets_408() {
     let server = Server::start(&["--header-timeout", "1s"]);
