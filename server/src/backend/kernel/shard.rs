@@ -359,7 +359,10 @@ impl State {
     /// Stops accepting (closing this shard's listener, so the kernel sends
     /// new connections to shards still listening, or refuses them once all
     /// have stopped) and closes the connections with nothing in progress.
+    /// Connections the kernel has already established are taken first:
+    /// closing the listener would reset them, requests and all.
     fn start_draining(&mut self, registry: &Registry, now: Instant) {
+        self.accept(registry, now);
         self.draining = true;
         if let Some(mut listener) = self.listener.take() {
             let _ = registry.deregister(&mut listener);
