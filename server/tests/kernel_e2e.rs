@@ -637,11 +637,14 @@ fn graceful_shutdown_lets_a_download_finish() {
     assert!(rest.is_empty(), "nothing after the response");
     drop(reader);
     drop(download);
+    let done = Instant::now();
 
     let status =
         server.wait_exit(Duration::from_secs(10)).unwrap_or_else(|| panic!("still running:\n{}", server.log()));
     assert!(status.success(), "exit status {status:?}:\n{}", server.log());
     assert!(signalled.elapsed() < Duration::from_secs(10), "within the grace period");
+    // Once nothing is in flight it returns, without waiting out the grace.
+    assert!(done.elapsed() < Duration::from_secs(2), "{:?} after the last connection", done.elapsed());
 }
 
 #[test]
