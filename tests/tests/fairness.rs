@@ -74,8 +74,9 @@ fn equal_rate_is_fair_for_ten_flows_at_100_mbit() {
 }
 
 #[test]
-#[ignore = "not reached yet: a lone 256 ms flow that starts 3 s in has not finished ramping by the window \
-            (equal-rate, seed 6: 20 Mbit/s upload 89.5 %; downloads 64-91 % in the lab)"]
+#[ignore = "not reached yet: equal-rate leaves a lone 256 ms flow under 95 % in two cells \
+            (lab, seed 1: 20 Mbit/s CUBIC upload 94.0 %, 100 Mbit/s download 94.4 %; this test's seed 6: \
+            20 Mbit/s upload 89.5 %)"]
 fn a_lone_flow_keeps_the_link() {
     for bandwidth in [20, 100] {
         for direction in [Direction::Upload, Direction::Download] {
@@ -94,7 +95,6 @@ fn a_joining_256_ms_upload_gets_its_share_within_2_s() {
 }
 
 #[test]
-#[ignore = "not reached yet: the late download takes about 3 s (benches/results/fairness-sim.md)"]
 fn a_joining_256_ms_download_gets_its_share_within_2_s() {
     let r = cell(20, 10, Direction::Download, Algorithm::Cubic, "equal-rate");
     let c = r.convergence.expect("the late flow never reached 90 % of its share");

@@ -310,6 +310,19 @@ impl Connection {
         (elapsed < 1 << 30).then(|| Duration::from_millis(elapsed.max(1) as u64))
     }
 
+    /// Whether the sender left cwnd unfilled when this ACK came, so that
+    /// growth would be unearned (RFC 7661): more than a segment of it
+    /// unused, and, in slow start, not even half of it in flight (Linux's
+    /// `tcp_is_cwnd_limited` rule). A paced sender trails its window by a
+    /// segment or two whenever an ACK arrives, and slow start doubles the
+    /// window in a round, so requiring it full there would stall the very
+    /// growth that fills it.
+    fn window_unused(&self, flight: u32, mss: u32) -> bool {
+        let cwnd = self.cc.cwnd();
+        let slow_start = cwnd < self.cc.ssthresh();
+        flight.saturating_add(mss) < cwnd && (!slow_start || flight.saturating_mul(2) <= cwnd)
+    }
+
     /// RFC 9293's acceptability test for SEG.SEQ against our advertised window.
     pub(super) fn acceptable(&self, seg: &Segment<'_>) -> bool {
         let wnd = self.rcv_adv.since(self.rcv_nxt);
@@ -373,8 +386,7 @@ impl Connection {
                 rtt: effect.rtt,
                 srtt: self.rtt.srtt(),
                 min_rtt: self.min_rtt.get(),
-                // Not filling the window: growth would be unearned (RFC 7661).
-                app_limited: flight.saturating_add(mss) < self.cc.cwnd(),
+                app_limited: self.window_unused(flight, mss),
                 // Rounds end on delivery, not on the cumulative ACK, which a
                 // reordered segment can hold back for a round trip.
                 ack: if self.fack.gt(ack) { self.fack } else { ack },

@@ -327,3 +327,20 @@ fn the_window_update_rule_ignores_older_segments() {
     t.send(t.seg_in().data(b"ab").window(7000));
     assert_eq!(t.shard.flow(t.h()).unwrap().snd_wnd, 0);
 }
+
+#[test]
+fn slow_start_grows_a_window_more_than_half_used_and_not_one_half_used() {
+    // IW10 of 1000-byte segments. A paced or ACK-clocked sender trails its
+    // window when ACKs come; slow start still counts a window more than
+    // half in flight as used (RFC 7661, as Linux's tcp_is_cwnd_limited).
+    for (sent, grown) in [(7000usize, 11_000u32), (5000, 10_000)] {
+        let mut t = T::established();
+        let s = t.iss.wrapping_add(1);
+        assert_eq!(t.shard.flow(t.h()).unwrap().cwnd, 10_000);
+        let data = vec![7u8; sent];
+        assert_eq!(t.shard.send(t.h(), &data), Ok(sent));
+        assert_eq!(t.segments().len(), sent / 1000);
+        t.send(t.seg_in().ack(s + 2000));
+        assert_eq!(t.shard.flow(t.h()).unwrap().cwnd, grown, "{sent} bytes in flight");
+    }
+}
