@@ -124,9 +124,9 @@ impl Invocation {
         line
     }
 
-    /// Runs to completion with inherited stdio. `Ok` on success; otherwise a
-    /// failure carrying the child's exit code.
-    pub fn run(&self) -> Result<(), Failure> {
+    /// The command to spawn: program, arguments, directory, and the
+    /// environment without xtask's own cargo variables.
+    pub fn to_command(&self) -> process::Command {
         let mut command = process::Command::new(&self.program);
         command.args(&self.args);
         if let Some(dir) = &self.dir {
@@ -139,7 +139,13 @@ impl Invocation {
             }
         }
         command.envs(self.env.iter().cloned());
-        let status = command.status().map_err(|err| {
+        command
+    }
+
+    /// Runs to completion with inherited stdio. `Ok` on success; otherwise a
+    /// failure carrying the child's exit code.
+    pub fn run(&self) -> Result<(), Failure> {
+        let status = self.to_command().status().map_err(|err| {
             Failure::failed(format!(
                 "could not start `{}` ({}): {err}",
                 self.display(),

@@ -4,11 +4,11 @@
 //! Rules shared by the subcommands:
 //! - `-h`/`--help` as the first argument of a subcommand shows its help, as
 //!   does `cargo xtask help <COMMAND>`.
-//! - Commands that run one of our binaries (`sim`, `run`, `bench loopback`,
-//!   `bench nic`, `testbed ACTION`) hand every further argument to it
-//!   unchanged; a
-//!   leading `--` is dropped, so `cargo xtask sim -- --help` reaches
-//!   fairway-sim's own help.
+//! - Commands that run one of our binaries (`sim`, `bench loopback`,
+//!   `bench nic`, `bench http`, `testbed ACTION`) hand every further
+//!   argument to it unchanged; a leading `--` is dropped, so
+//!   `cargo xtask sim -- --help` reaches fairway-sim's own help.
+//! - `run` has options of its own; the server's arguments go after `--`.
 //! - `bench micro` hands its arguments to `cargo bench` as they are, so
 //!   criterion's options go after a `--` there, as with cargo itself.
 
@@ -24,7 +24,7 @@ pub enum Command {
     Test(TestArgs),
     Sim(PassThrough),
     Bench(BenchArgs),
-    Run(PassThrough),
+    Run(RunArgs),
     Testbed(TestbedArgs),
     Lab(PassThrough),
 }
@@ -73,6 +73,26 @@ pub struct TestArgs {
 pub struct PassThrough {
     pub args: Vec<OsString>,
 }
+
+/// `cargo xtask run [--kernel] [--queues N] [-- <FAIRWAY ARGS>...]`
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunArgs {
+    /// Serve on the kernel backend even where AF_XDP would work.
+    pub kernel: bool,
+    /// Queues of the testbed's `fw0`, and shards of the server on it
+    /// (`None`: one per core).
+    pub queues: Option<usize>,
+    /// Handed to `fairway` after the flags xtask sets.
+    pub fairway: Vec<OsString>,
+}
+
+/// Server flags `cargo xtask run` sets itself, with what to do instead.
+const RUN_RESERVED_FLAGS: &[(&str, &str)] = &[
+    ("--backend", "xtask picks it (afxdp, else kernel); --kernel forces the kernel backend"),
+    ("--iface", "the server runs on the testbed's fw0"),
+    ("--ip", "the server is the testbed's 10.77.0.1/24"),
+    ("--queues", "use `cargo xtask run --queues N` (before `--`): it sizes the testbed too"),
+];
 
 /// What `cargo xtask bench` measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,7 +172,7 @@ where
         Some("-h" | "--help") => Ok(Command::Help(None)),
         Some("test") => parse_test(rest),
         Some("sim") => Ok(parse_pass_through(rest).map_or(Command::Help(Some(Topic::Sim)), Command::Sim)),
-        Some("run") => Ok(parse_pass_through(rest).map_or(Command::Help(Some(Topic::Run)), Command::Run)),
+        Some("run") => parse_run(rest),
         Some("bench") => parse_bench(rest),
         Some("testbed") => parse_testbed(rest),
         Some("lab") => Ok(parse_pass_through(rest).map_or(Command::Help(Some(Topic::Lab)), Command::Lab)),
@@ -206,6 +226,57 @@ fn parse_test(rest: Vec<OsString>) -> Result<Command, Failure> {
         }
     }
     Ok(Command::Test(parsed))
+}
+
+fn parse_run(rest: Vec<OsString>) -> Result<Command, Failure> {
+    let mut parsed = RunArgs::default();
+    let mut args = rest.into_iter();
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            parsed.fairway = args.collect();
+            break;
+        } else if is_help_flag(&arg) {
+            return Ok(Command::Help(Some(Topic::Run)));
+        } else if arg == "--kernel" {
+            parsed.kernel = true;
+        } else if let Some(value) = option_value(&arg, "--queues", &mut args) {
+            let value = value.ok_or_else(|| Failure::usage_of("run", "--queues needs a value"))?;
+            parsed.queues = Some(positive(&value, "--queues")?);
+        } else {
+            let message = format!(
+                "unexpected argument `{}` for `cargo xtask run` (the server's arguments go after `--`)",
+                arg.to_string_lossy()
+            );
+            return Err(Failure::usage_of("run", message));
+        }
+    }
+    for arg in &parsed.fairway {
+        let Some(arg) = arg.to_str() else { continue };
+        let name = arg.split_once('=').map_or(arg, |(name, _)| name);
+        if let Some((flag, instead)) = RUN_RESERVED_FLAGS.iter().find(|(flag, _)| *flag == name) {
+            return Err(Failure::usage_of("run", format!("`{flag}` is set by `cargo xtask run`: {instead}")));
+        }
+    }
+    Ok(Command::Run(parsed))
+}
+
+/// `Some(value)` when `arg` is `name` (value: the next argument) or
+/// `name=value`; `Some(None)` when the value is missing; `None` when `arg`
+/// is another option.
+fn option_value(arg: &OsStr, name: &str, rest: &mut impl Iterator<Item = OsString>) -> Option<Option<String>> {
+    let text = arg.to_str()?;
+    if text == name {
+        return Some(rest.next().map(|v| v.to_string_lossy().into_owned()));
+    }
+    text.strip_prefix(name)?.strip_prefix('=').map(|v| Some(v.to_owned()))
+}
+
+/// A whole number of at least 1.
+fn positive(value: &str, flag: &str) -> Result<usize, Failure> {
+    match value.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(Failure::usage_of("run", format!("{flag} takes a whole number of at least 1, not `{value}`"))),
+    }
 }
 
 /// `None` means the user asked for the subcommand's help.
@@ -296,7 +367,8 @@ cargo xtask: set-up and orchestration for Fairway
 Usage: cargo xtask <COMMAND> [ARGS...]
 
 Commands:
-  run     Run Fairway (for now: the simulated-network demo)
+  run     Serve with Fairway: over AF_XDP on the testbed as root, else on
+          kernel sockets at 127.0.0.1:8080
   test    Check formatting, run clippy, run the workspace tests
   sim     Run simulated-network scenarios (fairway-sim)
   bench   Run benchmarks: loopback (default), micro, nic (as root) or all
@@ -443,18 +515,45 @@ Examples:
 ";
 
 const RUN_HELP: &str = "\
-Usage: cargo xtask run [ARGS...]
+Usage: cargo xtask run [--kernel] [--queues N] [-- <FAIRWAY ARGS>...]
 
-Runs Fairway: installs the Debian packages it needs when they are missing,
-builds the server and brings up the testbed.
+Builds the Fairway server and serves in the foreground until Ctrl-C.
 
-That is the plan. The AF_XDP server is not built yet, so for now `run` runs
-the simulated-network demo instead: fairway-sim with its default scenario,
-  cargo run --release -p fairway-tests --bin fairway-sim -- [ARGS...]
-Every argument goes to fairway-sim unchanged (a leading `--` is dropped).
+As root, over AF_XDP on the namespace testbed:
+1. installs the AF_XDP build packages and the testbed's tools when missing
+2. cargo build --release -p fairway --features afxdp
+3. brings the testbed up as `cargo xtask testbed up --queues N` does
+   (prefix fw; an earlier fw testbed is replaced)
+4. starts, in the server namespace fw-srv,
+     fairway --backend afxdp --iface fw0 --ip 10.77.0.1/24 \\
+       --queues N --shards N [FAIRWAY ARGS...]
+5. waits until curl in the client namespace fw-c0 gets an answer, then
+   prints the curl line that works there:
+     ip netns exec fw-c0 curl http://10.77.0.1/plaintext
+6. on Ctrl-C: stops the server and takes the testbed down.
+
+Not root, --kernel, or the AF_XDP server fails to start (no kernel support,
+attach refused, ...): xtask says why in one line and serves on the kernel
+backend instead, with no packages needed:
+  cargo build --release -p fairway      (as root: with --features afxdp)
+  fairway --backend kernel --listen 127.0.0.1:8080 [FAIRWAY ARGS...]
+  curl http://127.0.0.1:8080/plaintext
 
 Options:
-  -h, --help    Show this help (only as the first argument)
+      --kernel     Serve on the kernel backend even as root
+      --queues N   Queues of fw0 and shards of the server [default: one per
+                   core]
+  -h, --help       Show this help
+
+Arguments after `--` go to fairway after the flags above. A --shards there
+replaces xtask's, a --listen moves the kernel backend; --backend, --iface,
+--ip and --queues are xtask's to set. The server's own flags:
+  cargo build --release -p fairway && target/release/fairway --help
+
+Examples:
+  sudo -E cargo xtask run
+  sudo -E cargo xtask run --queues 1 -- --root ./www
+  cargo xtask run -- --listen 0.0.0.0:8080
 ";
 
 #[cfg(test)]
@@ -530,21 +629,55 @@ mod tests {
     }
 
     #[test]
-    fn sim_and_run_pass_everything_through() {
+    fn sim_passes_everything_through() {
         let args = ["--scenario", "c100k", "--seed", "7", "--help"];
-        for (name, wrap) in
-            [("sim", Command::Sim as fn(PassThrough) -> Command), ("run", Command::Run as fn(PassThrough) -> Command)]
-        {
-            let mut line = vec![name];
-            line.extend(args);
-            assert_eq!(parse_strs(&line), Ok(wrap(PassThrough { args: os(&args) })));
-            assert_eq!(parse_strs(&[name]), Ok(wrap(PassThrough::default())));
-            // A leading `--` is a separator; later ones are arguments.
-            assert_eq!(
-                parse_strs(&[name, "--", "--help", "--"]),
-                Ok(wrap(PassThrough { args: os(&["--help", "--"]) }))
-            );
-        }
+        let mut line = vec!["sim"];
+        line.extend(args);
+        assert_eq!(parse_strs(&line), Ok(Command::Sim(PassThrough { args: os(&args) })));
+        assert_eq!(parse_strs(&["sim"]), Ok(Command::Sim(PassThrough::default())));
+        // A leading `--` is a separator; later ones are arguments.
+        assert_eq!(
+            parse_strs(&["sim", "--", "--help", "--"]),
+            Ok(Command::Sim(PassThrough { args: os(&["--help", "--"]) }))
+        );
+    }
+
+    #[test]
+    fn run_options_and_server_arguments() {
+        assert_eq!(parse_strs(&["run"]), Ok(Command::Run(RunArgs::default())));
+        assert_eq!(
+            parse_strs(&["run", "--kernel", "--queues", "3", "--", "--root", "/srv", "--", "--help"]),
+            Ok(Command::Run(RunArgs {
+                kernel: true,
+                queues: Some(3),
+                fairway: os(&["--root", "/srv", "--", "--help"])
+            }))
+        );
+        assert_eq!(
+            parse_strs(&["run", "--queues=1"]),
+            Ok(Command::Run(RunArgs { kernel: false, queues: Some(1), fairway: vec![] }))
+        );
+        // --help reaches fairway only after `--`.
+        assert_eq!(parse_strs(&["run", "--kernel", "--help"]), Ok(Command::Help(Some(Topic::Run))));
+        assert_eq!(
+            parse_strs(&["run", "--", "--help"]),
+            Ok(Command::Run(RunArgs { fairway: os(&["--help"]), ..RunArgs::default() }))
+        );
+    }
+
+    #[test]
+    fn run_rejects_what_it_does_not_know_or_sets_itself() {
+        let error = |args: &[&str]| parse_strs(args).unwrap_err().to_string();
+        assert!(error(&["run", "--root", "/srv"]).contains("go after `--`"));
+        assert!(error(&["run", "--queues"]).contains("--queues needs a value"));
+        assert!(error(&["run", "--queues", "0"]).contains("at least 1"));
+        assert!(error(&["run", "--queues", "x"]).contains("not `x`"));
+        assert!(error(&["run", "--", "--backend", "tap"]).contains("`--backend` is set by `cargo xtask run`"));
+        assert!(error(&["run", "--", "--ip=10.0.0.1/24"]).contains("`--ip` is set"));
+        assert!(error(&["run", "--", "--queues", "2"]).contains("cargo xtask run --queues N"));
+        assert!(error(&["run", "--", "--iface", "eth0"]).ends_with("Run `cargo xtask help run` for usage."));
+        // Flags that share a prefix with a reserved one are the server's.
+        assert!(parse_strs(&["run", "--", "--ipv6"]).is_ok());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `cargo xtask`: Fairway's set-up and orchestration (run, test, sim, bench,
 //! testbed, lab).
 //!
-//! std only, so that it builds in seconds. Layout: `cli` parses the command
+//! std only but for signal-hook (so that `run` can clean up after Ctrl-C),
+//! so that it builds in seconds. Layout: `cli` parses the command
 //! line and holds the help texts, `cargo` runs cargo from the workspace root,
 //! `system` ensures Debian packages, `commands` holds one module per
 //! subcommand.
