@@ -22,6 +22,10 @@ pub const AFXDP_BUILD_PACKAGES: &[&str] =
 /// offloads (ethtool), sysctl and kill (procps).
 pub const TESTBED_PACKAGES: &[&str] = &["iproute2", "tcpdump", "iputils-ping", "curl", "python3", "ethtool", "procps"];
 
+/// The HTTP load generator of the server's end-to-end tests and of
+/// `bench http`.
+pub const WRK_PACKAGE: &str = "wrk";
+
 /// Where apt keeps the package lists `apt-get update` downloads.
 const APT_LISTS_DIR: &str = "/var/lib/apt/lists";
 

@@ -12,10 +12,11 @@ use crate::error::Failure;
 use crate::system;
 
 /// Debian packages the tests need: what the AF_XDP backend needs to build
-/// (the workspace is checked and tested with every feature on) and the
-/// kernel-side tools of the real-peer tests.
+/// (the workspace is checked and tested with every feature on), the
+/// kernel-side tools of the real-peer tests, and wrk, which the server's
+/// end-to-end tests drive.
 pub fn packages() -> Vec<&'static str> {
-    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES].concat()
+    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[system::WRK_PACKAGE]].concat()
 }
 
 /// The crate holding the heavy simulated-network tests, left out by `--quick`.
@@ -91,6 +92,14 @@ mod tests {
     fn lines(args: &TestArgs) -> Vec<(&'static str, String)> {
         let cargo = Cargo::new("/some/toolchain/cargo", "/ws");
         steps(&cargo, args).into_iter().map(|step| (step.name, step.invocation.display())).collect()
+    }
+
+    #[test]
+    fn packages_include_wrk_and_the_testbed_tools() {
+        let packages = packages();
+        for package in system::AFXDP_BUILD_PACKAGES.iter().chain(system::TESTBED_PACKAGES).chain(&["wrk"]) {
+            assert!(packages.contains(package), "{package} missing from {packages:?}");
+        }
     }
 
     #[test]
