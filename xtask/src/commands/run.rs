@@ -12,6 +12,7 @@
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,11 +40,8 @@ const PROBE_PATH: &str = "/plaintext";
 
 /// How long the server has to answer its first request.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
-/// After Ctrl-C, how long the server has to stop by itself (it received
-/// the terminal's SIGINT too) before it gets a SIGTERM.
-const OWN_STOP: Duration = Duration::from_secs(1);
-/// How long it then has after SIGTERM (its shutdown deadline is 5 s by
-/// default) before SIGKILL.
+/// How long the server has after SIGTERM (its own shutdown deadline is
+/// 5 s by default) before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 /// How often waiting loops look again.
 const POLL: Duration = Duration::from_millis(100);
@@ -305,9 +303,10 @@ impl Drop for TestbedDown<'_> {
     }
 }
 
-/// Raised by SIGINT or SIGTERM. The server, in the same process group,
-/// gets the terminal's SIGINT too; xtask only has to outlive it and clean
-/// up.
+/// Raised by SIGINT or SIGTERM. The server runs in a process group of its
+/// own, so the terminal's Ctrl-C reaches only xtask, which then sends the
+/// server exactly one SIGTERM: fairway takes a second signal as "exit now",
+/// which would skip its graceful shutdown.
 fn stop_on_signals() -> Result<Arc<AtomicBool>, Failure> {
     let flag = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -390,6 +389,7 @@ impl Server {
         eprintln!("xtask run: $ {command}");
         let mut child = invocation
             .to_command()
+            .process_group(0)
             .stdin(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -440,8 +440,7 @@ impl Server {
         Ok(())
     }
 
-    /// Lets it finish by itself for [`OWN_STOP`] (Ctrl-C reached it too),
-    /// then SIGTERM, then SIGKILL after [`STOP_GRACE`].
+    /// SIGTERM, then SIGKILL if it is still there after [`STOP_GRACE`].
     fn stop(&mut self) {
         let Some(mut child) = self.child.take() else { return };
         let exited = |child: &mut Child, within: Duration| {
@@ -456,7 +455,7 @@ impl Server {
                 std::thread::sleep(Duration::from_millis(20));
             }
         };
-        if !exited(&mut child, OWN_STOP) {
+        if !exited(&mut child, Duration::ZERO) {
             let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
             if !exited(&mut child, STOP_GRACE) {
                 eprintln!("xtask run: the server ignored SIGTERM for {} s; killing it", STOP_GRACE.as_secs());
