@@ -15,6 +15,7 @@ use fairway_tests::real_peers::{HTTP_PORT, Shards, parse_mac, server_addr, shard
 use fairway_tests::testbed::{self, SERVER_IF, Testbed};
 
 use super::nginx::{Site, bytes_path};
+use crate::kernel_address::KernelAddress;
 
 /// How long a server has to answer its first request.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -149,40 +150,6 @@ pub fn parse_curl(written: &str, expected: u64) -> Result<f64, String> {
     }
     let speed: f64 = speed.parse().map_err(|_| format!("speed {speed:?}"))?;
     Ok(speed * 8.0)
-}
-
-/// The kernel's address for Fairway's 10.77.0.1 on `fw0`, while it
-/// lives.
-struct KernelAddress {
-    ns: String,
-    address: String,
-}
-
-impl KernelAddress {
-    fn add(tb: &Testbed) -> io::Result<KernelAddress> {
-        let address = format!("{}/{}", tb.server_ip(), tb.prefix_len());
-        let added = KernelAddress { ns: tb.server_ns(), address };
-        added.ip("add")?;
-        Ok(added)
-    }
-
-    fn ip(&self, verb: &str) -> io::Result<()> {
-        let out = testbed::exec(&self.ns, &["ip", "addr", verb, &self.address, "dev", SERVER_IF])
-            .map_err(io::Error::other)?;
-        if out.success() {
-            Ok(())
-        } else {
-            Err(io::Error::other(format!("ip addr {verb} {} dev {SERVER_IF}: {}", self.address, out.stderr_text())))
-        }
-    }
-}
-
-impl Drop for KernelAddress {
-    fn drop(&mut self) {
-        if let Err(e) = self.ip("del") {
-            eprintln!("nic: {e}");
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,201 @@
+//! Running one server on the testbed and measuring it with wrk from the
+//! client namespace: start (pinned), wait until it answers, check what it
+//! serves, warm up, run each case, stop.
+
+use std::io;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use fairway_tests::testbed::{self, Spawned, Testbed};
+
+use super::plan::{Case, Cores, PLAINTEXT_BODY, STATIC_BYTES, Server, server_command};
+use super::site::Site;
+use super::wrk::{self, WrkResult};
+use crate::kernel_address::KernelAddress;
+
+/// How long a server has to answer its first request.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a server has after SIGTERM (Fairway's own shutdown deadline
+/// is 5 s by default) before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How much longer than its duration a wrk run may take.
+const WRK_SLACK: Duration = Duration::from_secs(30);
+
+/// Why measuring stopped early.
+#[derive(Debug)]
+pub enum Stop {
+    /// Ctrl-C.
+    Interrupted,
+}
+
+/// A case's outcome: wrk's report, or why there is none.
+pub type Outcome = Result<WrkResult, String>;
+
+/// What a run is made of, on one testbed.
+pub struct Bench<'a> {
+    /// The testbed (one client).
+    pub tb: &'a Testbed,
+    /// The core budget.
+    pub cores: Cores,
+    /// The `fairway` binary.
+    pub fairway: &'a Path,
+    /// The files.
+    pub site: &'a Site,
+    /// Each case's wrk duration.
+    pub duration: Duration,
+    /// wrk against `/plaintext` before the cases, not counted.
+    pub warm_up: Duration,
+    /// Raised by Ctrl-C.
+    pub interrupted: &'a AtomicBool,
+}
+
+impl Bench<'_> {
+    /// Starts `server`, runs `cases` against it, and stops it: each case's
+    /// outcome. A server that does not start, or serves the wrong thing,
+    /// fails every case with the reason.
+    ///
+    /// # Errors
+    ///
+    /// [`Stop::Interrupted`] on Ctrl-C; the server is stopped.
+    pub fn server(&self, server: Server, cases: &[Case]) -> Result<Vec<(Case, Outcome)>, Stop> {
+        let fail_all = |why: String| cases.iter().map(|&c| (c, Err(why.clone()))).collect();
+        let _address = if server.needs_kernel_address() {
+            match KernelAddress::add(self.tb) {
+                Ok(address) => Some(address),
+                Err(e) => return Ok(fail_all(e.to_string())),
+            }
+        } else {
+            None
+        };
+        let line = server_command(server, &self.cores, self.fairway, self.site.dir());
+        let mut running = match testbed::spawn(&self.tb.server_ns(), &line) {
+            Ok(process) => {
+                Running { process: Some(process), nginx_log: (server == Server::Nginx).then(|| self.site.nginx_log()) }
+            }
+            Err(e) => return Ok(fail_all(format!("could not start: {e}"))),
+        };
+        if let Err(why) = self.ready(server, &mut running)? {
+            return Ok(fail_all(why));
+        }
+        if let Err(why) = self.check(server) {
+            return Ok(fail_all(why));
+        }
+        if !self.warm_up.is_zero() {
+            let _ = self.wrk(Case::KeepAlive64, server, self.warm_up)?;
+        }
+        let mut outcomes = Vec::new();
+        for &case in cases {
+            if !running.is_running() {
+                outcomes.push((case, Err(format!("the server exited: {}", running.complaints()))));
+                continue;
+            }
+            let outcome = self.wrk(case, server, self.duration)?;
+            outcomes.push((case, outcome));
+        }
+        running.stop();
+        Ok(outcomes)
+    }
+
+    /// Waits until `/plaintext` answers 200 from the client.
+    fn ready(&self, server: Server, running: &mut Running) -> Result<Result<(), String>, Stop> {
+        let url = server.url("/plaintext");
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if self.interrupted.load(Ordering::Relaxed) {
+                return Err(Stop::Interrupted);
+            }
+            if !running.is_running() {
+                return Ok(Err(format!("exited before it answered: {}", running.complaints())));
+            }
+            if self.curl(&url).is_ok_and(|(code, _)| code == "200") {
+                return Ok(Ok(()));
+            }
+            if Instant::now() > deadline {
+                return Ok(Err(format!("no answer to {url} within {READY_TIMEOUT:?}: {}", running.complaints())));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Whether the server serves what the cases expect: the plaintext body
+    /// and the whole static file.
+    fn check(&self, server: Server) -> Result<(), String> {
+        for (case, bytes) in [(Case::KeepAlive64, PLAINTEXT_BODY.len() as u64), (Case::StaticFile, STATIC_BYTES)] {
+            let url = server.url(&case.path());
+            let (code, size) = self.curl(&url).map_err(|e| format!("GET {url}: {e}"))?;
+            if code != "200" || size != bytes.to_string() {
+                return Err(format!("GET {url}: status {code}, {size} bytes (expected 200, {bytes} bytes)"));
+            }
+        }
+        Ok(())
+    }
+
+    /// `curl` from the client: status and body size.
+    fn curl(&self, url: &str) -> io::Result<(String, String)> {
+        let line = ["curl", "-s", "-o", "/dev/null", "--max-time", "2", "-w", "%{http_code} %{size_download}", url];
+        let out =
+            testbed::exec_timeout(&self.tb.client_ns(0), &line, Duration::from_secs(5)).map_err(io::Error::other)?;
+        let text = out.stdout_text();
+        let mut words = text.split_whitespace();
+        Ok((words.next().unwrap_or_default().to_owned(), words.next().unwrap_or_default().to_owned()))
+    }
+
+    /// One wrk run of `case` for `duration`.
+    fn wrk(&self, case: Case, server: Server, duration: Duration) -> Result<Outcome, Stop> {
+        let line = case.wrk_command(server, &self.cores, duration, &self.site.script());
+        let out = testbed::exec_timeout(&self.tb.client_ns(0), &line, duration + WRK_SLACK);
+        if self.interrupted.load(Ordering::Relaxed) {
+            return Err(Stop::Interrupted);
+        }
+        Ok(match out {
+            Ok(out) if out.success() => wrk::parse(&out.stdout_text()),
+            Ok(out) => Err(format!("wrk failed: {} {}", out.stdout_text().trim(), out.stderr_text().trim())),
+            Err(e) => Err(format!("wrk: {e}")),
+        })
+    }
+}
+
+/// A running server; stopped (SIGTERM, then SIGKILL) when dropped.
+struct Running {
+    process: Option<Spawned>,
+    /// nginx's error log, for its complaints.
+    nginx_log: Option<std::path::PathBuf>,
+}
+
+impl Running {
+    fn is_running(&mut self) -> bool {
+        self.process.as_mut().is_some_and(|p| p.try_wait().is_none())
+    }
+
+    /// What it printed and logged, in one line.
+    fn complaints(&self) -> String {
+        let printed =
+            self.process.as_ref().map(|p| String::from_utf8_lossy(&p.stderr()).into_owned()).unwrap_or_default();
+        let logged = self.nginx_log.as_ref().and_then(|log| std::fs::read_to_string(log).ok()).unwrap_or_default();
+        let text = format!("{} {}", printed.trim(), logged.trim());
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        // The end says why; keep the message short.
+        let start = text.char_indices().rev().nth(299).map_or(0, |(i, _)| i);
+        text[start..].to_owned()
+    }
+
+    fn stop(&mut self) {
+        let Some(mut process) = self.process.take() else { return };
+        if process.try_wait().is_none() {
+            let _ = Command::new("kill").args(["-TERM", &process.id().to_string()]).status();
+            let deadline = Instant::now() + STOP_GRACE;
+            while process.try_wait().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        drop(process.kill());
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,14 @@
+//! `http`: wrk from a client namespace of the testbed against Fairway over
+//! AF_XDP, Fairway on kernel sockets, and nginx, on the same server cores.
+//!
+//! - [`plan`]: the servers, the cases, the core budget, the command lines;
+//! - [`wrk`]: the pipelining script and wrk's `--latency` report;
+//! - [`site`]: the files the servers serve and nginx's configuration;
+//! - [`measure`]: one server started, checked, measured and stopped;
+//! - [`report`]: medians, the tables, the closing line, the result file.
+
+pub mod measure;
+pub mod plan;
+pub mod report;
+pub mod site;
+pub mod wrk;

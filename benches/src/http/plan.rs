@@ -1,0 +1,449 @@
+//! What `http` runs: the servers, the cases, the cores each side gets, and
+//! the command lines. Pure, so that it is tested without a testbed.
+
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+/// Fairway's address on the testbed.
+pub const SERVER_IP: &str = "10.77.0.1";
+/// The testbed interface the servers use, and its prefix length.
+pub const SERVER_IF: &str = "fw0";
+/// The prefix length of [`SERVER_IP`]'s subnet.
+pub const PREFIX_LEN: u8 = 24;
+/// The static file every server serves, and its size: 1 MB.
+pub const STATIC_FILE: &str = "1mb.bin";
+/// The size of [`STATIC_FILE`].
+pub const STATIC_BYTES: u64 = 1_000_000;
+/// The plaintext body, as TechEmpower defines it.
+pub const PLAINTEXT_BODY: &str = "Hello, World!";
+/// Requests per write in the pipelined case (TechEmpower's depth).
+pub const PIPELINE_DEPTH: usize = 16;
+
+/// A server under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Server {
+    /// Fairway over AF_XDP on `fw0`, which has no kernel address.
+    FairwayAfxdp,
+    /// Fairway on kernel sockets, `fw0` with the kernel address 10.77.0.1/24.
+    FairwayKernel,
+    /// nginx on kernel sockets, the same way.
+    Nginx,
+}
+
+impl Server {
+    /// In the order they run: AF_XDP first, while `fw0` has no kernel
+    /// address, then the two that need one.
+    pub const ALL: [Server; 3] = [Server::FairwayAfxdp, Server::FairwayKernel, Server::Nginx];
+
+    /// The name in tables and in `--servers`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Server::FairwayAfxdp => "fairway/afxdp",
+            Server::FairwayKernel => "fairway/kernel",
+            Server::Nginx => "nginx",
+        }
+    }
+
+    /// Its short name in `--servers`.
+    #[must_use]
+    pub fn key(self) -> &'static str {
+        match self {
+            Server::FairwayAfxdp => "afxdp",
+            Server::FairwayKernel => "kernel",
+            Server::Nginx => "nginx",
+        }
+    }
+
+    /// Its TCP port on 10.77.0.1.
+    #[must_use]
+    pub fn port(self) -> u16 {
+        match self {
+            Server::FairwayKernel => 8080,
+            Server::FairwayAfxdp | Server::Nginx => 80,
+        }
+    }
+
+    /// Whether `fw0` needs the kernel's address while it runs (and must not
+    /// have it otherwise: the kernel would answer for Fairway).
+    #[must_use]
+    pub fn needs_kernel_address(self) -> bool {
+        self != Server::FairwayAfxdp
+    }
+
+    /// `http://10.77.0.1[:port]{path}`
+    #[must_use]
+    pub fn url(self, path: &str) -> String {
+        match self.port() {
+            80 => format!("http://{SERVER_IP}{path}"),
+            port => format!("http://{SERVER_IP}:{port}{path}"),
+        }
+    }
+}
+
+impl fmt::Display for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One wrk load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Case {
+    /// Keep-alive `/plaintext`, 64 connections.
+    KeepAlive64,
+    /// Keep-alive `/plaintext`, 256 connections.
+    KeepAlive256,
+    /// `/plaintext` pipelined 16 deep, 256 connections.
+    Pipelined,
+    /// `/plaintext` with `Connection: close`: a connection per request.
+    Close,
+    /// The 1 MB static file, keep-alive, 64 connections.
+    StaticFile,
+}
+
+impl Case {
+    /// Every case, in the order they run.
+    pub const ALL: [Case; 5] = [Case::KeepAlive64, Case::KeepAlive256, Case::Pipelined, Case::Close, Case::StaticFile];
+    /// The case of the closing line.
+    pub const HEADLINE: Case = Case::KeepAlive256;
+
+    /// Its name in `--cases`.
+    #[must_use]
+    pub fn key(self) -> &'static str {
+        match self {
+            Case::KeepAlive64 => "keepalive-64",
+            Case::KeepAlive256 => "keepalive-256",
+            Case::Pipelined => "pipelined",
+            Case::Close => "close",
+            Case::StaticFile => "static",
+        }
+    }
+
+    /// What it is, in the table.
+    #[must_use]
+    pub fn describe(self) -> &'static str {
+        match self {
+            Case::KeepAlive64 => "keep-alive plaintext, 64 connections",
+            Case::KeepAlive256 => "keep-alive plaintext, 256 connections",
+            Case::Pipelined => "pipelined plaintext (depth 16), 256 connections",
+            Case::Close => "Connection: close plaintext, 64 connections",
+            Case::StaticFile => "1 MB static file, 64 connections",
+        }
+    }
+
+    /// wrk's `-c`.
+    #[must_use]
+    pub fn connections(self) -> usize {
+        match self {
+            Case::KeepAlive256 | Case::Pipelined => 256,
+            Case::KeepAlive64 | Case::Close | Case::StaticFile => 64,
+        }
+    }
+
+    /// The URL path it asks for.
+    #[must_use]
+    pub fn path(self) -> String {
+        match self {
+            Case::StaticFile => format!("/{STATIC_FILE}"),
+            _ => "/plaintext".to_owned(),
+        }
+    }
+
+    /// `taskset -c CPUS wrk ...` against `server`: `threads` threads on the
+    /// client's cores, `--latency` for the percentiles; the pipelined case
+    /// runs `script` with the depth as its argument.
+    #[must_use]
+    pub fn wrk_command(self, server: Server, cores: &Cores, duration: Duration, script: &Path) -> Vec<String> {
+        let mut line: Vec<String> = vec!["taskset".into(), "-c".into(), cpu_list(&cores.client), "wrk".into()];
+        let threads = cores.client.len().min(self.connections());
+        line.extend([
+            "-t".into(),
+            threads.to_string(),
+            "-c".into(),
+            self.connections().to_string(),
+            "-d".into(),
+            wrk_seconds(duration),
+            "--latency".into(),
+        ]);
+        match self {
+            Case::Close => line.extend(["-H".into(), "Connection: close".into()]),
+            Case::Pipelined => line.extend(["-s".into(), script.display().to_string()]),
+            Case::KeepAlive64 | Case::KeepAlive256 | Case::StaticFile => {}
+        }
+        line.push(server.url(&self.path()));
+        if self == Case::Pipelined {
+            line.extend(["--".into(), PIPELINE_DEPTH.to_string()]);
+        }
+        line
+    }
+}
+
+impl fmt::Display for Case {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// wrk's `-d`: whole seconds, at least 1.
+fn wrk_seconds(d: Duration) -> String {
+    format!("{}s", d.as_secs_f64().round().max(1.0) as u64)
+}
+
+/// The core budget: the server's cores (the same for every server) and
+/// the load generator's, disjoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cores {
+    /// The server's cores: shards, or nginx workers, one per core.
+    pub server: Vec<usize>,
+    /// wrk's cores, one thread each.
+    pub client: Vec<usize>,
+}
+
+impl Cores {
+    /// Splits cores `0..total`: the first `server` (default: half, at
+    /// least one) to the server, the rest to wrk. Fairway pins shard `i`
+    /// to core `i`, so the server's cores are the first ones.
+    ///
+    /// # Errors
+    ///
+    /// When either side would have no core.
+    pub fn split(total: usize, server: Option<usize>) -> Result<Cores, String> {
+        if total < 2 {
+            return Err(format!("needs at least 2 cores (one for the server, one for wrk), this machine has {total}"));
+        }
+        let server = server.unwrap_or((total / 2).max(1));
+        if server == 0 || server >= total {
+            return Err(format!("--server-cores {server}: must leave wrk at least one of the {total} cores"));
+        }
+        Ok(Cores { server: (0..server).collect(), client: (server..total).collect() })
+    }
+}
+
+/// `0,1,2` for taskset.
+#[must_use]
+pub fn cpu_list(cores: &[usize]) -> String {
+    cores.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// `taskset -c CPUS` and the server's command line, serving `site_root`
+/// (the directory holding [`STATIC_FILE`]) with one shard or worker per
+/// server core. `fairway` is the server binary; `nginx_conf` the
+/// configuration [`nginx_config`] wrote, in `site_dir`.
+#[must_use]
+pub fn server_command(server: Server, cores: &Cores, fairway: &Path, site_dir: &Path) -> Vec<String> {
+    let shards = cores.server.len().to_string();
+    let root = site_dir.join("root").display().to_string();
+    let mut line: Vec<String> = vec!["taskset".into(), "-c".into(), cpu_list(&cores.server)];
+    let fairway = fairway.display().to_string();
+    let words: Vec<String> = match server {
+        Server::FairwayAfxdp => {
+            let ip = format!("{SERVER_IP}/{PREFIX_LEN}");
+            let q = shards.as_str();
+            let args = ["--backend", "afxdp", "--iface", SERVER_IF, "--ip", &ip, "--queues", q, "--shards", q];
+            std::iter::once(fairway.as_str())
+                .chain(args)
+                .chain(["--root", &root, "--log", "warn"])
+                .map(Into::into)
+                .collect()
+        }
+        Server::FairwayKernel => {
+            let listen = format!("{SERVER_IP}:{}", server.port());
+            let args = ["--backend", "kernel", "--listen", &listen, "--shards", &shards];
+            std::iter::once(fairway.as_str())
+                .chain(args)
+                .chain(["--root", &root, "--log", "warn"])
+                .map(Into::into)
+                .collect()
+        }
+        Server::Nginx => {
+            let dir = format!("{}/", site_dir.display());
+            let log = site_dir.join("error.log").display().to_string();
+            let conf = site_dir.join("nginx.conf").display().to_string();
+            ["nginx", "-p", &dir, "-e", &log, "-c", &conf].into_iter().map(Into::into).collect()
+        }
+    };
+    line.extend(words);
+    line
+}
+
+/// nginx's configuration for the site in `dir` (absolute): `workers`
+/// workers, listening on 10.77.0.1:80 only, `/plaintext` answered by
+/// `return 200`, static files from `dir/root` with sendfile, no access
+/// log, keep-alive without a request limit, and its pid file, error log
+/// and temp paths in `dir`.
+#[must_use]
+pub fn nginx_config(dir: &Path, workers: usize) -> String {
+    let d = dir.display();
+    let port = Server::Nginx.port();
+    format!(
+        "\
+# Written by fairway-benches' `http`: nginx beside Fairway, same cores.
+daemon off;
+master_process on;
+worker_processes {workers};
+user root;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+
+events {{
+    worker_connections 4096;
+}}
+
+http {{
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 100000000;
+    default_type application/octet-stream;
+    client_body_temp_path {d}/client_body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+
+    server {{
+        listen {SERVER_IP}:{port} reuseport;
+        root {d}/root;
+
+        location = /plaintext {{
+            default_type text/plain;
+            return 200 \"{PLAINTEXT_BODY}\";
+        }}
+    }}
+}}
+"
+    )
+}
+
+/// Parses a comma-separated list of `keys` into the items they name, in
+/// the order of `all` (each once).
+///
+/// # Errors
+///
+/// An unknown or empty name, in words.
+pub fn select<T: Copy + PartialEq>(list: &str, all: &[T], key: impl Fn(T) -> &'static str) -> Result<Vec<T>, String> {
+    let mut chosen = Vec::new();
+    for name in list.split(',').map(str::trim) {
+        let Some(item) = all.iter().copied().find(|&item| key(item) == name) else {
+            let known: Vec<&str> = all.iter().map(|&item| key(item)).collect();
+            return Err(format!("unknown name {name:?} (expected some of {})", known.join(",")));
+        };
+        chosen.push(item);
+    }
+    Ok(all.iter().copied().filter(|item| chosen.contains(item)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn two_cores() -> Cores {
+        Cores::split(2, None).unwrap()
+    }
+
+    #[test]
+    fn cores_are_split_between_server_and_wrk() {
+        assert_eq!(two_cores(), Cores { server: vec![0], client: vec![1] });
+        assert_eq!(Cores::split(8, None).unwrap(), Cores { server: vec![0, 1, 2, 3], client: vec![4, 5, 6, 7] });
+        assert_eq!(Cores::split(4, Some(1)).unwrap(), Cores { server: vec![0], client: vec![1, 2, 3] });
+        assert!(Cores::split(1, None).unwrap_err().contains("at least 2 cores"));
+        assert!(Cores::split(2, Some(2)).unwrap_err().contains("at least one"));
+        assert!(Cores::split(2, Some(0)).is_err());
+        assert_eq!(cpu_list(&[0, 1, 2]), "0,1,2");
+    }
+
+    #[test]
+    fn wrk_command_lines() {
+        let cores = two_cores();
+        let script = PathBuf::from("/dev/shm/s/pipeline.lua");
+        let line =
+            |case: Case, server: Server| case.wrk_command(server, &cores, Duration::from_secs(10), &script).join(" ");
+        assert_eq!(
+            line(Case::KeepAlive256, Server::FairwayAfxdp),
+            "taskset -c 1 wrk -t 1 -c 256 -d 10s --latency http://10.77.0.1/plaintext"
+        );
+        assert_eq!(
+            line(Case::Close, Server::FairwayKernel),
+            "taskset -c 1 wrk -t 1 -c 64 -d 10s --latency -H Connection: close http://10.77.0.1:8080/plaintext"
+        );
+        assert_eq!(
+            line(Case::Pipelined, Server::Nginx),
+            "taskset -c 1 wrk -t 1 -c 256 -d 10s --latency -s /dev/shm/s/pipeline.lua http://10.77.0.1/plaintext -- 16"
+        );
+        assert_eq!(
+            line(Case::StaticFile, Server::Nginx),
+            "taskset -c 1 wrk -t 1 -c 64 -d 10s --latency http://10.77.0.1/1mb.bin"
+        );
+        // The header is one argument.
+        let close = Case::Close.wrk_command(Server::Nginx, &cores, Duration::from_secs(10), &script);
+        assert!(close.contains(&"Connection: close".to_owned()));
+        // Short runs still last a second; threads follow the client cores.
+        let wide = Cores::split(8, Some(2)).unwrap();
+        let short = Case::KeepAlive64.wrk_command(Server::Nginx, &wide, Duration::from_millis(300), &script).join(" ");
+        assert!(short.starts_with("taskset -c 2,3,4,5,6,7 wrk -t 6 -c 64 -d 1s "), "{short}");
+    }
+
+    #[test]
+    fn every_server_gets_the_same_cores() {
+        let cores = Cores::split(4, None).unwrap();
+        let (fairway, site) = (Path::new("/t/release/fairway"), Path::new("/dev/shm/site"));
+        let line = |server| server_command(server, &cores, fairway, site).join(" ");
+        assert_eq!(
+            line(Server::FairwayAfxdp),
+            "taskset -c 0,1 /t/release/fairway --backend afxdp --iface fw0 --ip 10.77.0.1/24 --queues 2 --shards 2 \
+             --root /dev/shm/site/root --log warn"
+        );
+        assert_eq!(
+            line(Server::FairwayKernel),
+            "taskset -c 0,1 /t/release/fairway --backend kernel --listen 10.77.0.1:8080 --shards 2 \
+             --root /dev/shm/site/root --log warn"
+        );
+        assert_eq!(
+            line(Server::Nginx),
+            "taskset -c 0,1 nginx -p /dev/shm/site/ -e /dev/shm/site/error.log -c /dev/shm/site/nginx.conf"
+        );
+    }
+
+    #[test]
+    fn the_nginx_configuration() {
+        let text = nginx_config(Path::new("/dev/shm/x"), 2);
+        for line in [
+            "worker_processes 2;",
+            "listen 10.77.0.1:80 reuseport;",
+            "return 200 \"Hello, World!\";",
+            "default_type text/plain;",
+            "keepalive_requests 100000000;",
+            "access_log off;",
+            "root /dev/shm/x/root;",
+            "pid /dev/shm/x/nginx.pid;",
+        ] {
+            assert!(text.lines().any(|l| l.trim() == line), "missing {line:?} in\n{text}");
+        }
+        for word in text.split_whitespace().filter(|w| w.starts_with('/') && !w.starts_with("/plaintext")) {
+            assert!(word.starts_with("/dev/shm/x/"), "{word} is outside the site");
+        }
+        assert_eq!(text.matches('{').count(), text.matches('}').count());
+    }
+
+    #[test]
+    fn servers_and_cases() {
+        assert_eq!(Server::FairwayAfxdp.url("/plaintext"), "http://10.77.0.1/plaintext");
+        assert_eq!(Server::FairwayKernel.url("/1mb.bin"), "http://10.77.0.1:8080/1mb.bin");
+        assert!(!Server::FairwayAfxdp.needs_kernel_address());
+        assert!(Server::FairwayKernel.needs_kernel_address() && Server::Nginx.needs_kernel_address());
+        assert_eq!(Case::HEADLINE.describe(), "keep-alive plaintext, 256 connections");
+        assert_eq!(Case::StaticFile.path(), "/1mb.bin");
+    }
+
+    #[test]
+    fn lists_select_in_the_canonical_order() {
+        assert_eq!(select("nginx,afxdp", &Server::ALL, Server::key), Ok(vec![Server::FairwayAfxdp, Server::Nginx]));
+        assert_eq!(select("close,close", &Case::ALL, Case::key), Ok(vec![Case::Close]));
+        assert!(select("apache", &Server::ALL, Server::key).unwrap_err().contains("afxdp,kernel,nginx"));
+        assert!(select("", &Case::ALL, Case::key).is_err());
+    }
+}

@@ -1,0 +1,191 @@
+//! wrk: its command line for a case, the Lua script for pipelining, and
+//! what its `--latency` report says.
+
+use std::time::Duration;
+
+/// The Lua script that makes wrk pipeline: each write carries `depth`
+/// requests (the script's first argument, after wrk's `--`), sent back to
+/// back before any response is read. Written by us, in the way wrk's
+/// scripting interface allows (`init` builds the batch once, `request`
+/// returns it).
+pub const PIPELINE_SCRIPT: &str = "\
+-- Written by fairway-benches' `http`: pipelined requests, `depth` per write.
+init = function(args)
+  local depth = tonumber(args[1]) or 1
+  local batch = {}
+  for i = 1, depth do
+    batch[i] = wrk.format()
+  end
+  pipelined = table.concat(batch)
+end
+
+request = function()
+  return pipelined
+end
+";
+
+/// What one wrk run reported.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WrkResult {
+    /// `Requests/sec:` (responses per second, pipelined ones counted one
+    /// by one).
+    pub requests_per_second: f64,
+    /// The 50th percentile of the latency distribution.
+    pub p50: Duration,
+    /// The 99th percentile.
+    pub p99: Duration,
+    /// Responses completed, from `N requests in T`.
+    pub requests: u64,
+    /// Socket errors: connect, read, write and timeout together.
+    pub socket_errors: u64,
+    /// `Non-2xx or 3xx responses:`.
+    pub non_2xx: u64,
+}
+
+impl WrkResult {
+    /// Everything that went wrong: socket errors and bad statuses.
+    #[must_use]
+    pub fn errors(&self) -> u64 {
+        self.socket_errors + self.non_2xx
+    }
+}
+
+/// Reads the report of `wrk --latency`.
+///
+/// # Errors
+///
+/// When the requests per second or the 50 % or 99 % latency are missing
+/// or unreadable, in words.
+pub fn parse(report: &str) -> Result<WrkResult, String> {
+    let mut rps = None;
+    let (mut p50, mut p99) = (None, None);
+    let (mut requests, mut socket_errors, mut non_2xx) = (0, 0, 0);
+    for line in report.lines().map(str::trim) {
+        if let Some(value) = line.strip_prefix("Requests/sec:") {
+            rps = Some(value.trim().parse::<f64>().map_err(|_| format!("requests/sec {:?}", value.trim()))?);
+        } else if let Some(value) = line.strip_prefix("50%") {
+            p50 = Some(duration(value.trim()).ok_or_else(|| format!("50% latency {:?}", value.trim()))?);
+        } else if let Some(value) = line.strip_prefix("99%") {
+            p99 = Some(duration(value.trim()).ok_or_else(|| format!("99% latency {:?}", value.trim()))?);
+        } else if let Some(errors) = line.strip_prefix("Socket errors:") {
+            // "connect 0, read 0, write 0, timeout 12"
+            for part in errors.split(',') {
+                let count = part.split_whitespace().nth(1).and_then(|n| n.parse::<u64>().ok());
+                socket_errors += count.ok_or_else(|| format!("socket errors {:?}", errors.trim()))?;
+            }
+        } else if let Some(value) = line.strip_prefix("Non-2xx or 3xx responses:") {
+            non_2xx = value.trim().parse().map_err(|_| format!("non-2xx count {:?}", value.trim()))?;
+        } else if let Some((count, _)) = line.split_once(" requests in ") {
+            requests = count.trim().parse().map_err(|_| format!("request count {count:?}"))?;
+        }
+    }
+    let missing = |what: &str| format!("no {what} in wrk's report: {:?}", report.trim());
+    Ok(WrkResult {
+        requests_per_second: rps.ok_or_else(|| missing("Requests/sec"))?,
+        p50: p50.ok_or_else(|| missing("50% latency (was --latency given?)"))?,
+        p99: p99.ok_or_else(|| missing("99% latency (was --latency given?)"))?,
+        requests,
+        socket_errors,
+        non_2xx,
+    })
+}
+
+/// A wrk time: a number and one of its units `us`, `ms`, `s`, `m`, `h`.
+#[must_use]
+pub fn duration(text: &str) -> Option<Duration> {
+    let units = [("us", 1e-6), ("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0)];
+    let (number, scale) = units.iter().find_map(|(unit, scale)| Some((text.strip_suffix(unit)?, *scale)))?;
+    let value: f64 = number.parse().ok()?;
+    (value.is_finite() && value >= 0.0).then(|| Duration::from_secs_f64(value * scale))
+}
+
+/// A latency as a person reads it: `470 µs`, `1.20 ms`, `2.50 s`.
+#[must_use]
+pub fn format_latency(d: Duration) -> String {
+    let us = d.as_secs_f64() * 1e6;
+    if us < 1000.0 {
+        format!("{us:.0} µs")
+    } else if us < 1e6 {
+        format!("{:.2} ms", us / 1e3)
+    } else {
+        format!("{:.2} s", us / 1e6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report as wrk 4.1 prints it with --latency.
+    const REPORT: &str = "\
+Running 10s test @ http://10.77.0.1/plaintext
+  1 threads and 256 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.95ms  310.12us  12.50ms   91.20%
+    Req/Sec   131.10k     4.02k  138.22k    72.00%
+  Latency Distribution
+     50%    1.90ms
+     75%    2.01ms
+     90%    2.20ms
+     99%    3.10ms
+  1304512 requests in 10.00s, 160.49MB read
+Requests/sec: 130440.71
+Transfer/sec:     16.05MB
+";
+
+    #[test]
+    fn a_clean_report() {
+        let r = parse(REPORT).unwrap();
+        assert_eq!(r.requests_per_second, 130_440.71);
+        assert_eq!(r.p50, Duration::from_micros(1900));
+        assert_eq!(r.p99, Duration::from_micros(3100));
+        assert_eq!((r.requests, r.socket_errors, r.non_2xx, r.errors()), (1_304_512, 0, 0, 0));
+    }
+
+    #[test]
+    fn errors_and_bad_statuses_are_counted() {
+        let report = REPORT.replace(
+            "Requests/sec:",
+            "  Socket errors: connect 3, read 120, write 0, timeout 7\n  Non-2xx or 3xx responses: 5\nRequests/sec:",
+        );
+        let r = parse(&report).unwrap();
+        assert_eq!((r.socket_errors, r.non_2xx, r.errors()), (130, 5, 135));
+    }
+
+    #[test]
+    fn missing_parts_are_errors_not_zeros() {
+        assert!(parse("").unwrap_err().contains("no Requests/sec"));
+        let without_latency: String = REPORT.lines().filter(|l| !l.contains('%')).collect::<Vec<_>>().join("\n");
+        assert!(parse(&without_latency).unwrap_err().contains("--latency"));
+        assert!(parse(&REPORT.replace("130440.71", "lots")).unwrap_err().contains("requests/sec"));
+        assert!(parse(&REPORT.replace("3.10ms", "3.10xs")).unwrap_err().contains("99% latency"));
+        // wrk's connect failure: no report at all.
+        assert!(parse("unable to connect to 10.77.0.1:80 Connection refused\n").is_err());
+    }
+
+    #[test]
+    fn wrk_time_units() {
+        assert_eq!(duration("470.00us"), Some(Duration::from_micros(470)));
+        assert_eq!(duration("1.20ms"), Some(Duration::from_micros(1200)));
+        assert_eq!(duration("2.00s"), Some(Duration::from_secs(2)));
+        assert_eq!(duration("1.50m"), Some(Duration::from_secs(90)));
+        assert_eq!(duration("1.00h"), Some(Duration::from_secs(3600)));
+        assert_eq!(duration("12"), None);
+        assert_eq!(duration("-1.00ms"), None);
+        assert_eq!(duration("ms"), None);
+    }
+
+    #[test]
+    fn latencies_for_people() {
+        assert_eq!(format_latency(Duration::from_micros(470)), "470 µs");
+        assert_eq!(format_latency(Duration::from_micros(1900)), "1.90 ms");
+        assert_eq!(format_latency(Duration::from_millis(2500)), "2.50 s");
+    }
+
+    #[test]
+    fn the_pipeline_script_takes_its_depth_as_an_argument() {
+        assert!(PIPELINE_SCRIPT.contains("tonumber(args[1])"));
+        assert!(PIPELINE_SCRIPT.contains("wrk.format()"));
+        assert!(PIPELINE_SCRIPT.contains("request = function()"));
+    }
+}
