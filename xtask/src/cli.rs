@@ -100,6 +100,7 @@ pub enum BenchTarget {
     Loopback,
     Micro,
     Nic,
+    Http,
     All,
 }
 
@@ -111,17 +112,18 @@ impl BenchTarget {
             "loopback" => Some(BenchTarget::Loopback),
             "micro" => Some(BenchTarget::Micro),
             "nic" => Some(BenchTarget::Nic),
+            "http" => Some(BenchTarget::Http),
             "all" => Some(BenchTarget::All),
             _ => None,
         }
     }
 }
 
-/// `cargo xtask bench [loopback|micro|nic|all] [args...]`
+/// `cargo xtask bench [loopback|micro|nic|http|all] [args...]`
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BenchArgs {
     pub target: BenchTarget,
-    /// For `loopback` and `nic`: the benchmark binary's arguments. For
+    /// For `loopback`, `nic` and `http`: the benchmark binary's arguments. For
     /// `micro`: extra `cargo bench` arguments. Always empty for `all`.
     pub args: Vec<OsString>,
 }
@@ -297,7 +299,7 @@ fn parse_bench(rest: Vec<OsString>) -> Result<Command, Failure> {
     if let Some(target) = first.to_str().and_then(BenchTarget::from_name) {
         let args: Vec<OsString> = rest.into_iter().skip(1).collect();
         return match target {
-            BenchTarget::Loopback | BenchTarget::Nic => {
+            BenchTarget::Loopback | BenchTarget::Nic | BenchTarget::Http => {
                 Ok(Command::Bench(BenchArgs { target, args: strip_separator(args) }))
             }
             // cargo bench gets its arguments as typed: `-- <criterion args>`.
@@ -316,7 +318,7 @@ fn parse_bench(rest: Vec<OsString>) -> Result<Command, Failure> {
     }
     Err(Failure::usage_of(
         "bench",
-        format!("unknown bench target `{}` (expected loopback, micro, nic or all)", first.to_string_lossy()),
+        format!("unknown bench target `{}` (expected loopback, micro, nic, http or all)", first.to_string_lossy()),
     ))
 }
 
@@ -371,7 +373,7 @@ Commands:
           kernel sockets at 127.0.0.1:8080
   test    Check formatting, run clippy, run the workspace tests
   sim     Run simulated-network scenarios (fairway-sim)
-  bench   Run benchmarks: loopback (default), micro, nic (as root) or all
+  bench   Run benchmarks: loopback (default), micro, nic or http (as root), all
   testbed Bring the namespace testbed up or down, or show it (as root)
   lab     Run the lab experiments (fairway-lab): lab fairness
   help    Show this help, or a command's: cargo xtask help <COMMAND>
@@ -449,7 +451,7 @@ Examples:
 ";
 
 const BENCH_HELP: &str = "\
-Usage: cargo xtask bench [loopback|micro|nic|all] [ARGS...]
+Usage: cargo xtask bench [loopback|micro|nic|http|all] [ARGS...]
 
 Targets:
   loopback  (default) in-memory loopback throughput, Fairway and smoltcp
@@ -469,8 +471,23 @@ Targets:
             ARGS go to it unchanged (a leading `--` is dropped); see
             `cargo xtask bench nic --help`. Installs the AF_XDP build
             packages, the testbed's tools and nginx when missing.
-  all       loopback, then micro; takes no ARGS. Not nic, which needs root
-            and a few minutes: run it on its own.
+  http      needs root. On a namespace testbed it builds and removes: wrk
+            from a client namespace against Fairway over AF_XDP, Fairway
+            on kernel sockets and nginx, all on the same pinned server
+            cores; keep-alive /plaintext at 64 and 256 connections,
+            pipelined (depth 16), Connection: close, a 1 MB static file.
+            Prints req/s, p50, p99 and the ratio to nginx, writes
+            benches/results/http-DATE.md, and ends with
+              bench: fairway/afxdp X req/s = R × nginx (keep-alive ...)
+            It builds the server, then runs the benchmark:
+              cargo build --release -p fairway --features afxdp
+              cargo run --release -p fairway-benches --bin http -- [ARGS...]
+            ARGS go to it unchanged (a leading `--` is dropped): --duration
+            S (10), --rounds N (1), --servers, --cases, ...; see
+            `cargo xtask bench http --help`. Installs the AF_XDP build
+            packages, the testbed's tools, nginx and wrk when missing.
+  all       loopback, then micro; takes no ARGS. Not nic or http, which
+            need root and minutes: run them on their own.
 
 Options:
   -h, --help    Show this help (only as the first argument; after a target,
@@ -482,6 +499,7 @@ Examples:
   cargo xtask bench micro
   cargo xtask bench micro -- --save-baseline before
   sudo -E cargo xtask bench nic --rounds 3 --skip-bulk
+  sudo -E cargo xtask bench http --duration 5 --rounds 3
 ";
 
 const TESTBED_HELP: &str = "\
@@ -737,6 +755,14 @@ mod tests {
     }
 
     #[test]
+    fn bench_http_passes_its_arguments_through() {
+        let http = |args: &[&str]| Ok(Command::Bench(BenchArgs { target: BenchTarget::Http, args: os(args) }));
+        assert_eq!(parse_strs(&["bench", "http"]), http(&[]));
+        assert_eq!(parse_strs(&["bench", "http", "--duration", "5"]), http(&["--duration", "5"]));
+        assert_eq!(parse_strs(&["bench", "http", "--", "--help"]), http(&["--help"]));
+    }
+
+    #[test]
     fn bench_all_and_errors() {
         assert_eq!(
             parse_strs(&["bench", "all"]),
@@ -745,7 +771,7 @@ mod tests {
         assert!(matches!(parse_strs(&["bench", "all", "x"]), Err(Failure::Usage { .. })));
         let err = parse_strs(&["bench", "loopbak"]).unwrap_err();
         assert!(err.to_string().contains("unknown bench target `loopbak`"));
-        assert!(err.to_string().contains("loopback, micro, nic or all"));
+        assert!(err.to_string().contains("loopback, micro, nic, http or all"));
     }
 
     #[cfg(unix)]

@@ -1,6 +1,6 @@
 //! `cargo xtask bench`: the loopback benchmark binary, the criterion
-//! micro-benchmarks, and the `nic` benchmark on the namespace testbed
-//! (root).
+//! micro-benchmarks, and the `nic` and `http` benchmarks on the namespace
+//! testbed (root).
 
 use std::ffi::OsString;
 use std::time::Instant;
@@ -8,13 +8,15 @@ use std::time::Instant;
 use super::seconds;
 use crate::cargo::{Cargo, Invocation};
 use crate::cli::{BenchArgs, BenchTarget};
+use crate::commands::run;
 use crate::error::Failure;
 use crate::system;
 
 /// Debian packages `bench loopback` and `bench micro` need: none.
 pub const PACKAGES: &[&str] = &[];
 
-/// The kernel-stack server `bench nic` compares Fairway with.
+/// The kernel-stack server `bench nic` and `bench http` compare Fairway
+/// with.
 const NGINX_PACKAGE: &str = "nginx";
 
 /// Debian packages `bench nic` needs: the AF_XDP build's, the testbed's
@@ -23,25 +25,32 @@ pub fn nic_packages() -> Vec<&'static str> {
     [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[NGINX_PACKAGE]].concat()
 }
 
+/// Debian packages `bench http` needs: the AF_XDP build's (for the
+/// server), the testbed's tools (curl among them), nginx and wrk.
+pub fn http_packages() -> Vec<&'static str> {
+    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[NGINX_PACKAGE, system::WRK_PACKAGE]].concat()
+}
+
 pub fn run(cargo: &Cargo, args: &BenchArgs) -> Result<(), Failure> {
-    if args.target == BenchTarget::Nic {
-        let asks_help = args.args.iter().any(|a| a == "-h" || a == "--help");
-        if asks_help {
-            // The help needs the binary built, not the testbed's tools.
-            system::ensure_debian_packages(system::AFXDP_BUILD_PACKAGES)?;
-        } else {
+    let asks_help = args.args.iter().any(|a| a == "-h" || a == "--help");
+    match args.target {
+        // The help needs the binary built, not the testbed's tools.
+        BenchTarget::Nic if asks_help => system::ensure_debian_packages(system::AFXDP_BUILD_PACKAGES)?,
+        BenchTarget::Http if asks_help => {}
+        BenchTarget::Nic | BenchTarget::Http => {
+            let name = if args.target == BenchTarget::Nic { "nic" } else { "http" };
             if !system::is_root() {
-                return Err(Failure::failed(
-                    "cargo xtask bench nic needs root (network namespaces, AF_XDP): \
-                     run it as root, e.g. sudo -E cargo xtask bench nic",
-                ));
+                return Err(Failure::failed(format!(
+                    "cargo xtask bench {name} needs root (network namespaces, AF_XDP): \
+                     run it as root, e.g. sudo -E cargo xtask bench {name}"
+                )));
             }
-            system::ensure_debian_packages(&nic_packages())?;
+            let packages = if args.target == BenchTarget::Nic { nic_packages() } else { http_packages() };
+            system::ensure_debian_packages(&packages)?;
         }
-    } else {
-        system::ensure_debian_packages(PACKAGES)?;
+        BenchTarget::Loopback | BenchTarget::Micro | BenchTarget::All => system::ensure_debian_packages(PACKAGES)?,
     }
-    for (name, invocation) in invocations(cargo, args) {
+    for (name, invocation) in invocations(cargo, args, asks_help) {
         eprintln!("xtask bench {name}: $ {}", invocation.display());
         let start = Instant::now();
         invocation.run()?;
@@ -51,11 +60,17 @@ pub fn run(cargo: &Cargo, args: &BenchArgs) -> Result<(), Failure> {
 }
 
 /// What to run for `args`, in order, each with the target's name.
-fn invocations(cargo: &Cargo, args: &BenchArgs) -> Vec<(&'static str, Invocation)> {
+/// `asks_help`: the user only wants the binary's help, so `http` need not
+/// build the server first.
+fn invocations(cargo: &Cargo, args: &BenchArgs, asks_help: bool) -> Vec<(&'static str, Invocation)> {
     match args.target {
         BenchTarget::Loopback => vec![("loopback", loopback(cargo, &args.args))],
         BenchTarget::Micro => vec![("micro", micro(cargo, &args.args))],
         BenchTarget::Nic => vec![("nic", nic(cargo, &args.args))],
+        BenchTarget::Http if asks_help => vec![("http", http(cargo, &args.args))],
+        BenchTarget::Http => {
+            vec![("http: the server", run::build(cargo, true)), ("http", http(cargo, &args.args))]
+        }
         BenchTarget::All => vec![("loopback", loopback(cargo, &[])), ("micro", micro(cargo, &[]))],
     }
 }
@@ -81,6 +96,15 @@ fn nic(cargo: &Cargo, args: &[OsString]) -> Invocation {
     cargo.command(line)
 }
 
+/// `cargo run --release -p fairway-benches --bin http -- <args>`; it
+/// finds the server [`run::build`] made beside itself.
+fn http(cargo: &Cargo, args: &[OsString]) -> Invocation {
+    let mut line: Vec<OsString> =
+        ["run", "--release", "-p", "fairway-benches", "--bin", "http", "--"].into_iter().map(OsString::from).collect();
+    line.extend_from_slice(args);
+    cargo.command(line)
+}
+
 /// `cargo bench -p fairway-benches <args>`
 fn micro(cargo: &Cargo, args: &[OsString]) -> Invocation {
     let mut line: Vec<OsString> = ["bench", "-p", "fairway-benches"].into_iter().map(OsString::from).collect();
@@ -95,7 +119,11 @@ mod tests {
     fn lines(target: BenchTarget, args: &[&str]) -> Vec<(&'static str, String)> {
         let cargo = Cargo::new("cargo", "/ws");
         let args = BenchArgs { target, args: args.iter().map(OsString::from).collect() };
-        invocations(&cargo, &args).into_iter().map(|(name, invocation)| (name, invocation.display())).collect()
+        let asks_help = args.args.iter().any(|a| a == "--help");
+        invocations(&cargo, &args, asks_help)
+            .into_iter()
+            .map(|(name, invocation)| (name, invocation.display()))
+            .collect()
     }
 
     #[test]
@@ -143,6 +171,41 @@ mod tests {
         let line = nic(&cargo, &[]).display();
         assert!(joined.contains(line.trim_end_matches(" --")), "help lacks {line:?}");
         assert!(help.contains("Not nic"), "the help says whether all runs nic");
+    }
+
+    #[test]
+    fn http_builds_the_server_then_runs_the_binary() {
+        assert_eq!(
+            lines(BenchTarget::Http, &["--duration", "5"]),
+            [
+                ("http: the server", "cargo build --release -p fairway --features afxdp".to_owned()),
+                ("http", "cargo run --release -p fairway-benches --bin http -- --duration 5".to_owned()),
+            ]
+        );
+        // Its help needs no server.
+        assert_eq!(
+            lines(BenchTarget::Http, &["--help"]),
+            [("http", "cargo run --release -p fairway-benches --bin http -- --help".to_owned())]
+        );
+    }
+
+    #[test]
+    fn http_needs_afxdp_testbed_nginx_and_wrk_packages() {
+        let packages = http_packages();
+        for package in
+            system::AFXDP_BUILD_PACKAGES.iter().chain(system::TESTBED_PACKAGES).chain(&["nginx", "wrk", "curl"])
+        {
+            assert!(packages.contains(package), "{package} missing from {packages:?}");
+        }
+    }
+
+    #[test]
+    fn help_names_the_http_command_lines() {
+        let help = crate::cli::help(Some(crate::cli::Topic::Bench));
+        let cargo = Cargo::new("cargo", "/ws");
+        assert!(help.contains(&run::build(&cargo, true).display()));
+        assert!(help.contains(&format!("{} [ARGS...]", http(&cargo, &[]).display())));
+        assert!(help.contains("Not nic or http"));
     }
 
     #[test]
