@@ -225,12 +225,13 @@ fn serve_afxdp(cargo: &Cargo, server: &Path, args: &RunArgs, stop: &AtomicBool) 
     let queues = queues(args);
     let up = TestbedArgs { action: TestbedAction::Up, args: vec!["--queues".into(), queues.to_string().into()] };
     let up = testbed::fairway_testbed(cargo, &up);
+    // Down however `up` ends: a Ctrl-C can cut it short, and `down` is
+    // safe when nothing exists.
+    let _testbed = TestbedDown(cargo);
     eprintln!("xtask run: $ {}", up.display());
     if let Err(failure) = up.run() {
-        // `up` removes what it built when a step fails.
         return Ok(Afxdp::Impossible(format!("the testbed did not come up: {failure}")));
     }
-    let _testbed = TestbedDown(cargo);
 
     let mut line: Vec<OsString> = vec!["netns".into(), "exec".into(), SERVER_NS.into(), server.into()];
     line.extend(afxdp_args(queues, &args.fairway));
