@@ -11,6 +11,8 @@
 //!   shared bottleneck). Tests and benchmarks run the real stack over it.
 //! - [`tap`] (Linux) is the kernel-facing backend that needs no special NIC:
 //!   a TAP interface, one `read(2)` or `write(2)` per frame.
+//! - [`interface`] (Linux) asks the kernel about an interface (its MAC)
+//!   from the calling thread's network namespace.
 //! - [`pcap`] wraps any device and records every frame it receives and
 //!   transmits to a pcap file that tcpdump and Wireshark read.
 //! - [`linkem`] (Linux) is the link emulator behind `fairway-linkem`: the
@@ -24,6 +26,8 @@
 #[cfg(all(target_os = "linux", feature = "afxdp"))]
 pub mod afxdp;
 mod device;
+#[cfg(target_os = "linux")]
+pub mod interface;
 #[cfg(target_os = "linux")]
 pub mod linkem;
 pub mod pcap;
