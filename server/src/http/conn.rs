@@ -240,6 +240,15 @@ impl HttpConn {
         !self.aborted && (!self.out.is_empty() || self.body.is_some() || self.blocked)
     }
 
+    /// No request in progress: nothing buffered from the peer, nothing
+    /// queued or waiting to be sent, and the connection is between
+    /// requests. A server shutting down closes such connections at once
+    /// and lets the others finish.
+    #[must_use]
+    pub fn is_idle(&self) -> bool {
+        !self.aborted && matches!(self.reading, Reading::Head) && self.input.is_empty() && !self.wants_output()
+    }
+
     /// The connection closes after its queued output is flushed (an error,
     /// `Connection: close`, HTTP/1.0, the peer's EOF), or at once.
     #[must_use]
@@ -251,14 +260,6 @@ impl HttpConn {
     #[must_use]
     pub fn should_close(&self) -> bool {
         self.aborted || (matches!(self.reading, Reading::Closing) && !self.wants_output())
-    }
-
-    /// Nothing is in progress: no request partly read or waiting, nothing
-    /// queued or streaming. A server shutting down gracefully closes such a
-    /// connection at once and waits for the others.
-    #[must_use]
-    pub fn is_idle(&self) -> bool {
-        matches!(self.reading, Reading::Head) && self.input.is_empty() && !self.wants_output()
     }
 
     /// When to call [`on_timeout`](Self::on_timeout): the header timeout of

@@ -808,3 +808,26 @@ proptest! {
         prop_assert!(out.is_empty() || out.starts_with(b"HTTP/1.1 "));
     }
 }
+
+#[test]
+fn idle_only_between_requests_with_nothing_to_send() {
+    let mut site = TestSite::new();
+    let mut c = conn();
+    assert!(c.is_idle(), "a fresh connection");
+    // Part of a head: a request is in progress.
+    assert_eq!(c.on_input(b"GET /plaintext HTTP/1.1\r\nHo", Instant::ZERO, &mut site), 27);
+    assert!(!c.is_idle());
+    // The rest: answered, but not sent yet.
+    c.on_input(b"st: x\r\n\r\n", Instant::ZERO, &mut site);
+    assert!(!c.is_idle() && c.wants_output());
+    let mut out = Vec::new();
+    drain(&mut c, Instant::ZERO, &mut site, &mut out);
+    assert!(c.is_idle(), "answered and flushed");
+    // An upload whose body is still arriving is in progress.
+    c.on_input(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345", Instant::ZERO, &mut site);
+    drain(&mut c, Instant::ZERO, &mut site, &mut out);
+    assert!(!c.is_idle());
+    // Closing connections are never idle: they are ending on their own.
+    let (_, closing) = once(&mut site, "GET /plaintext HTTP/1.0\r\n\r\n");
+    assert!(closing.should_close() && !closing.is_idle());
+}
