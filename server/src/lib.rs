@@ -10,6 +10,7 @@
 //!   userspace stack), and `serve`, which runs the configured one.
 //! - [`http`]: HTTP/1.1 as a sans-IO layer (bytes in, bytes out) that
 //!   both backends drive.
+//! - [`backend`]: the userspace stack (AF_XDP, TAP) under the HTTP layer.
 //! - [`clock`]: the wall clock the runtime reads, as the stack's `Instant`.
 //! - [`config`]: the command line and the TOML file, merged and validated.
 //! - [`logging`]: `tracing` to standard error, filtered.

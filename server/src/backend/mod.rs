@@ -1,10 +1,13 @@
 //! Where the server's connections come from: the kernel's TCP ([`kernel`],
-//! mio and `SO_REUSEPORT`), or the userspace stack over AF_XDP or TAP.
+//! mio and `SO_REUSEPORT`), or the userspace stack over AF_XDP or TAP
+//! ([`userspace`]).
 //! [`serve`] runs the one the configuration names until the stop flag goes
 //! up and the connections in flight are done.
 
 pub mod connection_limit;
 pub mod kernel;
+#[cfg(unix)]
+pub mod userspace;
 
 use std::io;
 use std::sync::Arc;
@@ -23,10 +26,6 @@ use crate::config::{Backend, Config};
 pub fn serve(config: &Config, stop: Arc<AtomicBool>) -> io::Result<()> {
     match config.backend {
         Backend::Kernel => kernel::serve(config, stop),
-        // TODO(merge): userspace::serve(config, stop)
-        Backend::Afxdp | Backend::Tap => Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!("--backend {}: the userspace backends are not wired in this build", config.backend),
-        )),
+        Backend::Afxdp | Backend::Tap => userspace::serve(config, stop),
     }
 }

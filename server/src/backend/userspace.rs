@@ -1,0 +1,320 @@
+//! The userspace backend: the HTTP server on Fairway's own TCP/IP stack, over
+//! AF_XDP (`--backend afxdp`) or a TAP device (`--backend tap`).
+//!
+//! One shard per NIC queue (`--queues`, queues `0 .. queues`), each on its
+//! own thread pinned to its own core, running [`runtime::run`] with
+//! `config.runtime` and an [`HttpApp`] listening on port 80 of `--ip`. The
+//! shards share a software steering [`Fabric`]: whatever queue the hardware
+//! (or the veth's transmit hash) puts a frame on, it reaches the shard that
+//! owns its flow by the stack's own hash, and ARP reaches every shard.
+//!
+//! A shard needs a queue of its own to transmit on, and two AF_XDP sockets
+//! cannot share a queue without sharing their UMEM, so `--shards` beyond
+//! `--queues` are not started (with a warning); add queues to use more
+//! cores (`ethtool -L IF combined N`).
+//!
+//! The stack's MAC address: over AF_XDP, the interface's own (asked of the
+//! kernel from the shard's network namespace); over TAP, `02:02` followed by
+//! the four bytes of `--ip` (locally administered), since the TAP's own
+//! address belongs to the kernel side, which may bridge it.
+//!
+//! Stopping: once `stop` is raised every shard stops accepting, finishes the
+//! responses in flight and closes its idle connections (see [`HttpApp`]),
+//! within `config.shutdown_grace`; then the devices are dropped, which
+//! detaches the XDP program.
+
+mod app;
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use fairway_nic::steering::{Fabric, Steered};
+use fairway_nic::{Device, Wait};
+use fairway_stack::steering::Steering;
+use fairway_stack::{Counters, Shard};
+
+pub use app::HttpApp;
+
+use super::connection_limit::ConnectionLimit;
+
+use crate::config::{Backend, Config, IpPrefix};
+use crate::metrics::MetricsHub;
+use crate::runtime::LoopStats;
+use crate::runtime::shards::{ShardExit, spawn};
+use crate::site::ShardSite;
+
+/// Frames each shard's steering inbox holds.
+const STEERING_DEPTH: usize = 1024;
+/// The longest frame steered: an AF_XDP frame (2048 bytes less the XDP
+/// headroom) and a 1500-byte-MTU TAP frame both fit.
+const STEERING_FRAME_LEN: usize = 2048;
+/// The largest IP MTU the stack uses, whatever the device allows: the
+/// steering buffers are sized for it.
+const MAX_MTU: usize = 1500;
+/// Ethernet header bytes.
+const ETHERNET_HEADER_LEN: usize = 14;
+/// Per-connection socket buffers of the stack, each way.
+const SOCKET_BUFFER: usize = 256 * 1024;
+/// Connections whose RTT and window `/metrics` shows, per shard.
+const MAX_FLOWS: usize = 64;
+
+/// Serves HTTP on the userspace stack as `config` says, until `stop` is
+/// raised and the shards have drained (at most `config.shutdown_grace`
+/// later).
+///
+/// # Errors
+///
+/// A configuration that is not for a userspace backend, a device that
+/// cannot be opened (the AF_XDP or TAP error's own one-line message), a
+/// `--root` that cannot be opened, or a shard loop that failed.
+pub fn serve(config: &Config, stop: Arc<AtomicBool>) -> io::Result<()> {
+    start(config, stop)?.wait().map(|_| ())
+}
+
+/// Starts the shards [`serve`] runs, from the calling thread (whose network
+/// namespace the shard threads inherit), and returns at once.
+///
+/// # Errors
+///
+/// As [`serve`], for what fails before any shard runs.
+pub fn start(config: &Config, stop: Arc<AtomicBool>) -> io::Result<Running> {
+    let ip = config.ip.ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("--backend {} needs --ip ADDR/PREFIX", config.backend))
+    })?;
+    let count = config.queues.max(1);
+    if config.shards > usize::from(count) {
+        tracing::warn!(
+            "running {count} shard(s), one per queue, not --shards {}: a shard needs a queue to send on \
+             (add queues with --queues, and to the NIC with `ethtool -L IF combined N`)",
+            config.shards
+        );
+    }
+    match config.backend {
+        Backend::Afxdp => start_afxdp(config, ip, count, stop),
+        Backend::Tap => start_tap(config, ip, count, stop),
+        Backend::Kernel => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the kernel backend does not run on the userspace stack (use --backend afxdp or tap)",
+        )),
+    }
+}
+
+#[cfg(all(target_os = "linux", feature = "afxdp"))]
+fn start_afxdp(config: &Config, ip: IpPrefix, count: u16, stop: Arc<AtomicBool>) -> io::Result<Running> {
+    use fairway_nic::afxdp::{AfXdp, AfXdpConfig};
+
+    let iface = config
+        .iface
+        .clone()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "--backend afxdp needs --iface"))?;
+    start_shards(config, ip, count, stop, move |index| {
+        let device = AfXdp::open(&AfXdpConfig::new(iface.as_str(), u32::from(index)))
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        for warning in device.warnings() {
+            tracing::warn!(shard = index, "{warning}");
+        }
+        let mac = fairway_nic::interface::mac_address(&iface)
+            .map_err(|e| io::Error::new(e.kind(), format!("reading the MAC address of {iface}: {e}")))?;
+        tracing::info!(
+            shard = index,
+            "AF_XDP on {iface} queue {index} ({} bind, {} XDP)",
+            device.bind_mode(),
+            device.xdp_mode()
+        );
+        Ok((device, mac))
+    })
+}
+
+#[cfg(not(all(target_os = "linux", feature = "afxdp")))]
+fn start_afxdp(_: &Config, _: IpPrefix, _: u16, _: Arc<AtomicBool>) -> io::Result<Running> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "this fairway was built without AF_XDP support: rebuild with --features afxdp, or use --backend tap or kernel",
+    ))
+}
+
+#[cfg(target_os = "linux")]
+fn start_tap(config: &Config, ip: IpPrefix, count: u16, stop: Arc<AtomicBool>) -> io::Result<Running> {
+    use fairway_nic::tap::{Tap, TapConfig};
+
+    let name = config.tap_name.clone();
+    let mac = tap_stack_mac(ip);
+    start_shards(config, ip, count, stop, move |index| {
+        let tap = Tap::open_with(&TapConfig::new(name.as_str()).with_multi_queue(count > 1))
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        tracing::info!(shard = index, "TAP {} (queue {index} of {count})", tap.name());
+        Ok((tap, mac))
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start_tap(_: &Config, _: IpPrefix, _: u16, _: Arc<AtomicBool>) -> io::Result<Running> {
+    Err(io::Error::new(io::ErrorKind::Unsupported, "TAP devices need Linux: use --backend kernel"))
+}
+
+/// The stack's own MAC address behind a TAP: `02:02` and the IPv4 address.
+#[must_use]
+pub fn tap_stack_mac(ip: IpPrefix) -> [u8; 6] {
+    let [a, b, c, d] = ip.addr.octets();
+    [0x02, 0x02, a, b, c, d]
+}
+
+/// The stack configuration of shard `index` of `count`.
+fn stack_config(
+    config: &Config,
+    ip: IpPrefix,
+    mac: [u8; 6],
+    max_frame_len: usize,
+    index: u16,
+    count: u16,
+) -> fairway_stack::Config {
+    let mut stack = fairway_stack::Config::new(mac, ip.addr, ip.prefix);
+    stack.gateway = config.gateway;
+    stack.mtu = max_frame_len.saturating_sub(ETHERNET_HEADER_LEN).clamp(576, MAX_MTU);
+    stack.tcp.rx_buffer = SOCKET_BUFFER;
+    stack.tcp.tx_buffer = SOCKET_BUFFER;
+    stack.secret = random_secret();
+    stack.steering = (count > 1).then_some(Steering { index, count });
+    stack
+}
+
+/// A secret for SYN cookies and initial sequence numbers that another
+/// process cannot guess: the standard library's per-process random hash
+/// keys.
+fn random_secret() -> u128 {
+    use std::hash::{BuildHasher, Hasher};
+    let word = || std::collections::hash_map::RandomState::new().build_hasher().finish();
+    u128::from(word()) << 64 | u128::from(word())
+}
+
+/// Starts `count` shards; `open(index)` runs on shard `index`'s thread and
+/// opens its device and says the stack's MAC.
+fn start_shards<D, O>(config: &Config, ip: IpPrefix, count: u16, stop: Arc<AtomicBool>, open: O) -> io::Result<Running>
+where
+    D: Device + Wait + AsRawFd + 'static,
+    O: Fn(u16) -> io::Result<(D, [u8; 6])> + Send + Sync + 'static,
+{
+    let hub = Arc::new(MetricsHub::new(count, MAX_FLOWS, &config.backend.to_string()));
+    let limit = Arc::new(ConnectionLimit::new(config.max_connections));
+    let fabric = Fabric::new(usize::from(count), STEERING_DEPTH, STEERING_FRAME_LEN)?;
+    // Raised only when a shard fails, to stop the others at once; `stop`
+    // itself is the apps' business (they drain, then finish).
+    let halt = Arc::new(AtomicBool::new(false));
+    let open = Arc::new(open);
+    let mut handles = Vec::with_capacity(usize::from(count));
+    for index in 0..count {
+        let (cfg, open, fabric) = (config.clone(), Arc::clone(&open), Arc::clone(&fabric));
+        let (shard_hub, limit, stop) = (Arc::clone(&hub), Arc::clone(&limit), Arc::clone(&stop));
+        let build = move || {
+            let (device, mac) = open(index)?;
+            let device = Steered::new(device, Arc::clone(&fabric), index);
+            let shard = Shard::new(stack_config(&cfg, ip, mac, device.max_frame_len(), index, count));
+            let site = ShardSite::new(index, shard_hub, cfg.root.as_deref(), MAX_FLOWS)?;
+            let app = HttpApp::new(site, cfg.http(), limit, stop, cfg.shutdown_grace).with_steering(fabric, index);
+            Ok((shard, device, app))
+        };
+        match spawn(index, true, config.runtime, Arc::clone(&halt), build) {
+            Ok(handle) => handles.push(handle),
+            Err(e) => {
+                halt.store(true, Ordering::Relaxed);
+                let _ = Running { handles, halt, hub }.wait();
+                return Err(e);
+            }
+        }
+    }
+    tracing::info!("serving HTTP on {}:80 with {count} shard(s) over {}", ip.addr, config.backend);
+    Ok(Running { handles, halt, hub })
+}
+
+/// The shards of a started server.
+#[derive(Debug)]
+pub struct Running {
+    handles: Vec<JoinHandle<ShardExit<HttpApp>>>,
+    halt: Arc<AtomicBool>,
+    hub: Arc<MetricsHub>,
+}
+
+/// What one shard did, once it has ended.
+#[derive(Clone, Debug)]
+pub struct ShardReport {
+    /// The shard's index (and queue).
+    pub index: u16,
+    /// Its loop's counts.
+    pub stats: LoopStats,
+    /// Connections it accepted.
+    pub accepted: u64,
+    /// Connections it refused at the server-wide limit.
+    pub refused: u64,
+    /// Requests it answered.
+    pub requests: u64,
+    /// Its stack's counters.
+    pub counters: Counters,
+}
+
+impl Running {
+    /// The metrics every shard publishes into.
+    #[must_use]
+    pub fn hub(&self) -> &Arc<MetricsHub> {
+        &self.hub
+    }
+
+    /// Whether every shard has ended.
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.handles.iter().all(JoinHandle::is_finished)
+    }
+
+    /// Waits for every shard to end (after the stop flag, or a failure).
+    /// A shard that fails stops the others at once.
+    ///
+    /// # Errors
+    ///
+    /// The first shard's failure: its device's error, as that device put it.
+    ///
+    /// # Panics
+    ///
+    /// Re-raises a shard thread's panic.
+    pub fn wait(self) -> io::Result<Vec<ShardReport>> {
+        let Running { mut handles, halt, hub: _ } = self;
+        let mut reports = Vec::with_capacity(handles.len());
+        let mut failure = None;
+        while !handles.is_empty() {
+            let Some(at) = handles.iter().position(JoinHandle::is_finished) else {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            };
+            let exit = handles.swap_remove(at).join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            match report(exit) {
+                Ok(report) => reports.push(report),
+                Err(e) => {
+                    halt.store(true, Ordering::Relaxed);
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        reports.sort_by_key(|r| r.index);
+        failure.map_or(Ok(reports), Err)
+    }
+}
+
+fn report(exit: ShardExit<HttpApp>) -> io::Result<ShardReport> {
+    let stats = exit.result?;
+    let (Some(app), Some(shard)) = (exit.app, exit.shard) else {
+        return Err(io::Error::other(format!("shard {} ended without its state", exit.index)));
+    };
+    if let Some(e) = app.listen_error() {
+        return Err(io::Error::other(format!("shard {}: cannot listen on port 80: {e}", exit.index)));
+    }
+    Ok(ShardReport {
+        index: exit.index,
+        stats,
+        accepted: app.accepted(),
+        refused: app.refused(),
+        requests: app.site().metrics().requests(),
+        counters: shard.counters().clone(),
+    })
+}
