@@ -4,6 +4,8 @@
 //! - [`apps`]: an HTTP responder and client on the stack, for kernel peers;
 //! - [`real_peers`]: shards on a testbed against curl and Python, for the
 //!   real-peer tests;
+//! - [`served`]: Fairway's own HTTP server (the userspace backend) on a
+//!   testbed, and the kernel clients that check it;
 //! - [`transfers`]: bulk transfers with SHA-256 integrity checks;
 //! - [`reqresp`]: an allocation-free request/response workload;
 //! - [`stream`]: endless downloads measured over a window of virtual time;
@@ -24,6 +26,8 @@ pub mod real_peers;
 pub mod regression;
 pub mod reqresp;
 pub mod scenario;
+#[cfg(target_os = "linux")]
+pub mod served;
 pub mod stream;
 pub mod syn_flood;
 pub mod testbed;

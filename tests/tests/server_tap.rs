@@ -1,0 +1,43 @@
+//! The `fairway` server's userspace backend over TAP against kernel
+//! clients, on testbeds these tests build and remove (root). The server
+//! runs through the same code path as `fairway --backend tap`. One test at
+//! a time.
+#![cfg(target_os = "linux")]
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use fairway_tests::served::{
+    Root, Served, check_endpoints, check_graceful_shutdown, check_static_files, check_uploads,
+};
+use fairway_tests::testbed::{self, TAP_IF, Testbed, TestbedConfig};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn prefix() -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    format!("st{}_{}", std::process::id() % 100_000, NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+#[test]
+fn kernel_clients_get_every_endpoint_files_uploads_and_a_graceful_shutdown_over_tap() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
+    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(2).queues(1)).unwrap();
+    let root = Root::new("tap");
+    let (ip, root_arg) = (format!("{}/{}", tb.server_ip(), tb.prefix_len()), root.arg());
+    let served = Served::start(
+        &tb,
+        &["--backend", "tap", "--tap-name", TAP_IF, "--ip", &ip, "--root", &root_arg, "--shutdown-grace", "15s"],
+    );
+    // The stack answers ARP with its own MAC, not the TAP's (the bridge's).
+    let neigh = testbed::exec(&tb.client_ns(0), &["ip", "neigh", "show", &tb.server_ip().to_string()]).unwrap();
+    assert!(neigh.stdout_text().contains(&tb.tap_stack_mac()), "{}", neigh.stdout_text());
+    let mut requests = check_endpoints(&tb, 0);
+    requests += check_static_files(&tb, 1, &root);
+    requests += check_uploads(&tb, 1);
+    let reports = check_graceful_shutdown(&tb, served);
+    let [report] = reports.as_slice() else { panic!("one shard: {reports:?}") };
+    assert_eq!(report.requests, requests + 2, "{report:?}");
+    assert_eq!(report.refused, 0);
+}
