@@ -318,3 +318,43 @@ fn report(exit: ShardExit<HttpApp>) -> io::Result<ShardReport> {
         counters: shard.counters().clone(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(flags: &[&str]) -> Config {
+        Config::load(std::iter::once("fairway").chain(flags.iter().copied()), None).unwrap()
+    }
+
+    fn error(flags: &[&str]) -> String {
+        let err = serve(&config(flags), Arc::new(AtomicBool::new(false))).unwrap_err().to_string();
+        assert!(!err.contains('\n'), "one line: {err}");
+        err
+    }
+
+    #[test]
+    fn the_kernel_backend_is_not_served_here() {
+        assert!(error(&["--backend", "kernel"]).contains("needs --ip"));
+        assert!(error(&["--backend", "kernel", "--ip", "10.9.9.1/24"]).contains("does not run on the userspace stack"));
+    }
+
+    #[test]
+    fn an_afxdp_device_that_cannot_open_says_why_in_its_own_words() {
+        let err = error(&["--backend", "afxdp", "--iface", "fwnosuchif9", "--ip", "10.9.9.1/24", "--shards", "1"]);
+        if cfg!(all(target_os = "linux", feature = "afxdp")) {
+            assert!(err.starts_with("no network interface named \"fwnosuchif9\""), "{err}");
+        } else {
+            assert!(err.contains("built without AF_XDP support") && err.contains("--features afxdp"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_stack_behind_a_tap_has_a_mac_of_its_own() {
+        let ip: IpPrefix = "10.77.0.1/24".parse().unwrap();
+        assert_eq!(tap_stack_mac(ip), [0x02, 0x02, 10, 77, 0, 1]);
+        let stack = stack_config(&config(&["--backend", "tap", "--ip", "10.77.0.1/24"]), ip, [2; 6], 1514, 1, 2);
+        assert_eq!((stack.mtu, stack.steering), (1500, Some(Steering { index: 1, count: 2 })));
+        assert_ne!(stack.secret, random_secret(), "secrets differ per call");
+    }
+}
