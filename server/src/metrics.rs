@@ -13,15 +13,20 @@
 //! Merged across shards: requests, responses by status, the latency
 //! histogram. Per shard (label `shard`): packets, drops by reason, steered
 //! frames, active connections, the loop's moderation counts, and the RTT
-//! and window of up to `max_flows` connections.
+//! and window of up to `max_flows` connections; and window control's view
+//! ([`FairFlow`]: what the fairness policy saw of each active flow and the
+//! caps in force), its active flows, and Jain's index over their delivery
+//! rates, merged across shards (`fairway_fairness_jain_index`).
 //!
 //! [text exposition format]: https://prometheus.io/docs/instrumenting/exposition_formats/
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use fairway_nic::steering::SteeringCounts;
+use fairway_stack::fairness::Direction;
 use fairway_stack::time::Instant;
 use fairway_stack::{Counters, Drop, FlowStats};
 use hdrhistogram::Histogram;
@@ -48,6 +53,37 @@ const QUANTILES: [(f64, &str); 5] = [(0.5, "0.5"), (0.9, "0.9"), (0.99, "0.99"),
 const STATUS_FIRST: u16 = 100;
 const STATUS_SLOTS: usize = 500;
 
+/// What window control saw of one active flow, and the caps in force on
+/// it, whichever backend senses and acts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FairFlow {
+    /// Our end.
+    pub local: SocketAddr,
+    /// The peer's end.
+    pub remote: SocketAddr,
+    /// Which way its data goes.
+    pub direction: Direction,
+    /// The smoothed RTT the policy used (receiver-side for uploads).
+    pub srtt: fairway_stack::time::Duration,
+    /// The minimum RTT the policy used.
+    pub min_rtt: fairway_stack::time::Duration,
+    /// Payload bytes per second recently delivered.
+    pub delivery_rate: f64,
+    /// The cap on the window advertised to the peer (uploads), bytes.
+    pub window_cap: Option<u32>,
+    /// The cap on the pacing rate (downloads), bytes per second.
+    pub pacing_cap: Option<u64>,
+}
+
+/// Window control's totals over a shard's active flows: enough to merge
+/// Jain's index across shards exactly.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct FairTotals {
+    active: u64,
+    rate_sum: f64,
+    rate_squares: f64,
+}
+
 /// One shard's metrics. Owned and updated by that shard alone.
 #[derive(Clone, Debug)]
 pub struct ShardMetrics {
@@ -66,6 +102,9 @@ pub struct ShardMetrics {
     flows: Vec<FlowStats>,
     max_flows: usize,
     flows_omitted: u64,
+    fair_flows: Vec<FairFlow>,
+    fair_flows_omitted: u64,
+    fair_totals: Option<FairTotals>,
     next_publish: Option<Instant>,
 }
 
@@ -89,6 +128,9 @@ impl ShardMetrics {
             flows: Vec::with_capacity(max_flows),
             max_flows,
             flows_omitted: 0,
+            fair_flows: Vec::with_capacity(max_flows),
+            fair_flows_omitted: 0,
+            fair_totals: None,
             next_publish: None,
         }
     }
@@ -163,6 +205,26 @@ impl ShardMetrics {
         }
     }
 
+    /// Replaces window control's view with its active `flows`: every one
+    /// counts towards Jain's index and the active flows, the first
+    /// `max_flows` are listed.
+    pub fn observe_fairness<I: IntoIterator<Item = FairFlow>>(&mut self, flows: I) {
+        self.fair_flows.clear();
+        self.fair_flows_omitted = 0;
+        let mut totals = FairTotals::default();
+        for flow in flows {
+            totals.active += 1;
+            totals.rate_sum += flow.delivery_rate;
+            totals.rate_squares += flow.delivery_rate * flow.delivery_rate;
+            if self.fair_flows.len() < self.max_flows {
+                self.fair_flows.push(flow);
+            } else {
+                self.fair_flows_omitted += 1;
+            }
+        }
+        self.fair_totals = Some(totals);
+    }
+
     /// Requests counted.
     #[must_use]
     pub fn requests(&self) -> u64 {
@@ -218,6 +280,10 @@ impl ShardMetrics {
         self.flows.clear();
         self.flows.extend_from_slice(&other.flows);
         self.flows_omitted = other.flows_omitted;
+        self.fair_flows.clear();
+        self.fair_flows.extend_from_slice(&other.fair_flows);
+        self.fair_flows_omitted = other.fair_flows_omitted;
+        self.fair_totals = other.fair_totals;
     }
 }
 
@@ -233,6 +299,9 @@ pub struct MetricsHub {
     slots: Box<[Mutex<ShardMetrics>]>,
     render: Mutex<Merged>,
     backend: String,
+    /// The fairness policy's name and the capacity it shares, for
+    /// `fairway_fairness_info`.
+    fairness: Option<(String, String)>,
 }
 
 /// What a scrape merges into; kept so that scrapes do not allocate.
@@ -252,7 +321,18 @@ impl MetricsHub {
             slots: (0..shards).map(|i| Mutex::new(ShardMetrics::new(i, max_flows))).collect(),
             render: Mutex::new(Merged { latency: latency_histogram(), responses: [0; STATUS_SLOTS] }),
             backend: backend.to_owned(),
+            fairness: None,
         }
+    }
+
+    /// Names the fairness policy in force (`policy`, as `--fairness` takes
+    /// it) and the capacity it shares (bits per second, or `None` when it
+    /// is estimated), for `fairway_fairness_info`.
+    #[must_use]
+    pub fn with_fairness(mut self, policy: &str, capacity_bits_per_sec: Option<u64>) -> MetricsHub {
+        let capacity = capacity_bits_per_sec.map_or_else(|| "estimated".to_owned(), |bps| bps.to_string());
+        self.fairness = Some((policy.to_owned(), capacity));
+        self
     }
 
     /// How many shards publish here.
@@ -337,7 +417,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 16] = [
+        let per_shard: [(&str, &str, &str, Get); 17] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -375,8 +455,11 @@ impl MetricsHub {
             ("fairway_loop_events_total", "counter", "Stack events handed to the application.", |m| {
                 m.looped.map(|l| l.events)
             }),
-            ("fairway_flows_omitted", "gauge", "Connections left out of the fairway_flow_* metrics.", |m| {
-                Some(m.flows_omitted)
+            ("fairway_flows_omitted", "gauge", "Connections left out of the per-flow metrics.", |m| {
+                Some(m.flows_omitted.max(m.fair_flows_omitted))
+            }),
+            ("fairway_fairness_active_flows", "gauge", "Flows window control counts as active.", |m| {
+                m.fair_totals.map(|t| t.active)
             }),
         ];
         for (name, kind, help, get) in per_shard {
@@ -408,6 +491,8 @@ impl MetricsHub {
                 writeln!(out, "{name}{{shard=\"{}\",reason=\"{}\"}} {n}", m.shard, reason.label())?;
             }
         }
+
+        self.write_fairness(out)?;
 
         type Steer = fn(&SteeringCounts) -> u64;
         let steering: [(&str, &str, &str, &str, Steer); 5] = [
@@ -450,7 +535,84 @@ impl MetricsHub {
             writeln!(out, "{name}_count{{shard=\"{}\"}} {}", m.shard, l.rx_batches)?;
         }
 
-        self.write_flows(out)
+        self.write_flows(out)?;
+        self.write_fair_flows(out)
+    }
+
+    /// The policy in force and Jain's index over every shard's active flows.
+    fn write_fairness(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
+        if let Some((policy, capacity)) = &self.fairness {
+            family(out, "fairway_fairness_info", "gauge", "The fairness policy in force; the value is always 1.")?;
+            out.write_all(b"fairway_fairness_info{policy=\"")?;
+            escape_label_value(out, policy);
+            out.write_all(b"\",capacity_bits_per_second=\"")?;
+            escape_label_value(out, capacity);
+            out.write_all(b"\"} 1\n")?;
+        }
+        let mut merged: Option<FairTotals> = None;
+        for slot in &self.slots {
+            let Some(t) = lock(slot).fair_totals else { continue };
+            let m = merged.get_or_insert_default();
+            m.active += t.active;
+            m.rate_sum += t.rate_sum;
+            m.rate_squares += t.rate_squares;
+        }
+        if let Some(t) = merged {
+            let name = "fairway_fairness_jain_index";
+            let help = "Jain's index over the delivery rates of every active flow (1 = equal; 1 with none).";
+            family(out, name, "gauge", help)?;
+            let j = if t.active == 0 || t.rate_squares <= 0.0 {
+                1.0
+            } else {
+                t.rate_sum * t.rate_sum / (t.active as f64 * t.rate_squares)
+            };
+            writeln!(out, "{name} {j}")?;
+        }
+        Ok(())
+    }
+
+    /// Window control's view of each listed flow.
+    fn write_fair_flows(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
+        type Get = fn(&FairFlow) -> Option<f64>;
+        let per_flow: [(&str, &str, Get); 5] = [
+            ("fairway_fairness_flow_srtt_seconds", "The smoothed RTT window control used.", |f| secs(Some(f.srtt))),
+            ("fairway_fairness_flow_min_rtt_seconds", "The minimum RTT window control used.", |f| {
+                secs(Some(f.min_rtt))
+            }),
+            (
+                "fairway_fairness_flow_delivery_rate_bytes_per_second",
+                "Payload bytes per second a flow recently delivered.",
+                |f| Some(f.delivery_rate),
+            ),
+            ("fairway_fairness_flow_window_cap_bytes", "The cap on the window advertised to an uploader.", |f| {
+                f.window_cap.map(f64::from)
+            }),
+            ("fairway_fairness_flow_pacing_cap_bytes_per_second", "The cap on a download's pacing rate.", |f| {
+                f.pacing_cap.map(|p| p as f64)
+            }),
+        ];
+        for (name, help, get) in per_flow {
+            let mut first = true;
+            for slot in &self.slots {
+                let m = lock(slot);
+                for flow in &m.fair_flows {
+                    let Some(v) = get(flow) else { continue };
+                    if std::mem::take(&mut first) {
+                        family(out, name, "gauge", help)?;
+                    }
+                    let direction = match flow.direction {
+                        Direction::Upload => "upload",
+                        Direction::Download => "download",
+                    };
+                    writeln!(
+                        out,
+                        "{name}{{shard=\"{}\",local=\"{}\",remote=\"{}\",direction=\"{direction}\"}} {v}",
+                        m.shard, flow.local, flow.remote
+                    )?;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn write_flows(&self, out: &mut Vec<u8>) -> std::io::Result<()> {

@@ -3,7 +3,7 @@
 //! escaping, cumulative histograms.
 
 use std::collections::{BTreeMap, HashSet};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 use fairway_nic::steering::SteeringCounts;
@@ -387,4 +387,64 @@ fn seconds_are_written_exactly() {
     assert_eq!(seconds(1_500_000).to_string(), "1.5");
     assert_eq!(seconds(2_000_000).to_string(), "2");
     assert_eq!(seconds(123_456_789).to_string(), "123.456789");
+}
+
+fn fair_flow(port: u16, direction: fairway_stack::fairness::Direction, rate: f64) -> FairFlow {
+    let upload = direction == fairway_stack::fairness::Direction::Upload;
+    FairFlow {
+        local: "127.0.0.1:80".parse().unwrap(),
+        remote: SocketAddr::from(([127, 0, 0, 2], port)),
+        direction,
+        srtt: StackDuration::from_millis(30),
+        min_rtt: StackDuration::from_millis(20),
+        delivery_rate: rate,
+        window_cap: upload.then_some(131_072),
+        pacing_cap: (!upload).then_some(2_500_000),
+    }
+}
+
+#[test]
+fn fairness_flows_and_jain_index_merge_across_shards() {
+    use fairway_stack::fairness::{Direction, jain_index};
+    let hub = MetricsHub::new(2, 2, "kernel").with_fairness("equal-rate", Some(80_000_000));
+    let mut a = ShardMetrics::new(0, 2);
+    let mut b = ShardMetrics::new(1, 2);
+    a.observe_fairness([fair_flow(1, Direction::Upload, 1e6), fair_flow(2, Direction::Download, 3e6)]);
+    // Three on shard 1: two listed, all three counted.
+    b.observe_fairness((3..6).map(|p| fair_flow(p, Direction::Download, 2e6)));
+    hub.publish(&a);
+    hub.publish(&b);
+    let text = render(&hub);
+    let (samples, types) = parse(&text);
+    assert_eq!(types["fairway_fairness_jain_index"], "gauge");
+    let j = value(&samples, "fairway_fairness_jain_index", &[]).unwrap();
+    assert!((j - jain_index(&[1e6, 3e6, 2e6, 2e6, 2e6])).abs() < 1e-12, "{j}");
+    let info = [("policy", "equal-rate"), ("capacity_bits_per_second", "80000000")];
+    assert_eq!(value(&samples, "fairway_fairness_info", &info), Some(1.0));
+    assert_eq!(value(&samples, "fairway_fairness_active_flows", &[("shard", "1")]), Some(3.0));
+    assert_eq!(value(&samples, "fairway_flows_omitted", &[("shard", "1")]), Some(1.0));
+    let up = [("shard", "0"), ("local", "127.0.0.1:80"), ("remote", "127.0.0.2:1"), ("direction", "upload")];
+    assert_eq!(value(&samples, "fairway_fairness_flow_window_cap_bytes", &up), Some(131_072.0));
+    assert_eq!(value(&samples, "fairway_fairness_flow_min_rtt_seconds", &up), Some(0.02));
+    assert_eq!(value(&samples, "fairway_fairness_flow_delivery_rate_bytes_per_second", &up), Some(1e6));
+    let down = [("shard", "0"), ("local", "127.0.0.1:80"), ("remote", "127.0.0.2:2"), ("direction", "download")];
+    assert_eq!(value(&samples, "fairway_fairness_flow_pacing_cap_bytes_per_second", &down), Some(2.5e6));
+    assert_eq!(value(&samples, "fairway_fairness_flow_window_cap_bytes", &down), None);
+    let listed = samples.iter().filter(|s| s.name == "fairway_fairness_flow_srtt_seconds").count();
+    assert_eq!(listed, 4);
+}
+
+#[test]
+fn without_window_control_no_fairness_series_appear() {
+    let text = render(&two_busy_shards());
+    assert!(!text.contains("fairway_fairness_"), "{text}");
+    // A shard that observed no active flow: J = 1, no division by zero.
+    let hub = MetricsHub::new(1, 2, "kernel").with_fairness("off", None);
+    let mut a = ShardMetrics::new(0, 2);
+    a.observe_fairness(std::iter::empty());
+    hub.publish(&a);
+    let (samples, _) = parse(&render(&hub));
+    assert_eq!(value(&samples, "fairway_fairness_jain_index", &[]), Some(1.0));
+    let info = [("policy", "off"), ("capacity_bits_per_second", "estimated")];
+    assert_eq!(value(&samples, "fairway_fairness_info", &info), Some(1.0));
 }
