@@ -4,9 +4,14 @@
 //! its own listener on `--listen`; the listeners share the port through
 //! `SO_REUSEPORT`, so the kernel spreads new connections over the shards by
 //! their 4-tuple and a connection stays on the shard that accepted it.
-//! Shards share nothing but the connection limit and the metrics hub.
+//! Shards share nothing but the connection limit, the metrics hub and
+//! window control's board of active weights.
 //! `--busy-poll-us`, `--itr-us` and `--batch` are the userspace backends'
 //! and do not apply here.
+//!
+//! `--fairness` and `--capacity` apply: each shard runs the policy over
+//! its connections, sensing through `TCP_INFO` and acting through the
+//! window clamp and the pacing limit ([`fairness`]).
 //!
 //! Shutdown: when the stop flag goes up, every shard closes its listener
 //! (so new connections are refused once all have), closes its idle
@@ -14,6 +19,7 @@
 //! when they are done or `--shutdown-grace` has passed.
 
 mod deadlines;
+mod fairness;
 mod shard;
 
 use std::io;
@@ -33,6 +39,9 @@ use crate::site::ShardSite;
 /// Connections the kernel queues per listener before they are accepted.
 const BACKLOG: i32 = 1024;
 
+/// The most connections per shard listed in the per-flow metrics.
+const METRICS_FLOWS: usize = 64;
+
 /// Serves `config` on kernel sockets until `stop` is raised and the
 /// connections in flight are done (or `config.shutdown_grace` has passed).
 /// Logs the address it serves on once every listener is bound.
@@ -46,11 +55,14 @@ pub fn serve(config: &Config, stop: Arc<AtomicBool>) -> io::Result<()> {
     let shards = u16::try_from(config.shards)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("--shards {} is too many", config.shards)))?;
     let (addr, listeners) = bind(config.listen, shards)?;
-    let hub = Arc::new(MetricsHub::new(shards, 0, "kernel"));
+    let policy = fairness::policy_for(config.fairness);
+    let capacity = config.capacity.map(|c| c.bits_per_sec);
+    let hub = Arc::new(MetricsHub::new(shards, METRICS_FLOWS, "kernel").with_fairness(policy.name(), capacity));
+    let board = Arc::new(fairness::ShareBoard::new(usize::from(shards)));
     let limit = Arc::new(ConnectionLimit::new(config.max_connections));
     let mut parts = Vec::with_capacity(listeners.len());
     for (index, listener) in (0..shards).zip(listeners) {
-        let site = ShardSite::new(index, Arc::clone(&hub), config.root.as_deref(), 0).map_err(|e| {
+        let site = ShardSite::new(index, Arc::clone(&hub), config.root.as_deref(), METRICS_FLOWS).map_err(|e| {
             let root = config.root.as_deref().unwrap_or(std::path::Path::new("")).display();
             io::Error::new(e.kind(), format!("cannot open --root {root}: {e}"))
         })?;
@@ -62,6 +74,7 @@ pub fn serve(config: &Config, stop: Arc<AtomicBool>) -> io::Result<()> {
             limit: Arc::clone(&limit),
             max_sleep: config.runtime.max_sleep,
             grace: config.shutdown_grace,
+            fairness: fairness::Controller::new(policy.clone(), capacity, Arc::clone(&board), usize::from(index)),
         });
     }
     let pin = std::thread::available_parallelism().is_ok_and(|n| n.get() >= usize::from(shards));

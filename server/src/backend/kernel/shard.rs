@@ -28,6 +28,7 @@ use mio::{Events, Interest, Poll, Registry, Token};
 use tracing::{debug, info, warn};
 
 use super::deadlines::Deadlines;
+use super::fairness::{Controller, FlowSense, Flows};
 use crate::backend::connection_limit::ConnectionLimit;
 use crate::clock;
 use crate::http::{HttpConfig, HttpConn};
@@ -54,6 +55,8 @@ pub(super) struct ShardParts {
     pub max_sleep: StdDuration,
     /// How long in-flight requests may take once the stop flag is up.
     pub grace: StdDuration,
+    /// Window control over this shard's connections.
+    pub fairness: Controller,
 }
 
 /// Where a slot's connection is.
@@ -79,6 +82,8 @@ struct Slot {
     writable: bool,
     /// The deadline armed in [`Deadlines`] for this slot.
     armed: Option<Instant>,
+    /// Window control's state of the connection.
+    sense: FlowSense,
 }
 
 /// What driving a connection came to.
@@ -116,6 +121,24 @@ struct State {
     scratch: Box<[u8]>,
     /// The stop flag was seen: no accepting, idle connections close.
     draining: bool,
+    fairness: Controller,
+}
+
+/// The slots as window control sees them: open connections only.
+struct OpenSlots<'a>(&'a mut [Slot]);
+
+impl Flows for OpenSlots<'_> {
+    fn slots(&self) -> usize {
+        self.0.len()
+    }
+
+    fn flow(&mut self, i: usize) -> Option<(&TcpStream, &mut FlowSense)> {
+        let Slot { stream, phase, sense, .. } = self.0.get_mut(i)?;
+        match (phase, stream) {
+            (Phase::Open, Some(stream)) => Some((stream, sense)),
+            _ => None,
+        }
+    }
 }
 
 /// Runs shard `parts.index` until `stop` is raised and its connections are
@@ -145,6 +168,7 @@ pub(super) fn run(parts: ShardParts, stop: &AtomicBool) -> io::Result<()> {
         limit: parts.limit,
         scratch: vec![0; 16 * 1024].into_boxed_slice(),
         draining: false,
+        fairness: parts.fairness,
     };
     let grace = Duration::from_micros(u64::try_from(parts.grace.as_micros()).unwrap_or(u64::MAX));
     let mut drain_until = None;
@@ -159,7 +183,8 @@ pub(super) fn run(parts: ShardParts, stop: &AtomicBool) -> io::Result<()> {
         {
             break;
         }
-        let wake = [state.deadlines.next(), drain_until].into_iter().flatten().min();
+        let fairness = (state.in_use > 0).then(|| state.fairness.next_run());
+        let wake = [state.deadlines.next(), drain_until, fairness].into_iter().flatten().min();
         let timeout = wake.map_or(parts.max_sleep, |at| clock::until(at).min(parts.max_sleep));
         match poll.poll(&mut events, Some(timeout)) {
             Ok(()) => {}
@@ -172,6 +197,9 @@ pub(super) fn run(parts: ShardParts, stop: &AtomicBool) -> io::Result<()> {
             state.on_event(poll.registry(), event, now);
         }
         state.fire_deadlines(poll.registry(), now);
+        if now >= state.fairness.next_run() {
+            state.fairness.run(now, &mut OpenSlots(&mut state.slots), state.site.metrics_mut());
+        }
         state.free.append(&mut state.released);
         if state.accept_stalled && !state.free.is_empty() {
             state.accept_stalled = false;
@@ -246,6 +274,7 @@ impl State {
                     readable: false,
                     writable: false,
                     armed: None,
+                    sense: FlowSense::default(),
                 });
                 self.slots.len() - 1
             }
@@ -258,6 +287,7 @@ impl State {
         }
         let slot = &mut self.slots[i];
         slot.conn.reset(now);
+        slot.sense.reset();
         slot.stream = Some(stream);
         slot.phase = Phase::Open;
         // The request is often in already: read before waiting for an event.
@@ -274,6 +304,7 @@ impl State {
         match self.slots[i].phase {
             Phase::Free => {}
             Phase::Open => {
+                self.slots[i].sense.touch();
                 let outcome = serve(&mut self.slots[i], &mut self.site, now);
                 self.settle(registry, i, outcome, now);
             }
