@@ -1,0 +1,218 @@
+//! Window control on the kernel backend, end to end: the real `fairway`
+//! binary on 127.0.0.1 (a free port, two shards) with two uploads to
+//! `/upload` and two downloads from `/bytes/N` at once, checked through
+//! `/metrics` (the caps the kernel reports for each flow) and through what
+//! the downloads deliver.
+//!
+//! Loopback has no bottleneck, so this checks the mechanism (the policy's
+//! caps reach each socket, and a paced download is held to its cap), never
+//! fairness numbers: those come from the testbed.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A running `fairway`; killed on drop.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Server {
+    /// Starts the kernel backend on a free port with two shards, plus `extra`.
+    #[track_caller]
+    fn start(extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fairway"))
+            .args(["--backend", "kernel", "--listen", "127.0.0.1:0", "--shards", "2", "--log", "info"])
+            .args(["--max-body", "100gb", "--max-bytes", "100gb"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cannot start fairway");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(at) = line.find("serving on http://") {
+                    let addr = line[at + "serving on http://".len()..].split_whitespace().next().unwrap_or("");
+                    let _ = tx.send(addr.parse::<SocketAddr>());
+                }
+            }
+        });
+        let mut server = Server { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)) };
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(Ok(addr)) => server.addr = addr,
+            other => panic!("fairway did not say where it serves: {other:?}"),
+        }
+        server
+    }
+
+    fn scrape(&self) -> String {
+        let mut s = TcpStream::connect(self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Two uploads and two downloads, running until dropped. Each download
+/// counts the bytes it received.
+struct Traffic {
+    stop: Arc<AtomicBool>,
+    downloaded: Vec<Arc<AtomicU64>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Traffic {
+    fn start(addr: SocketAddr) -> Traffic {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        let mut downloaded = Vec::new();
+        for _ in 0..2 {
+            let (stop, count) = (Arc::clone(&stop), Arc::new(AtomicU64::new(0)));
+            downloaded.push(Arc::clone(&count));
+            threads.push(std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+                s.write_all(b"GET /bytes/50000000000 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+                let mut buf = vec![0; 64 * 1024];
+                while !stop.load(Ordering::Relaxed) {
+                    match s.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            count.fetch_add(n as u64, Ordering::Relaxed);
+                        }
+                        Err(_) => {}
+                    }
+                }
+            }));
+        }
+        for _ in 0..2 {
+            let stop = Arc::clone(&stop);
+            threads.push(std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.write_all(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 50000000000\r\n\r\n").unwrap();
+                let chunk = vec![7; 64 * 1024];
+                // About 20 MB/s: plenty to count as a flow, little CPU.
+                while !stop.load(Ordering::Relaxed) && s.write_all(&chunk).is_ok() {
+                    std::thread::sleep(Duration::from_millis(3));
+                }
+            }));
+        }
+        Traffic { stop, downloaded, threads }
+    }
+
+    /// Each download's bytes per second over `span`.
+    fn download_rates(&self, span: Duration) -> Vec<f64> {
+        let before: Vec<u64> = self.downloaded.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        std::thread::sleep(span);
+        self.downloaded
+            .iter()
+            .zip(before)
+            .map(|(c, b)| (c.load(Ordering::Relaxed) - b) as f64 / span.as_secs_f64())
+            .collect()
+    }
+}
+
+impl Drop for Traffic {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The samples of `name` (any labels) in `text`: the labels and the value.
+fn series<'a>(text: &'a str, name: &str) -> Vec<(&'a str, f64)> {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let (labels, value) = rest.rsplit_once(' ')?;
+            (labels.is_empty() || labels.starts_with('{')).then_some((labels, value.parse().ok()?))
+        })
+        .collect()
+}
+
+fn total(text: &str, name: &str) -> f64 {
+    series(text, name).iter().map(|(_, v)| v).sum()
+}
+
+/// Scrapes until `done` says yes, or panics with the last scrape after 15 s.
+#[track_caller]
+fn scrape_until(server: &Server, what: &str, done: impl Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    loop {
+        let text = server.scrape();
+        if done(&text) {
+            return text;
+        }
+        assert!(start.elapsed() < Duration::from_secs(15), "no {what} within 15 s; the last scrape:\n{text}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// 80 Mbit/s over four flows: 2.5 MB/s each, in wire bytes.
+const SHARE: f64 = 80e6 / 8.0 / 4.0;
+
+#[test]
+fn equal_rate_clamps_uploads_and_paces_downloads_at_their_share() {
+    let server = Server::start(&["--fairness", "equal-rate", "--capacity", "80mbit"]);
+    let traffic = Traffic::start(server.addr);
+    let text = scrape_until(&server, "caps on four flows", |text| {
+        let pacing = series(text, "fairway_fairness_flow_pacing_cap_bytes_per_second");
+        let windows = series(text, "fairway_fairness_flow_window_cap_bytes");
+        total(text, "fairway_fairness_active_flows") == 4.0
+            && pacing.len() == 2
+            && windows.len() == 2
+            // Each shard has seen the other's flows: a quarter each (the
+            // policy may scale its capacity down to a half, never up).
+            && pacing.iter().all(|&(_, p)| (SHARE * 0.5..=SHARE * 1.001).contains(&p))
+    });
+    assert!(text.contains("fairway_fairness_info{policy=\"equal-rate\",capacity_bits_per_second=\"80000000\"} 1"));
+    for (labels, p) in series(&text, "fairway_fairness_flow_pacing_cap_bytes_per_second") {
+        assert!(labels.contains("direction=\"download\""), "{labels} {p}");
+    }
+    // Loopback's MSS is 64 kB, so the 2·MSS floor sets the windows: share ×
+    // (min-RTT + δ) is less. The value is the kernel's TCP_WINDOW_CLAMP.
+    for (labels, w) in series(&text, "fairway_fairness_flow_window_cap_bytes") {
+        assert!(labels.contains("direction=\"upload\""), "{labels} {w}");
+        assert!((4096.0..=140_000.0).contains(&w), "{labels} {w}");
+    }
+    // Paced, a download delivers about its cap; unpaced, loopback gives
+    // hundreds of MB/s.
+    for rate in traffic.download_rates(Duration::from_secs(1)) {
+        assert!(rate < SHARE * 1.5, "a paced download delivers {rate} B/s");
+    }
+    let j = total(&text, "fairway_fairness_jain_index");
+    assert!(j > 0.0 && j <= 1.0, "{j}");
+}
+
+#[test]
+fn off_senses_the_flows_and_caps_none() {
+    let server = Server::start(&["--fairness", "off"]);
+    let traffic = Traffic::start(server.addr);
+    let text = scrape_until(&server, "four active flows", |text| total(text, "fairway_fairness_active_flows") == 4.0);
+    assert!(text.contains("fairway_fairness_info{policy=\"off\",capacity_bits_per_second=\"estimated\"} 1"));
+    assert_eq!(series(&text, "fairway_fairness_flow_delivery_rate_bytes_per_second").len(), 4, "{text}");
+    assert!(series(&text, "fairway_fairness_flow_pacing_cap_bytes_per_second").is_empty(), "{text}");
+    assert!(series(&text, "fairway_fairness_flow_window_cap_bytes").is_empty(), "{text}");
+    for rate in traffic.download_rates(Duration::from_secs(1)) {
+        assert!(rate > SHARE * 4.0, "an unpaced download on loopback delivers only {rate} B/s");
+    }
+}
