@@ -31,6 +31,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{error, info};
 
 use crate::backend::connection_limit::ConnectionLimit;
+use crate::backend::fairness::{ShareBoard, policy_for};
 use crate::config::Config;
 use crate::metrics::MetricsHub;
 use crate::runtime::shards::pin_to_core;
@@ -55,10 +56,10 @@ pub fn serve(config: &Config, stop: Arc<AtomicBool>) -> io::Result<()> {
     let shards = u16::try_from(config.shards)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("--shards {} is too many", config.shards)))?;
     let (addr, listeners) = bind(config.listen, shards)?;
-    let policy = fairness::policy_for(config.fairness);
+    let policy = policy_for(config.fairness);
     let capacity = config.capacity.map(|c| c.bits_per_sec);
     let hub = Arc::new(MetricsHub::new(shards, METRICS_FLOWS, "kernel").with_fairness(policy.name(), capacity));
-    let board = Arc::new(fairness::ShareBoard::new(usize::from(shards)));
+    let board = Arc::new(ShareBoard::new(usize::from(shards)));
     let limit = Arc::new(ConnectionLimit::new(config.max_connections));
     let mut parts = Vec::with_capacity(listeners.len());
     for (index, listener) in (0..shards).zip(listeners) {

@@ -10,13 +10,17 @@
 //! ([`fairway_nic::tcp_sockopt::tcp_info`]): one `getsockopt` each, none
 //! for idle keep-alive connections.
 //!
-//! - **Direction** comes from the byte counters, not the HTTP state: over
-//!   each rate interval, a connection that received more than
-//!   [`DOMINANCE`] times what it had acknowledged is an upload, the reverse
-//!   a download, anything else keeps the last verdict. The counters are the
-//!   truth about where the bytes go whatever the request was (a keep-alive
-//!   connection may upload, then download), and the rates need them anyway.
-//! - **Active**: a flow counts once it has moved [`BULK_BYTES`] its way (so
+//! - **Direction** comes from the byte counters, not the HTTP state, by
+//!   the rules shared with the userspace backend
+//!   ([`classify`](crate::backend::fairness::classify)): over each rate
+//!   interval, a connection that received more than
+//!   [`DOMINANCE`](crate::backend::fairness::DOMINANCE) times what it had
+//!   acknowledged is an upload, the reverse a download, anything else keeps
+//!   the last verdict. The counters are the truth about where the bytes go
+//!   whatever the request was (a keep-alive connection may upload, then
+//!   download), and the rates need them anyway.
+//! - **Active**: a flow counts once it has moved
+//!   [`BULK_BYTES`](crate::backend::fairness::BULK_BYTES) its way (so
 //!   scrapes and small requests hold no share) and until it has made no
 //!   progress for [`IDLE_AFTER`].
 //! - **Rate**: payload bytes per second from the same counters
@@ -61,7 +65,8 @@
 //!
 //! The shards' listeners share the port, so a link's flows are spread over
 //! every shard's policy. A configured `--capacity` is divided among the
-//! shards by their active flows' weights, published on a [`ShareBoard`]
+//! shards by their active flows' weights, published on a
+//! [`ShareBoard`](crate::backend::fairness::ShareBoard)
 //! every round (a shard sees the others as of their last round). Without
 //! `--capacity` each shard's policy estimates its own part from its flows'
 //! aggregate delivery rate, which keeps a shard's flows fair among
@@ -70,7 +75,6 @@
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use fairway_nic::tcp_sockopt::{self, MAX_WINDOW_CLAMP, TcpInfo, UNLIMITED_PACING};
 use fairway_stack::fairness::{Capacity, Caps, Direction, FlowSample, Policy, wire_factor};
@@ -78,7 +82,8 @@ use fairway_stack::time::{Duration, Instant};
 use mio::net::TcpStream;
 use tracing::debug;
 
-use crate::config::Fairness;
+use crate::backend::fairness::{BULK_BYTES, ShareBoard, classify};
+
 use crate::metrics::{FairFlow, ShardMetrics};
 
 /// How often a shard senses its flows and runs the policy (the policy
@@ -91,61 +96,9 @@ const RATE_INTERVAL: Duration = Duration::from_millis(100);
 /// A flow with no progress for this long is idle: it holds no share.
 const IDLE_AFTER: Duration = Duration::from_secs(1);
 
-/// Bytes a connection must move one way before it counts as a flow.
-const BULK_BYTES: u64 = 64 * 1024;
-
-/// How many times more one direction must carry to decide the direction.
-const DOMINANCE: u64 = 2;
-
 /// Clamps at or below this may be the kernel's own floor: not set again
 /// when the kernel reads back more than was asked.
 const KERNEL_CLAMP_FLOOR: u32 = 4096;
-
-/// Weights are published in thousandths.
-const WEIGHT_SCALE: f64 = 1000.0;
-
-/// The policy `--fairness` names.
-pub(super) fn policy_for(fairness: Fairness) -> Policy {
-    let name = match fairness {
-        Fairness::Off => "off",
-        Fairness::Seed => "seed",
-        Fairness::EqualRate => "equal-rate",
-    };
-    Policy::from_name(name).unwrap_or(Policy::Off)
-}
-
-/// Each shard's active weight, so that a configured capacity is divided
-/// among shards as their flows are.
-#[derive(Debug)]
-pub(super) struct ShareBoard {
-    weights: Box<[AtomicU64]>,
-}
-
-impl ShareBoard {
-    /// A board for `shards` shards.
-    pub(super) fn new(shards: usize) -> ShareBoard {
-        ShareBoard { weights: (0..shards).map(|_| AtomicU64::new(0)).collect() }
-    }
-
-    /// Publishes shard `shard`'s active `weight` and returns its part of
-    /// `bits_per_sec` (all of it while no shard has a flow).
-    fn share(&self, shard: usize, weight: f64, bits_per_sec: u64) -> u64 {
-        let mine = (weight * WEIGHT_SCALE) as u64;
-        if let Some(w) = self.weights.get(shard) {
-            w.store(mine, Ordering::Relaxed);
-        }
-        let total: u64 = self.weights.iter().map(|w| w.load(Ordering::Relaxed)).sum();
-        part(bits_per_sec, mine, total)
-    }
-}
-
-/// `bits_per_sec × mine / total`, or all of it when either is 0.
-fn part(bits_per_sec: u64, mine: u64, total: u64) -> u64 {
-    if mine == 0 || total == 0 {
-        return bits_per_sec;
-    }
-    (u128::from(bits_per_sec) * u128::from(mine) / u128::from(total.max(mine))) as u64
-}
 
 /// The caps a flow should have in the kernel's terms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -319,18 +272,6 @@ impl Controller {
                 pacing_cap: s.applied.pacing.map(|_| s.kernel_pacing),
             })
         }));
-    }
-}
-
-/// Which way a connection's bytes went: `received` and `acked` over one
-/// interval, the last verdict `previous`.
-fn classify(received: u64, acked: u64, previous: Option<Direction>) -> Option<Direction> {
-    if received > acked.saturating_mul(DOMINANCE) {
-        Some(Direction::Upload)
-    } else if acked > received.saturating_mul(DOMINANCE) {
-        Some(Direction::Download)
-    } else {
-        previous
     }
 }
 
@@ -524,12 +465,7 @@ mod tests {
     }
 
     #[test]
-    fn direction_needs_dominance_and_follows_a_keep_alive_connection() {
-        assert_eq!(classify(300, 100, None), Some(Direction::Upload));
-        assert_eq!(classify(100, 300, None), Some(Direction::Download));
-        assert_eq!(classify(150, 100, None), None);
-        assert_eq!(classify(150, 100, Some(Direction::Download)), Some(Direction::Download));
-        assert_eq!(classify(0, 0, Some(Direction::Upload)), Some(Direction::Upload));
+    fn direction_follows_a_keep_alive_connection() {
         let mut s = fresh(1);
         observe(&mut s, &info(0, 0), ms(0));
         assert_eq!(observe(&mut s, &info(1_000_000, 100), ms(100)).unwrap().direction, Direction::Upload);
@@ -581,17 +517,6 @@ mod tests {
         assert_eq!(plan(none, pace(2_500_000), None, 2_500_000), pace(UNLIMITED_PACING), "lifted");
     }
 
-    #[test]
-    fn a_configured_capacity_is_divided_among_shards_by_weight() {
-        let board = ShareBoard::new(3);
-        assert_eq!(board.share(0, 0.0, 90_000_000), 90_000_000, "no flows anywhere: all of it");
-        assert_eq!(board.share(0, 2.0, 90_000_000), 90_000_000, "the only shard with flows");
-        assert_eq!(board.share(1, 1.0, 90_000_000), 30_000_000);
-        assert_eq!(board.share(0, 2.0, 90_000_000), 60_000_000);
-        assert_eq!(board.share(2, 0.0, 90_000_000), 90_000_000, "a shard without flows needs none");
-        assert_eq!(part(10, 5, 2), 10, "a stale total never gives more than all");
-    }
-
     /// Flows for the controller: socket pairs' server ends.
     struct Pairs(Vec<(TcpStream, FlowSense)>);
 
@@ -622,7 +547,12 @@ mod tests {
             }
         });
         let board = Arc::new(ShareBoard::new(1));
-        let mut ctl = Controller::new(policy_for(Fairness::EqualRate), Some(80_000_000), board, 0);
+        let mut ctl = Controller::new(
+            crate::backend::fairness::policy_for(crate::config::Fairness::EqualRate),
+            Some(80_000_000),
+            board,
+            0,
+        );
         let mut flows = Pairs(vec![(TcpStream::from_std(server.try_clone().unwrap()), FlowSense::default())]);
         flows.0[0].1.reset();
         let mut metrics = ShardMetrics::new(0, 4);
@@ -645,12 +575,5 @@ mod tests {
         // paced sender does not make autotuning raise the clamp; `plan`'s
         // test covers setting it again when it does.)
         assert!(clamps.iter().all(|&c| c <= 140_000), "the clamp in force after each round: {clamps:?}");
-    }
-
-    #[test]
-    fn policies_follow_the_configuration() {
-        assert_eq!(policy_for(Fairness::Off).name(), "off");
-        assert_eq!(policy_for(Fairness::Seed).name(), "seed");
-        assert_eq!(policy_for(Fairness::EqualRate).name(), "equal-rate");
     }
 }
