@@ -125,6 +125,9 @@ pub struct EqualRate {
     scale: f64,
     scale_updated: Option<Instant>,
     estimate: CapacityEstimate,
+    /// Room for the queueing delays the median is taken of, kept so that
+    /// deciding allocates nothing in steady state.
+    delays: Vec<u64>,
 }
 
 impl EqualRate {
@@ -136,6 +139,7 @@ impl EqualRate {
             scale: 1.0,
             scale_updated: None,
             estimate: CapacityEstimate::default(),
+            delays: Vec::new(),
         }
     }
 
@@ -233,7 +237,7 @@ impl EqualRate {
         if self.scale_updated.is_some_and(|at| now.saturating_since(at) < longest.saturating_mul(2)) {
             return;
         }
-        let Some(queue) = median_queueing_delay(flows) else { return };
+        let Some(queue) = median_queueing_delay(flows, &mut self.delays) else { return };
         let delivered: f64 = flows.iter().map(|f| f.delivery_rate * wire_factor(f.mss)).sum();
         let share = |f: &FlowSample| base * self.scale / flows.len() as f64 / wire_factor(f.mss);
         let delta = self.common_delay(flows, share);
@@ -271,9 +275,10 @@ fn caps_for(cfg: &EqualRateConfig, f: &FlowSample, share: f64, delta: Duration) 
     }
 }
 
-/// The median of SRTT − min-RTT over `flows`.
-fn median_queueing_delay(flows: &[FlowSample]) -> Option<Duration> {
-    let mut delays: Vec<u64> = flows.iter().map(|f| f.srtt.saturating_sub(f.min_rtt).total_micros()).collect();
+/// The median of SRTT − min-RTT over `flows`, sorted in `delays`.
+fn median_queueing_delay(flows: &[FlowSample], delays: &mut Vec<u64>) -> Option<Duration> {
+    delays.clear();
+    delays.extend(flows.iter().map(|f| f.srtt.saturating_sub(f.min_rtt).total_micros()));
     if delays.is_empty() {
         return None;
     }
