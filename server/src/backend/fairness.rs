@@ -17,16 +17,17 @@ use crate::config::Fairness;
 
 /// Bytes a connection must move one way before it counts as a flow: a
 /// scrape or a small request holds no share.
-pub(super) const BULK_BYTES: u64 = 64 * 1024;
+pub(crate) const BULK_BYTES: u64 = 64 * 1024;
 
 /// How many times more one direction must carry to decide the direction.
-pub(super) const DOMINANCE: u64 = 2;
+pub(crate) const DOMINANCE: u64 = 2;
 
 /// Weights are published in thousandths.
 const WEIGHT_SCALE: f64 = 1000.0;
 
-/// The policy `--fairness` names.
-pub(super) fn policy_for(fairness: Fairness) -> Policy {
+/// The policy `--fairness` names, with its default configuration.
+#[must_use]
+pub fn policy_for(fairness: Fairness) -> Policy {
     let name = match fairness {
         Fairness::Off => "off",
         Fairness::Seed => "seed",
@@ -38,7 +39,7 @@ pub(super) fn policy_for(fairness: Fairness) -> Policy {
 /// Which way a connection's bytes went: `received` and `acked` over one
 /// interval, the last verdict `previous`. One direction must carry more
 /// than [`DOMINANCE`] times the other; anything else keeps the verdict.
-pub(super) fn classify(received: u64, acked: u64, previous: Option<Direction>) -> Option<Direction> {
+pub(crate) fn classify(received: u64, acked: u64, previous: Option<Direction>) -> Option<Direction> {
     if received > acked.saturating_mul(DOMINANCE) {
         Some(Direction::Upload)
     } else if acked > received.saturating_mul(DOMINANCE) {
@@ -51,19 +52,20 @@ pub(super) fn classify(received: u64, acked: u64, previous: Option<Direction>) -
 /// Each shard's active weight, so that a configured capacity is divided
 /// among shards as their flows are.
 #[derive(Debug)]
-pub(super) struct ShareBoard {
+pub struct ShareBoard {
     weights: Box<[AtomicU64]>,
 }
 
 impl ShareBoard {
     /// A board for `shards` shards.
-    pub(super) fn new(shards: usize) -> ShareBoard {
+    #[must_use]
+    pub fn new(shards: usize) -> ShareBoard {
         ShareBoard { weights: (0..shards).map(|_| AtomicU64::new(0)).collect() }
     }
 
     /// Publishes shard `shard`'s active `weight` and returns its part of
     /// `bits_per_sec` (all of it while no shard has a flow).
-    pub(super) fn share(&self, shard: usize, weight: f64, bits_per_sec: u64) -> u64 {
+    pub fn share(&self, shard: usize, weight: f64, bits_per_sec: u64) -> u64 {
         let mine = (weight * WEIGHT_SCALE) as u64;
         if let Some(w) = self.weights.get(shard) {
             w.store(mine, Ordering::Relaxed);

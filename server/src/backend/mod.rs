@@ -5,7 +5,7 @@
 //! up and the connections in flight are done.
 
 pub mod connection_limit;
-mod fairness;
+pub mod fairness;
 pub mod kernel;
 #[cfg(unix)]
 pub mod userspace;

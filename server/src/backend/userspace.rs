@@ -18,12 +18,18 @@
 //! the four bytes of `--ip` (locally administered), since the TAP's own
 //! address belongs to the kernel side, which may bridge it.
 //!
+//! `--fairness` and `--capacity` apply: each shard runs the policy over its
+//! connections through the stack's own window-control hooks, a configured
+//! capacity divided among the shards by their active flows
+//! ([`WindowControl`]).
+//!
 //! Stopping: once `stop` is raised every shard stops accepting, finishes the
 //! responses in flight and closes its idle connections (see [`HttpApp`]),
 //! within `config.shutdown_grace`; then the devices are dropped, which
 //! detaches the XDP program.
 
 mod app;
+mod fairness;
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -38,8 +44,10 @@ use fairway_stack::steering::Steering;
 use fairway_stack::{Counters, Shard};
 
 pub use app::HttpApp;
+pub use fairness::{SENSE_INTERVAL, WindowControl};
 
 use super::connection_limit::ConnectionLimit;
+use super::fairness::{ShareBoard, policy_for};
 
 use crate::config::{Backend, Config, IpPrefix};
 use crate::metrics::MetricsHub;
@@ -198,7 +206,11 @@ where
     D: Device + Wait + AsRawFd + 'static,
     O: Fn(u16) -> io::Result<(D, [u8; 6])> + Send + Sync + 'static,
 {
-    let hub = Arc::new(MetricsHub::new(count, MAX_FLOWS, &config.backend.to_string()));
+    let policy = policy_for(config.fairness);
+    let capacity = config.capacity.map(|c| c.bits_per_sec);
+    let hub =
+        Arc::new(MetricsHub::new(count, MAX_FLOWS, &config.backend.to_string()).with_fairness(policy.name(), capacity));
+    let board = Arc::new(ShareBoard::new(usize::from(count)));
     let limit = Arc::new(ConnectionLimit::new(config.max_connections));
     let fabric = Fabric::new(usize::from(count), STEERING_DEPTH, STEERING_FRAME_LEN)?;
     // Raised only when a shard fails, to stop the others at once; `stop`
@@ -209,12 +221,15 @@ where
     for index in 0..count {
         let (cfg, open, fabric) = (config.clone(), Arc::clone(&open), Arc::clone(&fabric));
         let (shard_hub, limit, stop) = (Arc::clone(&hub), Arc::clone(&limit), Arc::clone(&stop));
+        let window = WindowControl::new(policy.clone(), capacity, Arc::clone(&board), index);
         let build = move || {
             let (device, mac) = open(index)?;
             let device = Steered::new(device, Arc::clone(&fabric), index);
             let shard = Shard::new(stack_config(&cfg, ip, mac, device.max_frame_len(), index, count));
             let site = ShardSite::new(index, shard_hub, cfg.root.as_deref(), MAX_FLOWS)?;
-            let app = HttpApp::new(site, cfg.http(), limit, stop, cfg.shutdown_grace).with_steering(fabric, index);
+            let app = HttpApp::new(site, cfg.http(), limit, stop, cfg.shutdown_grace)
+                .with_steering(fabric, index)
+                .with_window_control(window);
             Ok((shard, device, app))
         };
         match spawn(index, true, config.runtime, Arc::clone(&halt), build) {

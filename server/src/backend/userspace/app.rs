@@ -21,6 +21,14 @@
 //! [`LoopConfig::max_sleep`](crate::runtime::LoopConfig::max_sleep), which
 //! bounds how late a timeout fires.
 //!
+//! # Window control
+//!
+//! With [`with_window_control`](HttpApp::with_window_control) the app runs
+//! the `--fairness` policy over its connections ([`WindowControl`]): each
+//! connection's slot keeps what tells its direction, every turn runs the
+//! stack's fairness driver when it is due, and the metrics show what the
+//! policy saw and the caps in force.
+//!
 //! # Shutting down
 //!
 //! When the stop flag is raised the app stops listening (new connections are
@@ -39,6 +47,7 @@ use fairway_nic::steering::Fabric;
 use fairway_stack::time::{Duration, Instant};
 use fairway_stack::{Event, Handle, ListenError, Listener, RecvError, SendError, Shard};
 
+use super::fairness::{FlowSense, WindowControl};
 use crate::backend::connection_limit::ConnectionLimit;
 use crate::http::{HttpConfig, HttpConn, Site};
 use crate::metrics::{MetricsHub, PUBLISH_INTERVAL};
@@ -49,6 +58,7 @@ use crate::site::ShardSite;
 struct Active {
     handle: Handle,
     conn: HttpConn,
+    sense: FlowSense,
 }
 
 /// How a connection's turn ended.
@@ -71,6 +81,7 @@ pub struct HttpApp {
     stop: Arc<AtomicBool>,
     grace: Duration,
     steering: Option<(Arc<Fabric>, u16)>,
+    window: Option<WindowControl>,
 
     listener: Option<Listener>,
     listen_error: Option<ListenError>,
@@ -113,6 +124,7 @@ impl HttpApp {
             stop,
             grace: Duration::from_micros(u64::try_from(grace.as_micros()).unwrap_or(u64::MAX)),
             steering: None,
+            window: None,
             listener: None,
             listen_error: None,
             slots: Vec::new(),
@@ -142,6 +154,19 @@ impl HttpApp {
         self
     }
 
+    /// Runs `window`'s fairness policy over the connections.
+    #[must_use]
+    pub fn with_window_control(mut self, window: WindowControl) -> HttpApp {
+        self.window = Some(window);
+        self
+    }
+
+    /// Window control, if the app runs it.
+    #[must_use]
+    pub fn window_control(&self) -> Option<&WindowControl> {
+        self.window.as_ref()
+    }
+
     /// The shard's site: its metrics and files.
     #[must_use]
     pub fn site(&self) -> &ShardSite {
@@ -164,6 +189,11 @@ impl HttpApp {
     #[must_use]
     pub fn open_connections(&self) -> usize {
         self.active
+    }
+
+    /// The connections the app holds, for monitoring.
+    pub fn handles(&self) -> impl Iterator<Item = Handle> + '_ {
+        self.slots.iter().flatten().map(|a| a.handle)
     }
 
     /// Why the app could not listen, if it could not (it is finished then).
@@ -195,7 +225,9 @@ impl HttpApp {
         }
         let mut conn = self.pool.pop().unwrap_or_else(|| HttpConn::new(&self.http));
         conn.reset(now);
-        self.slots[index] = Some(Active { handle: h, conn });
+        let mut sense = FlowSense::default();
+        sense.reset();
+        self.slots[index] = Some(Active { handle: h, conn, sense });
         self.active += 1;
         self.accepted += 1;
         self.site.metrics_mut().connection_opened();
@@ -210,6 +242,7 @@ impl HttpApp {
         let Some(active) = self.slots.get_mut(index).and_then(Option::as_mut).filter(|a| a.handle == h) else {
             return;
         };
+        active.sense.touch();
         let next = drive(shard, h, &mut active.conn, now, &mut self.site, draining);
         self.settle(shard, index, next);
     }
@@ -224,10 +257,15 @@ impl HttpApp {
                 }
             }
             Next::Close | Next::Abort => {
-                let Some(active) = slot.take() else { return };
+                let Some(mut active) = slot.take() else { return };
                 if matches!(next, Next::Close) {
+                    // Its caps stay while the stack drains it; the driver
+                    // lets go once the stack does.
                     shard.close(active.handle);
                 } else {
+                    if let Some(window) = &mut self.window {
+                        window.release(shard, active.handle, &mut active.sense);
+                    }
                     shard.abort(active.handle);
                 }
                 self.recycle(active);
@@ -290,7 +328,25 @@ impl HttpApp {
             metrics.observe_steering(fabric.stats(*index).snapshot());
         }
         metrics.observe_flows(self.slots.iter().flatten().filter_map(|a| shard.flow(a.handle)));
+        if let Some(window) = &self.window {
+            window.observe(shard, metrics);
+        }
         metrics.publish_if_due(&self.hub, now);
+    }
+}
+
+impl HttpApp {
+    /// Window control's turn: looks at the connections that did I/O when
+    /// that is due, and runs the policy when that is.
+    fn control_windows(&mut self, shard: &mut Shard, now: Instant) {
+        let Some(window) = &mut self.window else { return };
+        if window.sense_due(now) {
+            for active in self.slots.iter_mut().flatten() {
+                window.sense(now, shard, active.handle, &mut active.sense);
+            }
+            window.sensed(now);
+        }
+        window.run_if_due(now, shard);
     }
 }
 
@@ -384,6 +440,7 @@ impl runtime::App for HttpApp {
 
     fn after_turn(&mut self, shard: &mut Shard, now: Instant, stats: &LoopStats) {
         self.site.tick();
+        self.control_windows(shard, now);
         if now >= self.next_observe {
             self.observe(shard, now, stats);
             self.next_observe = now + Duration::from_micros(PUBLISH_INTERVAL.as_micros() as u64);
