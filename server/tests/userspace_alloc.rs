@@ -9,6 +9,10 @@
 //! allocate nothing: not the stack, not the app, not the HTTP layer, not the
 //! metrics, which publish every virtual second.
 //!
+//! The same again with window control on (`equal-rate`, a configured
+//! capacity): the app senses its connections and runs the fairness driver
+//! every few milliseconds, and that allocates nothing either.
+//!
 //! A test without libtest's harness (`harness = false`): the process has one
 //! thread, so every allocation counted is the code under test's.
 
@@ -18,7 +22,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration as StdDuration;
 
 use fairway_server::backend::connection_limit::ConnectionLimit;
-use fairway_server::backend::userspace::HttpApp;
+use fairway_server::backend::fairness::{ShareBoard, policy_for};
+use fairway_server::backend::userspace::{HttpApp, WindowControl};
+use fairway_server::config::Fairness;
 use fairway_server::http::HttpConfig;
 use fairway_server::metrics::MetricsHub;
 use fairway_server::runtime::{App, LoopStats};
@@ -127,7 +133,7 @@ struct Pair {
 }
 
 impl Pair {
-    fn new() -> Pair {
+    fn new(fairness: Option<Fairness>) -> Pair {
         let mut server = Shard::new(Config::new(SERVER_MAC, SERVER_IP, 24));
         let mut client = Shard::new(Config::new(CLIENT_MAC, CLIENT_IP, 24));
         server.add_neighbor(CLIENT_IP, CLIENT_MAC);
@@ -135,13 +141,17 @@ impl Pair {
         let hub = Arc::new(MetricsHub::new(1, 8, "afxdp"));
         let site = ShardSite::new(0, hub, None, 8).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let app = HttpApp::new(
+        let mut app = HttpApp::new(
             site,
             HttpConfig::default(),
             Arc::new(ConnectionLimit::new(100)),
             stop,
             StdDuration::from_secs(5),
         );
+        if let Some(fairness) = fairness {
+            let board = Arc::new(ShareBoard::new(1));
+            app = app.with_window_control(WindowControl::new(policy_for(fairness), Some(100_000_000), board, 0));
+        }
         let mut pair = Pair {
             server,
             client,
@@ -211,12 +221,14 @@ impl Pair {
 }
 
 fn main() {
-    steady_state_keep_alive_requests_on_the_stack_allocate_nothing();
+    steady_state_keep_alive_requests_on_the_stack_allocate_nothing(None);
     println!("test steady_state_keep_alive_requests_on_the_stack_allocate_nothing ... ok");
+    steady_state_keep_alive_requests_on_the_stack_allocate_nothing(Some(Fairness::EqualRate));
+    println!("test steady_state_keep_alive_requests_on_the_stack_allocate_nothing (equal-rate) ... ok");
 }
 
-fn steady_state_keep_alive_requests_on_the_stack_allocate_nothing() {
-    let mut pair = Pair::new();
+fn steady_state_keep_alive_requests_on_the_stack_allocate_nothing(fairness: Option<Fairness>) {
+    let mut pair = Pair::new(fairness);
     pair.run(1_000);
     assert_eq!(pair.responses(), 2_000);
     assert_eq!(pair.app.accepted(), 2);
@@ -230,6 +242,11 @@ fn steady_state_keep_alive_requests_on_the_stack_allocate_nothing() {
     let metrics = pair.app.site().metrics();
     assert_eq!((metrics.requests(), metrics.responses(200)), (12_000, 12_000));
     assert_eq!((pair.app.accepted(), pair.app.open_connections()), (2, 2));
+    if fairness.is_some() {
+        // The responses outweigh the requests more than twice: both
+        // connections are downloads under the driver's control.
+        assert_eq!(pair.app.window_control().map(WindowControl::tracked), Some(2), "window control ran over them");
+    }
     let span = pair.now.saturating_since(warm);
     assert!(span.total_micros() > 1_000_000, "metrics were published in the window: it spans {span}");
     assert_eq!(
