@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use fairway_stack::Drop;
 use fairway_tests::real_peers::python_concurrent;
 use fairway_tests::served::{
-    Root, Served, T, check_endpoints, check_graceful_shutdown, check_static_files, check_uploads,
+    Root, Served, T, check_endpoints, check_graceful_shutdown, check_static_files, check_uploads, curl_body,
     python_held_connections,
 };
 use fairway_tests::testbed::{self, SERVER_IF, Testbed, TestbedConfig};
@@ -91,4 +91,55 @@ fn the_connection_limit_refuses_what_is_beyond_it() {
     assert_eq!(python_held_connections(&tb, 0, 200), (50, 150));
     let reports = served.stop();
     assert_eq!((reports[0].accepted, reports[0].refused), (50, 150));
+}
+
+/// A kernel client uploads without end; with `equal-rate` and a configured
+/// capacity, `/metrics` shows the upload with a cap on the window the
+/// server advertises, its RTTs and rate, and the policy in force.
+#[test]
+fn equal_rate_caps_a_running_uploads_window_in_metrics() {
+    const UPLOADER: &str = r#"
+import socket, sys
+s = socket.create_connection((sys.argv[1], 80), timeout=60)
+s.sendall(b"POST /upload HTTP/1.1\r\nHost: fairway\r\nContent-Length: 60000000000\r\n\r\n")
+chunk = b"u" * 65536
+print("uploading", flush=True)
+while True:
+    s.sendall(chunk)
+"#;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tb = testbed(2, 1);
+    let served = Served::start(
+        &tb,
+        &flags(&tb, "10.77.0.1/24", &["--fairness", "equal-rate", "--capacity", "200mbit", "--max-body", "100gb"]),
+    );
+    let host = tb.server_ip().to_string();
+    let mut uploader = testbed::spawn(&tb.client_ns(0), &["python3", "-u", "-c", UPLOADER, &host]).unwrap();
+    uploader.wait_for_stdout("uploading", T).unwrap();
+    let deadline = std::time::Instant::now() + T;
+    let text = loop {
+        let text = String::from_utf8(curl_body(&tb, 1, "/metrics", T).unwrap()).unwrap();
+        let capped = text
+            .lines()
+            .any(|l| l.starts_with("fairway_fairness_flow_window_cap_bytes{") && l.contains("direction=\"upload\""));
+        if capped || std::time::Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let output = uploader.kill();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("fairway_fairness_flow_window_cap_bytes{") && l.contains("direction=\"upload\"")),
+        "no window cap on the upload: {text}\nuploader: {}",
+        output.stderr_text()
+    );
+    assert!(text.contains("fairway_fairness_info{policy=\"equal-rate\",capacity_bits_per_second=\"200000000\"} 1"));
+    assert!(text.contains("fairway_fairness_active_flows{shard=\"0\"} 1"), "{text}");
+    assert!(text.contains("fairway_fairness_jain_index 1"), "{text}");
+    for name in ["fairway_fairness_flow_srtt_seconds{", "fairway_fairness_flow_delivery_rate_bytes_per_second{"] {
+        assert!(text.lines().any(|l| l.starts_with(name) && l.contains("direction=\"upload\"")), "{name}: {text}");
+    }
+    let reports = served.stop();
+    assert_eq!(reports[0].refused, 0);
 }
