@@ -104,6 +104,30 @@ pub fn curl_body(tb: &Testbed, client: usize, path: &str, timeout: Duration) -> 
     if out.success() { Ok(out.stdout) } else { Err(format!("curl {url}: {}", out.stderr_text().trim())) }
 }
 
+/// A short, bounded `wrk` run from client `client` against `/plaintext`
+/// (16 connections, 2 s): no socket errors, only 2xx, and a sane rate.
+/// Returns the requests per second wrk measured.
+pub fn check_wrk(tb: &Testbed, client: usize) -> f64 {
+    let url = url(tb, "/plaintext");
+    let out = testbed::exec_timeout(
+        &tb.client_ns(client),
+        &["wrk", "-t1", "-c16", "-d2s", "--timeout", "2s", &url],
+        Duration::from_secs(30),
+    )
+    .unwrap_or_else(|e| panic!("wrk (cargo xtask test installs it): {e}"));
+    let report = out.stdout_text();
+    assert!(out.success(), "wrk failed: {}\n{report}", out.stderr_text());
+    assert!(!report.contains("Non-2xx"), "{report}");
+    assert!(!report.contains("Socket errors"), "{report}");
+    let rate: f64 = report
+        .lines()
+        .find_map(|l| l.strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no Requests/sec in {report}"));
+    assert!(rate > 1000.0, "{rate} req/s is far too slow:\n{report}");
+    rate
+}
+
 /// `curl` from client `client`: the response's status code (0 when no
 /// response came).
 #[must_use]

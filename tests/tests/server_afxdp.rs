@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use fairway_stack::Drop;
 use fairway_tests::real_peers::python_concurrent;
 use fairway_tests::served::{
-    Root, Served, T, check_endpoints, check_graceful_shutdown, check_static_files, check_uploads, curl_body,
+    Root, Served, T, check_endpoints, check_graceful_shutdown, check_static_files, check_uploads, check_wrk, curl_body,
     python_held_connections,
 };
 use fairway_tests::testbed::{self, SERVER_IF, Testbed, TestbedConfig};
@@ -142,4 +142,14 @@ while True:
     }
     let reports = served.stop();
     assert_eq!(reports[0].refused, 0);
+}
+
+#[test]
+fn a_short_wrk_run_over_afxdp() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tb = testbed(1, 1);
+    let served = Served::start(&tb, &flags(&tb, "10.77.0.1/24", &[]));
+    check_wrk(&tb, 0);
+    let reports = served.stop();
+    assert!(reports[0].requests > 2000, "{reports:?}");
 }

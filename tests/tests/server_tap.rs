@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fairway_tests::served::{
-    Root, Served, check_endpoints, check_graceful_shutdown, check_static_files, check_uploads,
+    Root, Served, check_endpoints, check_graceful_shutdown, check_static_files, check_uploads, check_wrk,
 };
 use fairway_tests::testbed::{self, TAP_IF, Testbed, TestbedConfig};
 
@@ -40,4 +40,16 @@ fn kernel_clients_get_every_endpoint_files_uploads_and_a_graceful_shutdown_over_
     let [report] = reports.as_slice() else { panic!("one shard: {reports:?}") };
     assert_eq!(report.requests, requests + 2, "{report:?}");
     assert_eq!(report.refused, 0);
+}
+
+#[test]
+fn a_short_wrk_run_over_tap() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
+    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(1).queues(1)).unwrap();
+    let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
+    let served = Served::start(&tb, &["--backend", "tap", "--tap-name", TAP_IF, "--ip", &ip]);
+    check_wrk(&tb, 0);
+    let reports = served.stop();
+    assert!(reports[0].requests > 2000, "{reports:?}");
 }
