@@ -403,8 +403,8 @@ mod tests {
     fn rounds_are_summarised_per_server_and_case() {
         let run = |rps: f64| WrkResult {
             requests_per_second: rps,
-            p50: Duration::from_micros(500),
-            p99: Duration::from_micros(900),
+            p50: Some(Duration::from_micros(500)),
+            p99: Some(Duration::from_micros(900)),
             requests: 10,
             socket_errors: 0,
             non_2xx: 0,

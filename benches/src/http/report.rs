@@ -25,10 +25,11 @@ pub struct Row {
 pub struct Summary {
     /// Requests (responses) per second.
     pub requests_per_second: f64,
-    /// Latency percentiles.
-    pub p50: Duration,
+    /// Latency percentiles: medians of the rounds that gave one, `None`
+    /// when none did (wrk's distribution was inconsistent).
+    pub p50: Option<Duration>,
     /// See `p50`.
-    pub p99: Duration,
+    pub p99: Option<Duration>,
     /// Errors (socket errors and non-2xx responses) over all rounds.
     pub errors: u64,
     /// How many rounds the medians are of.
@@ -42,8 +43,9 @@ impl Summary {
         if runs.is_empty() {
             return None;
         }
-        let secs = |pick: fn(&WrkResult) -> Duration| {
-            Duration::from_secs_f64(median(runs.iter().map(|r| pick(r).as_secs_f64()).collect()))
+        let secs = |pick: fn(&WrkResult) -> Option<Duration>| {
+            let given: Vec<f64> = runs.iter().filter_map(|r| Some(pick(r)?.as_secs_f64())).collect();
+            (!given.is_empty()).then(|| Duration::from_secs_f64(median(given)))
         };
         Some(Summary {
             requests_per_second: median(runs.iter().map(|r| r.requests_per_second).collect()),
@@ -88,8 +90,8 @@ impl Report {
                         server,
                         case,
                         format!("{:.0}", s.requests_per_second),
-                        format_latency(s.p50),
-                        format_latency(s.p99),
+                        latency_cell(s.p50),
+                        latency_cell(s.p99),
                         self.ratio(row.server, row.case).map_or("–".to_owned(), |r| format!("{r:.2}")),
                         s.errors.to_string(),
                     ],
@@ -175,6 +177,11 @@ impl Report {
 
 const HEADER: [&str; 7] = ["server", "case", "req/s", "p50", "p99", "× nginx", "errors"];
 
+/// A latency, or `n/a` when there is none to trust.
+fn latency_cell(latency: Option<Duration>) -> String {
+    latency.map_or_else(|| "n/a".to_owned(), format_latency)
+}
+
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -221,8 +228,8 @@ mod tests {
     fn run(rps: f64, p50_us: u64, p99_us: u64) -> WrkResult {
         WrkResult {
             requests_per_second: rps,
-            p50: Duration::from_micros(p50_us),
-            p99: Duration::from_micros(p99_us),
+            p50: Some(Duration::from_micros(p50_us)),
+            p99: Some(Duration::from_micros(p99_us)),
             requests: 1,
             socket_errors: 0,
             non_2xx: 0,
@@ -250,9 +257,26 @@ mod tests {
         runs[2].non_2xx = 1;
         let s = Summary::of(&runs).unwrap();
         assert_eq!(s.requests_per_second, 200.0);
-        assert_eq!((s.p50, s.p99), (Duration::from_micros(20), Duration::from_micros(200)));
+        assert_eq!((s.p50, s.p99), (Some(Duration::from_micros(20)), Some(Duration::from_micros(200))));
         assert_eq!((s.errors, s.rounds), (3, 3));
         assert_eq!(Summary::of(&[]), None);
+    }
+
+    #[test]
+    fn percentiles_wrk_did_not_give_are_left_out_and_shown_as_not_available() {
+        let mut runs = vec![run(100.0, 10, 100), run(300.0, 30, 300), run(200.0, 20, 200)];
+        runs[2].p99 = None;
+        let s = Summary::of(&runs).unwrap();
+        assert_eq!(s.p99, Some(Duration::from_micros(200)));
+        for r in &mut runs {
+            r.p99 = None;
+        }
+        let s = Summary::of(&runs).unwrap();
+        assert_eq!((s.p50, s.p99), (Some(Duration::from_micros(20)), None));
+        let report = Report { rows: vec![Row { server: Server::Nginx, case: Case::Pipelined, outcome: Ok(s) }] };
+        let table = report.text_table();
+        let line = table.lines().nth(1).unwrap();
+        assert!(line.contains("20 µs") && line.contains("n/a") && !line.contains(" 0 µs"), "{table}");
     }
 
     #[test]

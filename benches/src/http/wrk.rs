@@ -30,10 +30,11 @@ pub struct WrkResult {
     /// `Requests/sec:` (responses per second, pipelined ones counted one
     /// by one).
     pub requests_per_second: f64,
-    /// The 50th percentile of the latency distribution.
-    pub p50: Duration,
-    /// The 99th percentile.
-    pub p99: Duration,
+    /// The 50th percentile of the latency distribution; `None` when wrk's
+    /// distribution is not to be trusted (see [`parse`]).
+    pub p50: Option<Duration>,
+    /// The 99th percentile, the same way.
+    pub p99: Option<Duration>,
     /// Responses completed, from `N requests in T`.
     pub requests: u64,
     /// Socket errors: connect, read, write and timeout together.
@@ -52,21 +53,38 @@ impl WrkResult {
 
 /// Reads the report of `wrk --latency`.
 ///
+/// A percentile that reads zero means wrk's distribution is inconsistent,
+/// and then none of its percentiles is given (`None`, shown `n/a`). wrk 4
+/// "corrects" its histogram after the run by adding samples every
+/// `runtime / (responses / connections)` below each long one, but does not
+/// lower the histogram's minimum; its percentiles walk from that minimum,
+/// so when added samples fall below it the ranks run past the end and it
+/// prints `0.00us`. Pipelining guarantees this: responses count one by
+/// one but latency is sampled once per batch, so the interval is `depth`
+/// times too short and most added samples land below the minimum (the
+/// pipelined case printed 50 % 1.38ms, 75 % to 99 % 0.00us). The nonzero
+/// percentiles of such a report are shifted as well, so they go too.
+///
 /// # Errors
 ///
-/// When the requests per second or the 50 % or 99 % latency are missing
-/// or unreadable, in words.
+/// When the requests per second are missing or unreadable, or the
+/// percentiles are missing (no `--latency`) or unreadable, in words.
 pub fn parse(report: &str) -> Result<WrkResult, String> {
     let mut rps = None;
     let (mut p50, mut p99) = (None, None);
+    let mut a_percentile_is_zero = false;
     let (mut requests, mut socket_errors, mut non_2xx) = (0, 0, 0);
     for line in report.lines().map(str::trim) {
         if let Some(value) = line.strip_prefix("Requests/sec:") {
             rps = Some(value.trim().parse::<f64>().map_err(|_| format!("requests/sec {:?}", value.trim()))?);
-        } else if let Some(value) = line.strip_prefix("50%") {
-            p50 = Some(duration(value.trim()).ok_or_else(|| format!("50% latency {:?}", value.trim()))?);
-        } else if let Some(value) = line.strip_prefix("99%") {
-            p99 = Some(duration(value.trim()).ok_or_else(|| format!("99% latency {:?}", value.trim()))?);
+        } else if let Some((percent, value)) = percentile_line(line) {
+            let latency = duration(value).ok_or_else(|| format!("{percent}% latency {value:?}"))?;
+            a_percentile_is_zero |= latency.is_zero();
+            match percent {
+                "50" => p50 = Some(latency),
+                "99" => p99 = Some(latency),
+                _ => {}
+            }
         } else if let Some(errors) = line.strip_prefix("Socket errors:") {
             // "connect 0, read 0, write 0, timeout 12"
             for part in errors.split(',') {
@@ -80,14 +98,27 @@ pub fn parse(report: &str) -> Result<WrkResult, String> {
         }
     }
     let missing = |what: &str| format!("no {what} in wrk's report: {:?}", report.trim());
+    let rps = rps.ok_or_else(|| missing("Requests/sec"))?;
+    let p50 = p50.ok_or_else(|| missing("50% latency (was --latency given?)"))?;
+    let p99 = p99.ok_or_else(|| missing("99% latency (was --latency given?)"))?;
+    let trusted = !a_percentile_is_zero;
     Ok(WrkResult {
-        requests_per_second: rps.ok_or_else(|| missing("Requests/sec"))?,
-        p50: p50.ok_or_else(|| missing("50% latency (was --latency given?)"))?,
-        p99: p99.ok_or_else(|| missing("99% latency (was --latency given?)"))?,
+        requests_per_second: rps,
+        p50: trusted.then_some(p50),
+        p99: trusted.then_some(p99),
         requests,
         socket_errors,
         non_2xx,
     })
+}
+
+/// A line of the latency distribution, `50%    1.90ms`: the percent and
+/// the time.
+fn percentile_line(line: &str) -> Option<(&str, &str)> {
+    let (percent, value) = line.split_once('%')?;
+    let value = value.trim();
+    (!percent.is_empty() && percent.bytes().all(|b| b.is_ascii_digit()) && !value.is_empty())
+        .then_some((percent, value))
 }
 
 /// A wrk time: a number and one of its units `us`, `ms`, `s`, `m`, `h`.
@@ -137,8 +168,8 @@ Transfer/sec:     16.05MB
     fn a_clean_report() {
         let r = parse(REPORT).unwrap();
         assert_eq!(r.requests_per_second, 130_440.71);
-        assert_eq!(r.p50, Duration::from_micros(1900));
-        assert_eq!(r.p99, Duration::from_micros(3100));
+        assert_eq!(r.p50, Some(Duration::from_micros(1900)));
+        assert_eq!(r.p99, Some(Duration::from_micros(3100)));
         assert_eq!((r.requests, r.socket_errors, r.non_2xx, r.errors()), (1_304_512, 0, 0, 0));
     }
 
@@ -161,6 +192,43 @@ Transfer/sec:     16.05MB
         assert!(parse(&REPORT.replace("3.10ms", "3.10xs")).unwrap_err().contains("99% latency"));
         // wrk's connect failure: no report at all.
         assert!(parse("unable to connect to 10.77.0.1:80 Connection refused\n").is_err());
+    }
+
+    /// What wrk 4.1 printed for `/plaintext` pipelined 16 deep.
+    const PIPELINED: &str = "\
+Running 2s test @ http://127.0.0.1:18080/plaintext
+  1 threads and 256 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   691.32us    0.93ms  15.48ms   52.28%
+    Req/Sec     1.82M    74.89k    1.97M    75.00%
+  Latency Distribution
+     50%    1.38ms
+     75%    0.00us
+     90%    0.00us
+     99%    0.00us
+  3626752 requests in 2.02s, 456.55MB read
+Requests/sec: 1791250.47
+Transfer/sec:    225.49MB
+";
+
+    #[test]
+    fn a_distribution_with_zero_percentiles_gives_no_percentiles() {
+        let r = parse(PIPELINED).unwrap();
+        assert_eq!(r.requests_per_second, 1_791_250.47);
+        assert_eq!((r.p50, r.p99), (None, None));
+        assert_eq!(r.requests, 3_626_752);
+        // One zero anywhere discredits the rest.
+        let r = parse(&REPORT.replace("2.01ms", "0.00us")).unwrap();
+        assert_eq!((r.p50, r.p99), (None, None));
+    }
+
+    #[test]
+    fn percentile_lines() {
+        assert_eq!(percentile_line("50%    1.90ms"), Some(("50", "1.90ms")));
+        assert_eq!(percentile_line("99%    0.00us"), Some(("99", "0.00us")));
+        assert_eq!(percentile_line("Latency   691.32us    0.93ms  15.48ms   52.28%"), None);
+        assert_eq!(percentile_line("%  1ms"), None);
+        assert_eq!(percentile_line("75%"), None);
     }
 
     #[test]
