@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use fairway_benches::http::measure::{Bench, Outcome, Stop};
+use fairway_benches::http::openloop;
 use fairway_benches::http::plan::{Case, Cores, Server, cpu_list, select};
 use fairway_benches::http::report::{Report, Row, Summary, result_path, today};
 use fairway_benches::http::site::Site;
@@ -139,7 +140,11 @@ fn can_run(program: &str, arg: &str) -> bool {
 }
 
 fn main() -> ExitCode {
-    let args = match parse(std::env::args().skip(1)) {
+    let mut argv = std::env::args().skip(1).peekable();
+    if argv.peek().is_some_and(|a| a == "openloop") {
+        return openloop(argv.skip(1));
+    }
+    let args = match parse(argv) {
         Ok(a) => a,
         Err(e) if e.is_empty() => {
             println!("{USAGE}");
@@ -158,6 +163,32 @@ fn main() -> ExitCode {
         }
         Err(Failure::Failed(e)) => {
             eprintln!("http: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `http openloop ...`: the load generator alone (the bench runs it in the
+/// client namespace this way).
+fn openloop(args: impl Iterator<Item = String>) -> ExitCode {
+    let config = match openloop::Config::parse(args) {
+        Ok(c) => c,
+        Err(e) if e.is_empty() => {
+            println!("{}", openloop::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("http openloop: {e}\n\n{}", openloop::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    match openloop::generator::run(&config) {
+        Ok(outcome) => {
+            println!("{}", outcome.line());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("http openloop: {e}");
             ExitCode::FAILURE
         }
     }

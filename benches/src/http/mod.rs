@@ -5,9 +5,11 @@
 //! - [`wrk`]: the pipelining script and wrk's `--latency` report;
 //! - [`site`]: the files the servers serve and nginx's configuration;
 //! - [`measure`]: one server started, checked, measured and stopped;
+//! - [`openloop`]: the open-loop load generator for the latency case;
 //! - [`report`]: medians, the tables, the closing line, the result file.
 
 pub mod measure;
+pub mod openloop;
 pub mod plan;
 pub mod report;
 pub mod site;
