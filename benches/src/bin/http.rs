@@ -43,6 +43,13 @@ Cases (wrk --latency, one run each per round):
   close           /plaintext with `Connection: close`, 64 connections
   static          the 1 MB static file, keep-alive, 64 connections
 
+After every server's wrk cases, at half nginx's keep-alive-256 rate (the
+median of this run's rounds), the open-loop generator (`http openloop`,
+this program, in the client namespace; `http openloop --help`):
+  latency-half    keep-alive GET /plaintext, 256 connections, requests due
+                  at a constant rate, latency counted from when each was
+                  due; p50, p99 and p99 against nginx's (lower is better)
+
   --duration S       each wrk run, in seconds (default 10)
   --rounds N         rounds of every server and case (default 1); medians
   --warm-up S        wrk against each server before its cases (default 1)
@@ -225,6 +232,8 @@ fn run(args: &Args) -> Result<(), Failure> {
             fairway.display()
         )));
     }
+    let openloop_program = std::env::current_exe()
+        .map_err(|e| failed(format!("cannot tell where this program is, for `http openloop`: {e}")))?;
     let total = std::thread::available_parallelism().map_or(1, usize::from);
     let cores = Cores::split(total, args.server_cores).map_err(failed)?;
     let interrupted = stop_on_signals().map_err(|e| failed(format!("cannot handle signals: {e}")))?;
@@ -235,6 +244,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         tb: &tb,
         cores: cores.clone(),
         fairway: &fairway,
+        openloop: &openloop_program,
         site: &site,
         duration: args.duration,
         warm_up: args.warm_up,
@@ -261,21 +271,54 @@ fn run(args: &Args) -> Result<(), Failure> {
         Ok(()) => println!("\nwritten to {}", path.display()),
         Err(e) => eprintln!("http: writing {}: {e}", path.display()),
     }
-    println!("{}", report.headline());
+    for line in report.closing_lines() {
+        println!("{line}");
+    }
     let all_ran = report.rows.iter().all(|r| r.outcome.is_ok());
     if all_ran { Ok(()) } else { Err(failed("some cases have no figure (see the table)".into())) }
 }
 
-/// Every round: each server, each case; then the medians.
+/// Every round: each server, its wrk cases; then, at half nginx's median
+/// keep-alive-256 rate, every round of each server's open-loop cases; then
+/// the medians.
 fn measure(args: &Args, bench: &Bench<'_>) -> Result<Report, Failure> {
+    let (open_loop, wrk): (Vec<Case>, Vec<Case>) = args.cases.iter().partition(|c| c.is_open_loop());
     let mut runs: Vec<(Server, Case, Vec<Outcome>)> = Vec::new();
+    measure_cases(args, bench, &wrk, Err(String::new()), &mut runs)?;
+    let rate = latency_rate(&runs);
+    measure_cases(args, bench, &open_loop, rate.clone(), &mut runs)?;
+    let mut report = summarise(runs);
+    report.latency_rate = rate.ok();
+    Ok(report)
+}
+
+/// Every round of `cases` on every server, into `runs`. Open-loop cases
+/// run at `rate`, or fail with why there is none (without starting the
+/// servers).
+fn measure_cases(
+    args: &Args,
+    bench: &Bench<'_>,
+    cases: &[Case],
+    rate: Result<f64, String>,
+    runs: &mut Vec<(Server, Case, Vec<Outcome>)>,
+) -> Result<(), Failure> {
+    if cases.is_empty() {
+        return Ok(());
+    }
     for round in 1..=args.rounds {
         for &server in &args.servers {
             if bench.interrupted.load(Ordering::Relaxed) {
                 return Err(Failure::Interrupted);
             }
-            eprintln!("http: round {round}/{}: {server}", args.rounds);
-            let outcomes = bench.server(server, &args.cases).map_err(|Stop::Interrupted| Failure::Interrupted)?;
+            let outcomes = match &rate {
+                Err(why) if cases.iter().all(|c| c.is_open_loop()) => {
+                    cases.iter().map(|&c| (c, Err(why.clone()))).collect()
+                }
+                _ => {
+                    eprintln!("http: round {round}/{}: {server}", args.rounds);
+                    bench.server(server, cases, rate.clone()).map_err(|Stop::Interrupted| Failure::Interrupted)?
+                }
+            };
             for (case, outcome) in outcomes {
                 match &outcome {
                     Ok(r) => eprintln!("http:   {case}: {:.0} req/s, {} errors", r.requests_per_second, r.errors()),
@@ -288,7 +331,21 @@ fn measure(args: &Args, bench: &Bench<'_>) -> Result<Report, Failure> {
             }
         }
     }
-    Ok(summarise(runs))
+    Ok(())
+}
+
+/// Half the median of nginx's keep-alive-256 rounds, or why there is none.
+fn latency_rate(runs: &[(Server, Case, Vec<Outcome>)]) -> Result<f64, String> {
+    let nginx = runs.iter().find(|(s, c, _)| *s == Server::Nginx && *c == Case::KeepAlive256);
+    let figures: Vec<f64> = nginx
+        .map(|(_, _, o)| o.iter().filter_map(|o| Some(o.as_ref().ok()?.requests_per_second)).collect())
+        .unwrap_or_default();
+    if figures.is_empty() {
+        return Err("needs nginx's keep-alive-256 figure from the same run (--servers with nginx, --cases with \
+                    keepalive-256)"
+            .into());
+    }
+    Ok(0.5 * fairway_benches::stats::median(figures))
 }
 
 /// A row per server and case: the medians of the rounds that ran, or the
@@ -302,7 +359,7 @@ fn summarise(runs: Vec<(Server, Case, Vec<Outcome>)>) -> Report {
             Row { server, case, outcome: Summary::of(&ok).ok_or(why) }
         })
         .collect();
-    Report { rows }
+    Report { rows, latency_rate: None }
 }
 
 /// What the table was measured on.
@@ -428,6 +485,22 @@ mod tests {
             assert!(USAGE.contains(&format!("  {}  ", case.key())), "{case} is not explained");
         }
         assert!(USAGE.lines().all(|l| l.chars().count() <= 80));
+    }
+
+    #[test]
+    fn the_latency_rate_is_half_nginx_median_keep_alive_256_rate() {
+        let run = |rps: f64| {
+            Ok(WrkResult { requests_per_second: rps, p50: None, p99: None, requests: 1, socket_errors: 0, non_2xx: 0 })
+        };
+        let runs = vec![
+            (Server::FairwayAfxdp, Case::KeepAlive256, vec![run(500.0)]),
+            (Server::Nginx, Case::KeepAlive64, vec![run(900.0)]),
+            (Server::Nginx, Case::KeepAlive256, vec![run(100.0), Err("x".into()), run(300.0), run(200.0)]),
+        ];
+        assert_eq!(latency_rate(&runs), Ok(100.0));
+        assert!(latency_rate(&runs[..2]).unwrap_err().contains("keepalive-256"));
+        let failed = vec![(Server::Nginx, Case::KeepAlive256, vec![Err("x".into())])];
+        assert!(latency_rate(&failed).is_err());
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use fairway_tests::testbed::{self, Spawned, Testbed};
 
+use super::openloop::outcome::OpenLoopOutcome;
 use super::plan::{Case, Cores, PLAINTEXT_BODY, STATIC_BYTES, Server, server_command};
 use super::site::Site;
 use super::wrk::{self, WrkResult};
@@ -30,7 +31,8 @@ pub enum Stop {
     Interrupted,
 }
 
-/// A case's outcome: wrk's report, or why there is none.
+/// A case's outcome: wrk's report (or the open-loop generator's, in the
+/// same shape), or why there is none.
 pub type Outcome = Result<WrkResult, String>;
 
 /// What a run is made of, on one testbed.
@@ -41,6 +43,8 @@ pub struct Bench<'a> {
     pub cores: Cores,
     /// The `fairway` binary.
     pub fairway: &'a Path,
+    /// The `http` binary, whose `openloop` runs the open-loop cases.
+    pub openloop: &'a Path,
     /// The files.
     pub site: &'a Site,
     /// Each case's wrk duration.
@@ -54,12 +58,18 @@ pub struct Bench<'a> {
 impl Bench<'_> {
     /// Starts `server`, runs `cases` against it, and stops it: each case's
     /// outcome. A server that does not start, or serves the wrong thing,
-    /// fails every case with the reason.
+    /// fails every case with the reason. Open-loop cases run at
+    /// `open_loop_rate`, or fail with the reason there is none.
     ///
     /// # Errors
     ///
     /// [`Stop::Interrupted`] on Ctrl-C; the server is stopped.
-    pub fn server(&self, server: Server, cases: &[Case]) -> Result<Vec<(Case, Outcome)>, Stop> {
+    pub fn server(
+        &self,
+        server: Server,
+        cases: &[Case],
+        open_loop_rate: Result<f64, String>,
+    ) -> Result<Vec<(Case, Outcome)>, Stop> {
         let fail_all = |why: String| cases.iter().map(|&c| (c, Err(why.clone()))).collect();
         let _address = if server.needs_kernel_address() {
             match KernelAddress::add(self.tb) {
@@ -91,7 +101,11 @@ impl Bench<'_> {
                 outcomes.push((case, Err(format!("the server exited: {}", running.complaints()))));
                 continue;
             }
-            let outcome = self.wrk(case, server, self.duration)?;
+            let outcome = match (&open_loop_rate, case.is_open_loop()) {
+                (_, false) => self.wrk(case, server, self.duration)?,
+                (Ok(rate), true) => self.open_loop(case, server, *rate)?,
+                (Err(why), true) => Err(why.clone()),
+            };
             outcomes.push((case, outcome));
         }
         running.stop();
@@ -153,6 +167,30 @@ impl Bench<'_> {
             Ok(out) if out.success() => wrk::parse(&out.stdout_text()),
             Ok(out) => Err(format!("wrk failed: {} {}", out.stdout_text().trim(), out.stderr_text().trim())),
             Err(e) => Err(format!("wrk: {e}")),
+        })
+    }
+}
+
+impl Bench<'_> {
+    /// One open-loop run of `case` at `rate` for the case duration, after
+    /// a warm-up of its own.
+    fn open_loop(&self, case: Case, server: Server, rate: f64) -> Result<Outcome, Stop> {
+        let warm_up = Duration::from_secs(1);
+        let line = case.openloop_command(server, &self.cores, self.openloop, rate, self.duration, warm_up);
+        let out = testbed::exec_timeout(&self.tb.client_ns(0), &line, self.duration + warm_up + WRK_SLACK);
+        if self.interrupted.load(Ordering::Relaxed) {
+            return Err(Stop::Interrupted);
+        }
+        Ok(match out {
+            Ok(out) if out.success() => {
+                let text = out.stdout_text();
+                // The whole line (p90, p99.9, max, the generator's own
+                // lateness) for the log; the table has p50 and p99.
+                eprintln!("http:   {}", text.trim());
+                OpenLoopOutcome::parse(&text).map(|o| o.as_wrk_result())
+            }
+            Ok(out) => Err(format!("openloop failed: {} {}", out.stdout_text().trim(), out.stderr_text().trim())),
+            Err(e) => Err(format!("openloop: {e}")),
         })
     }
 }

@@ -101,11 +101,16 @@ pub enum Case {
     Close,
     /// The 1 MB static file, keep-alive, 64 connections.
     StaticFile,
+    /// Keep-alive `/plaintext` from the open-loop generator, 256
+    /// connections, at half the rate nginx reached on
+    /// [`Case::KeepAlive256`] in the same run: latency, not throughput.
+    LatencyHalf,
 }
 
 impl Case {
     /// Every case, in the order they run.
-    pub const ALL: [Case; 5] = [Case::KeepAlive64, Case::KeepAlive256, Case::Pipelined, Case::Close, Case::StaticFile];
+    pub const ALL: [Case; 6] =
+        [Case::KeepAlive64, Case::KeepAlive256, Case::Pipelined, Case::Close, Case::StaticFile, Case::LatencyHalf];
     /// The case of the closing line.
     pub const HEADLINE: Case = Case::KeepAlive256;
 
@@ -118,6 +123,7 @@ impl Case {
             Case::Pipelined => "pipelined",
             Case::Close => "close",
             Case::StaticFile => "static",
+            Case::LatencyHalf => "latency-half",
         }
     }
 
@@ -130,6 +136,7 @@ impl Case {
             Case::Pipelined => "pipelined plaintext (depth 16), 256 connections",
             Case::Close => "Connection: close plaintext, 64 connections",
             Case::StaticFile => "1 MB static file, 64 connections",
+            Case::LatencyHalf => "open-loop plaintext at half nginx's rate, 256 connections",
         }
     }
 
@@ -137,7 +144,7 @@ impl Case {
     #[must_use]
     pub fn connections(self) -> usize {
         match self {
-            Case::KeepAlive256 | Case::Pipelined => 256,
+            Case::KeepAlive256 | Case::Pipelined | Case::LatencyHalf => 256,
             Case::KeepAlive64 | Case::Close | Case::StaticFile => 64,
         }
     }
@@ -149,6 +156,45 @@ impl Case {
             Case::StaticFile => format!("/{STATIC_FILE}"),
             _ => "/plaintext".to_owned(),
         }
+    }
+
+    /// Whether the open-loop generator measures it (else wrk does).
+    #[must_use]
+    pub fn is_open_loop(self) -> bool {
+        self == Case::LatencyHalf
+    }
+
+    /// `taskset -c CPUS PROGRAM openloop ...` against `server`: the
+    /// open-loop generator (`program` is the `http` binary) at `rate`
+    /// requests per second over this case's connections, measuring
+    /// `duration` after `warm_up`.
+    #[must_use]
+    pub fn openloop_command(
+        self,
+        server: Server,
+        cores: &Cores,
+        program: &Path,
+        rate: f64,
+        duration: Duration,
+        warm_up: Duration,
+    ) -> Vec<String> {
+        let mut line: Vec<String> = vec!["taskset".into(), "-c".into(), cpu_list(&cores.client)];
+        line.extend([program.display().to_string(), "openloop".into()]);
+        line.extend([
+            "--connect".into(),
+            format!("{SERVER_IP}:{}", server.port()),
+            "--path".into(),
+            self.path(),
+            "--rate".into(),
+            format!("{rate:.0}"),
+            "--connections".into(),
+            self.connections().to_string(),
+            "--duration".into(),
+            duration.as_secs_f64().to_string(),
+            "--warm-up".into(),
+            warm_up.as_secs_f64().to_string(),
+        ]);
+        line
     }
 
     /// `taskset -c CPUS wrk ...` against `server`: `threads` threads on the
@@ -170,7 +216,7 @@ impl Case {
         match self {
             Case::Close => line.extend(["-H".into(), "Connection: close".into()]),
             Case::Pipelined => line.extend(["-s".into(), script.display().to_string()]),
-            Case::KeepAlive64 | Case::KeepAlive256 | Case::StaticFile => {}
+            Case::KeepAlive64 | Case::KeepAlive256 | Case::StaticFile | Case::LatencyHalf => {}
         }
         line.push(server.url(&self.path()));
         if self == Case::Pipelined {
@@ -437,6 +483,26 @@ mod tests {
         assert!(Server::FairwayKernel.needs_kernel_address() && Server::Nginx.needs_kernel_address());
         assert_eq!(Case::HEADLINE.describe(), "keep-alive plaintext, 256 connections");
         assert_eq!(Case::StaticFile.path(), "/1mb.bin");
+        assert!(Case::LatencyHalf.is_open_loop() && !Case::KeepAlive256.is_open_loop());
+    }
+
+    #[test]
+    fn the_open_loop_command_line() {
+        let line = Case::LatencyHalf
+            .openloop_command(
+                Server::FairwayKernel,
+                &two_cores(),
+                Path::new("/t/release/http"),
+                88_123.4,
+                Duration::from_secs(8),
+                Duration::from_secs(1),
+            )
+            .join(" ");
+        assert_eq!(
+            line,
+            "taskset -c 1 /t/release/http openloop --connect 10.77.0.1:8080 --path /plaintext --rate 88123 \
+             --connections 256 --duration 8 --warm-up 1"
+        );
     }
 
     #[test]

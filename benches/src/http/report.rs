@@ -62,6 +62,9 @@ impl Summary {
 pub struct Report {
     /// One per server and case.
     pub rows: Vec<Row>,
+    /// The open-loop rate of the latency case: half nginx's keep-alive-256
+    /// requests per second.
+    pub latency_rate: Option<f64>,
 }
 
 impl Report {
@@ -78,13 +81,26 @@ impl Report {
         (nginx > 0.0).then_some(this / nginx)
     }
 
-    /// The cells of every row: server, case, req/s, p50, p99, ratio to
-    /// nginx, errors.
-    fn cells(&self) -> Vec<[String; 7]> {
+    /// `server`'s p99 over nginx's on `case` (for the latency case: lower
+    /// is better).
+    #[must_use]
+    pub fn p99_ratio(&self, server: Server, case: Case) -> Option<f64> {
+        let nginx = self.summary(Server::Nginx, case)?.p99?.as_secs_f64();
+        let this = self.summary(server, case)?.p99?.as_secs_f64();
+        (nginx > 0.0).then_some(this / nginx)
+    }
+
+    /// The cells of the rows of the throughput cases (`latency` false) or
+    /// of the latency cases: server, case, req/s, p50, p99, ratio to nginx
+    /// (req/s, or p99 for the latency cases), errors.
+    fn cells(&self, latency: bool) -> Vec<[String; 7]> {
         self.rows
             .iter()
+            .filter(|row| row.case.is_open_loop() == latency)
             .map(|row| {
                 let (server, case) = (row.server.name().to_owned(), row.case.describe().to_owned());
+                let ratio =
+                    if latency { self.p99_ratio(row.server, row.case) } else { self.ratio(row.server, row.case) };
                 match &row.outcome {
                     Ok(s) => [
                         server,
@@ -92,7 +108,7 @@ impl Report {
                         format!("{:.0}", s.requests_per_second),
                         latency_cell(s.p50),
                         latency_cell(s.p99),
-                        self.ratio(row.server, row.case).map_or("–".to_owned(), |r| format!("{r:.2}")),
+                        ratio.map_or("–".to_owned(), |r| format!("{r:.2}")),
                         s.errors.to_string(),
                     ],
                     Err(why) => [server, case, "failed".into(), "–".into(), "–".into(), "–".into(), one_line(why)],
@@ -101,47 +117,55 @@ impl Report {
             .collect()
     }
 
-    /// The table for a terminal: aligned columns.
+    /// The tables for a terminal, aligned: throughput, then (if any)
+    /// latency at half nginx's rate.
     #[must_use]
     pub fn text_table(&self) -> String {
-        let cells = self.cells();
-        let mut widths = HEADER.map(|h| h.chars().count());
-        for row in &cells {
-            for (width, cell) in widths.iter_mut().zip(row) {
-                *width = (*width).max(cell.chars().count());
-            }
-        }
-        let line = |row: &[String]| {
-            let mut out = String::new();
-            for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
-                let pad = width - cell.chars().count();
-                // Text left, numbers right; the last column unpadded.
-                match i {
-                    0 | 1 => out.push_str(&format!("{cell}{}  ", " ".repeat(pad))),
-                    6 => out.push_str(cell),
-                    _ => out.push_str(&format!("{}{cell}  ", " ".repeat(pad))),
-                }
-            }
-            out.trim_end().to_owned()
-        };
-        let mut out = line(&HEADER.map(str::to_owned));
-        out.push('\n');
-        for row in &cells {
-            out.push_str(&line(row));
-            out.push('\n');
+        let mut out = aligned(&HEADER, &self.cells(false));
+        let latency = self.cells(true);
+        if !latency.is_empty() {
+            out.push_str(&format!("\n{}\n", self.latency_title()));
+            out.push_str(&aligned(&LATENCY_HEADER, &latency));
         }
         out
     }
 
-    /// The table in Markdown.
+    /// The tables in Markdown.
     #[must_use]
     pub fn markdown_table(&self) -> String {
-        let mut out = format!("| {} |\n", HEADER.join(" | "));
-        out.push_str("|---|---|--:|--:|--:|--:|--:|\n");
-        for row in self.cells() {
-            out.push_str(&format!("| {} |\n", row.map(|c| c.replace('|', "\\|")).join(" | ")));
+        let mut out = markdown_rows(&HEADER, &self.cells(false));
+        let latency = self.cells(true);
+        if !latency.is_empty() {
+            out.push_str(&format!("\n{}\n\n", self.latency_title()));
+            out.push_str(&markdown_rows(&LATENCY_HEADER, &latency));
         }
         out
+    }
+
+    /// What the latency table measures, and at what rate.
+    fn latency_title(&self) -> String {
+        let rate = self
+            .latency_rate
+            .map_or("no rate: nginx's keep-alive-256 figure is missing".to_owned(), |r| format!("{r:.0} req/s"));
+        format!(
+            "Latency at half nginx's saturated keep-alive-256 rate ({rate}), open loop, latency from when each request was due:"
+        )
+    }
+
+    /// `bench: p99 at half nginx's rate (R req/s): fairway/afxdp X vs nginx
+    /// Y`, or what is missing for it; `None` when the latency case was not
+    /// run.
+    #[must_use]
+    pub fn latency_line(&self) -> Option<String> {
+        let case = Case::LatencyHalf;
+        if !self.rows.iter().any(|r| r.case == case) {
+            return None;
+        }
+        let (afxdp, nginx) = (Server::FairwayAfxdp, Server::Nginx);
+        let rate = self.latency_rate.map_or("no rate".to_owned(), |r| format!("{r:.0} req/s"));
+        let p99 =
+            |server| self.summary(server, case).and_then(|s| s.p99).map_or("no figure".to_owned(), format_latency);
+        Some(format!("bench: p99 at half {nginx}'s rate ({rate}): {afxdp} {} vs {nginx} {}", p99(afxdp), p99(nginx)))
     }
 
     /// `bench: fairway/afxdp X req/s = R × nginx (keep-alive plaintext, 256
@@ -161,7 +185,15 @@ impl Report {
         }
     }
 
-    /// The whole Markdown file: title, `setup` lines, table, closing line.
+    /// The closing lines: the latency line (if that case ran), then the
+    /// headline, last.
+    #[must_use]
+    pub fn closing_lines(&self) -> Vec<String> {
+        self.latency_line().into_iter().chain([self.headline()]).collect()
+    }
+
+    /// The whole Markdown file: title, `setup` lines, tables, closing
+    /// lines.
     #[must_use]
     pub fn markdown(&self, date: &str, setup: &[String]) -> String {
         let mut out = format!("# HTTP benchmark, {date}\n\n");
@@ -170,12 +202,55 @@ impl Report {
         }
         out.push('\n');
         out.push_str(&self.markdown_table());
-        out.push_str(&format!("\n{}\n", self.headline()));
+        out.push('\n');
+        for line in self.closing_lines() {
+            out.push_str(&format!("{line}\n"));
+        }
         out
     }
 }
 
+/// Rows under `header`, columns aligned: text left, numbers right, the
+/// last column unpadded.
+fn aligned(header: &[&str; 7], cells: &[[String; 7]]) -> String {
+    let mut widths = header.map(|h| h.chars().count());
+    for row in cells {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |row: &[String]| {
+        let mut out = String::new();
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            let pad = width - cell.chars().count();
+            match i {
+                0 | 1 => out.push_str(&format!("{cell}{}  ", " ".repeat(pad))),
+                6 => out.push_str(cell),
+                _ => out.push_str(&format!("{}{cell}  ", " ".repeat(pad))),
+            }
+        }
+        out.trim_end().to_owned()
+    };
+    let mut out = line(&header.map(str::to_owned));
+    out.push('\n');
+    for row in cells {
+        out.push_str(&line(row));
+        out.push('\n');
+    }
+    out
+}
+
+fn markdown_rows(header: &[&str; 7], cells: &[[String; 7]]) -> String {
+    let mut out = format!("| {} |\n", header.join(" | "));
+    out.push_str("|---|---|--:|--:|--:|--:|--:|\n");
+    for row in cells {
+        out.push_str(&format!("| {} |\n", row.clone().map(|c| c.replace('|', "\\|")).join(" | ")));
+    }
+    out
+}
+
 const HEADER: [&str; 7] = ["server", "case", "req/s", "p50", "p99", "× nginx", "errors"];
+const LATENCY_HEADER: [&str; 7] = ["server", "case", "req/s", "p50", "p99", "p99 × nginx (lower is better)", "errors"];
 
 /// A latency, or `n/a` when there is none to trust.
 fn latency_cell(latency: Option<Duration>) -> String {
@@ -247,6 +322,7 @@ mod tests {
                 Row { server: Server::FairwayKernel, case: Case::KeepAlive256, outcome: Err("did not\nstart".into()) },
                 row(Server::Nginx, Case::KeepAlive256, 130_000.0),
             ],
+            latency_rate: None,
         }
     }
 
@@ -273,7 +349,10 @@ mod tests {
         }
         let s = Summary::of(&runs).unwrap();
         assert_eq!((s.p50, s.p99), (Some(Duration::from_micros(20)), None));
-        let report = Report { rows: vec![Row { server: Server::Nginx, case: Case::Pipelined, outcome: Ok(s) }] };
+        let report = Report {
+            rows: vec![Row { server: Server::Nginx, case: Case::Pipelined, outcome: Ok(s) }],
+            latency_rate: None,
+        };
         let table = report.text_table();
         let line = table.lines().nth(1).unwrap();
         assert!(line.contains("20 µs") && line.contains("n/a") && !line.contains(" 0 µs"), "{table}");
@@ -332,8 +411,67 @@ mod tests {
             "| fairway/afxdp | keep-alive plaintext, 256 connections | 195000 | 900 µs | 2.50 ms | 1.50 | 0 |"
         ));
         assert!(text.trim_end().ends_with("× nginx (keep-alive plaintext, 256 connections)"), "{text}");
-        let pipes = Report { rows: vec![Row { server: Server::Nginx, case: Case::Close, outcome: Err("a|b".into()) }] };
+        let pipes = Report {
+            rows: vec![Row { server: Server::Nginx, case: Case::Close, outcome: Err("a|b".into()) }],
+            latency_rate: None,
+        };
         assert!(pipes.markdown_table().contains("a\\|b"));
+    }
+
+    fn with_latency() -> Report {
+        let mut report = sample();
+        let latency = |server, p50_us, p99_us| Row {
+            server,
+            case: Case::LatencyHalf,
+            outcome: Ok(Summary::of(&[run(65_000.0, p50_us, p99_us)]).unwrap()),
+        };
+        report.rows.push(latency(Server::FairwayAfxdp, 80, 600));
+        report.rows.push(Row { server: Server::FairwayKernel, case: Case::LatencyHalf, outcome: Err("gone".into()) });
+        report.rows.push(latency(Server::Nginx, 120, 1_500));
+        report.latency_rate = Some(65_000.0);
+        report
+    }
+
+    #[test]
+    fn latency_rows_get_their_own_table_with_the_p99_ratio() {
+        let report = with_latency();
+        let ratio = report.p99_ratio(Server::FairwayAfxdp, Case::LatencyHalf).unwrap();
+        assert!((ratio - 0.4).abs() < 1e-9, "{ratio}");
+        let table = report.text_table();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 4 + 1 + 1 + 4, "{table}");
+        assert!(!lines[..4].iter().any(|l| l.contains("open-loop")), "{table}");
+        assert!(lines[5].starts_with("Latency at half nginx's saturated keep-alive-256 rate (65000 req/s)"), "{table}");
+        assert!(lines[6].contains("p99 × nginx (lower is better)"), "{table}");
+        assert!(lines[7].starts_with("fairway/afxdp") && lines[7].contains("600 µs"), "{table}");
+        assert!(lines[7].contains("0.40"), "{table}");
+        assert!(lines[8].ends_with("gone") && lines[9].contains("1.00"), "{table}");
+        let markdown = report.markdown_table();
+        assert_eq!(markdown.matches("|---|").count(), 2, "{markdown}");
+        assert!(markdown.contains("| p99 × nginx (lower is better) |"), "{markdown}");
+    }
+
+    #[test]
+    fn the_latency_line_comes_just_before_the_closing_line() {
+        let report = with_latency();
+        assert_eq!(
+            report.latency_line().unwrap(),
+            "bench: p99 at half nginx's rate (65000 req/s): fairway/afxdp 600 µs vs nginx 1.50 ms"
+        );
+        assert_eq!(report.closing_lines(), [report.latency_line().unwrap(), report.headline()]);
+        let text = report.markdown("2026-01-02", &[]);
+        let last: Vec<&str> = text.trim_end().lines().rev().take(2).collect();
+        assert_eq!(last, [report.headline(), report.latency_line().unwrap()]);
+        // Not run: no line. Run without a rate or figures: it says so.
+        assert_eq!(sample().latency_line(), None);
+        assert_eq!(sample().closing_lines(), [sample().headline()]);
+        let mut none = with_latency();
+        none.latency_rate = None;
+        none.rows.retain(|r| r.server == Server::FairwayKernel || r.case != Case::LatencyHalf);
+        assert_eq!(
+            none.latency_line().unwrap(),
+            "bench: p99 at half nginx's rate (no rate): fairway/afxdp no figure vs nginx no figure"
+        );
     }
 
     #[test]
