@@ -252,8 +252,9 @@ pub struct Options {
     #[arg(long, value_name = "ADDR")]
     pub gateway: Option<Ipv4Addr>,
 
-    /// NIC queues to bind, one AF_XDP socket each (at most --shards; frames are steered in software
-    /// to the shard that owns their flow) [default: 1]
+    /// NIC queues to bind, one AF_XDP socket and one shard each (userspace backends run one shard per
+    /// queue: --shards beyond --queues are not started; frames a queue receives for another shard's
+    /// flow are steered to it in software) [default: 1]
     #[arg(long, value_name = "N")]
     pub queues: Option<u16>,
 
