@@ -44,6 +44,10 @@
 //!   `c{i}` is a bridge port, or, when the client has [`LinkParams`], one end
 //!   of `fairway-linkem --a c{i} --b c{i}e`, running in `{p}-sw`, whose
 //!   other end's veth peer `c{i}b` is the bridge port.
+//! - With [`TestbedConfig::server_link`], `srv` is not a bridge port
+//!   either: `fairway-linkem --a srv --b srve` carries its frames, and
+//!   `srve`'s peer `srvb` is the port. Every client's traffic to and from
+//!   the server then crosses that one emulated link: a shared bottleneck.
 //! - Fairway's address is 10.77.0.1/24 (host 1 of [`TestbedConfig::subnet`]).
 //!   MAC addresses are fixed and say whose they are: `02:00` then the IPv4
 //!   address (`fw0` 02:00:0a:4d:00:01, client 0 02:00:0a:4d:00:0a);
@@ -170,7 +174,8 @@ fn mac_for(tag: u8, ip: Ipv4Addr) -> String {
 #[derive(Debug)]
 pub struct Testbed {
     config: TestbedConfig,
-    emulators: Vec<(usize, Child)>,
+    /// Each emulator by the switch port whose link it is (`c{i}`, `srv`).
+    emulators: Vec<(String, Child)>,
     leaked: bool,
     torn_down: bool,
 }
@@ -259,7 +264,18 @@ impl Testbed {
             ],
         )?;
         veths.extend([(srv.clone(), SERVER_IF.to_owned()), (sw.clone(), SWITCH_SERVER_PORT.to_owned())]);
-        bridged.push((sw.clone(), SWITCH_SERVER_PORT.to_owned(), BRIDGE.to_owned()));
+        if c.server_link.is_some() {
+            // srv ═ linkem ═ srve ─ srvb, a port of the bridge.
+            let (emulated, bridge_port) = emulated_ports(SWITCH_SERVER_PORT);
+            ip(
+                "creating the server's emulator veth",
+                &["-n", &sw, "link", "add", "name", &emulated, "type", "veth", "peer", "name", &bridge_port],
+            )?;
+            veths.extend([(sw.clone(), emulated), (sw.clone(), bridge_port.clone())]);
+            bridged.push((sw.clone(), bridge_port, BRIDGE.to_owned()));
+        } else {
+            bridged.push((sw.clone(), SWITCH_SERVER_PORT.to_owned(), BRIDGE.to_owned()));
+        }
 
         // The TAP, bridged to a veth whose peer is a switch port.
         let mut tuntap = vec!["-n", &srv, "tuntap", "add", "dev", TAP_IF, "mode", "tap"];
@@ -311,7 +327,7 @@ impl Testbed {
             ip(&format!("addressing client {i}"), &["-n", ns, "addr", "add", &addr, "dev", CLIENT_IF])?;
             veths.extend([(ns.clone(), CLIENT_IF.to_owned()), (sw.clone(), port.clone())]);
             if c.link_of(i).is_some() {
-                let (emulated, bridge_port) = (format!("c{i}e"), format!("c{i}b"));
+                let (emulated, bridge_port) = emulated_ports(&port);
                 ip(
                     &format!("creating client {i}'s emulator veth"),
                     &["-n", &sw, "link", "add", "name", &emulated, "type", "veth", "peer", "name", &bridge_port],
@@ -349,24 +365,23 @@ impl Testbed {
         Ok(())
     }
 
-    /// Starts `fairway-linkem` for every emulated client, in the switch
-    /// namespace, in a process group of its own (so a terminal's Ctrl-C
-    /// does not reach it), recording its pid and command line.
+    /// Starts `fairway-linkem` for every emulated link (the server's, then
+    /// each client's), in the switch namespace, in a process group of its
+    /// own (so a terminal's Ctrl-C does not reach it), recording its pid and
+    /// command line.
     fn start_emulators(&mut self, linkem: &Path) -> Result<(), TestbedError> {
         let prefix = self.config.prefix.clone();
         let sw = switch_ns(&prefix);
         let dir = state_dir(&prefix);
-        for i in 0..self.config.clients {
-            let Some(params) = self.config.link_of(i) else { continue };
-            let mut argv: Vec<String> = vec![
-                linkem.display().to_string(),
-                "--a".to_owned(),
-                format!("c{i}"),
-                "--b".to_owned(),
-                format!("c{i}e"),
-            ];
+        let server = self.config.server_link.clone().map(|params| (SWITCH_SERVER_PORT.to_owned(), params));
+        let clients = (0..self.config.clients).filter_map(|i| Some((format!("c{i}"), self.config.link_of(i)?.clone())));
+        let links: Vec<(String, LinkParams)> = server.into_iter().chain(clients).collect();
+        for (port, params) in links {
+            let (emulated, _) = emulated_ports(&port);
+            let mut argv: Vec<String> =
+                vec![linkem.display().to_string(), "--a".to_owned(), port.clone(), "--b".to_owned(), emulated];
             argv.extend(params.to_args());
-            let log_path = dir.join(format!("linkem-c{i}.log"));
+            let log_path = dir.join(format!("linkem-{port}.log"));
             let log =
                 File::create(&log_path).map_err(|e| TestbedError::io(format!("creating {}", log_path.display()), e))?;
             let log2 = log.try_clone().map_err(|e| TestbedError::io(format!("opening {}", log_path.display()), e))?;
@@ -375,12 +390,12 @@ impl Testbed {
             command.stdin(Stdio::null()).stdout(log).stderr(log2).process_group(0);
             let line = display_command(&command);
             let child = command.spawn().map_err(|error| TestbedError::Spawn {
-                what: format!("starting the link emulator of client {i}"),
+                what: format!("starting the link emulator of port {port}"),
                 command: line,
                 error,
             })?;
-            let record = EmulatorRecord { client: i, pid: child.id(), args: argv };
-            self.emulators.push((i, child));
+            let record = EmulatorRecord { port: port.clone(), pid: child.id(), args: argv };
+            self.emulators.push((port, child));
             record.save(&dir)?;
         }
         self.wait_for_emulators(&sw, &dir)
@@ -396,34 +411,42 @@ impl Testbed {
         let index_of: Vec<(String, u32)> =
             status::parse_links(&links.stdout_text()).into_iter().map(|l| (l.name, l.index)).collect();
         let index = |name: &str| index_of.iter().find(|(n, _)| n == name).map(|(_, i)| *i);
-        let wanted: Vec<(usize, [Option<u32>; 2])> =
-            self.emulators.iter().map(|(i, _)| (*i, [index(&format!("c{i}")), index(&format!("c{i}e"))])).collect();
+        let wanted: Vec<(String, [Option<u32>; 2])> = self
+            .emulators
+            .iter()
+            .map(|(port, _)| (port.clone(), [index(port), index(&emulated_ports(port).0)]))
+            .collect();
         let deadline = Instant::now() + EMULATOR_READY_TIMEOUT;
         loop {
-            for (i, child) in &mut self.emulators {
+            for (port, child) in &mut self.emulators {
                 if let Ok(Some(status)) = child.try_wait() {
-                    let log = dir.join(format!("linkem-c{i}.log"));
+                    let log = dir.join(format!("linkem-{port}.log"));
                     let output = error::one_line(&fs::read_to_string(&log).unwrap_or_default());
                     let output = if output.is_empty() { "(it printed nothing)".to_owned() } else { output };
-                    return Err(TestbedError::EmulatorExited { client: *i, status: describe(status), log, output });
+                    return Err(TestbedError::EmulatorExited {
+                        port: port.clone(),
+                        status: describe(status),
+                        log,
+                        output,
+                    });
                 }
             }
             let bound = in_netns(sw, || fs::read_to_string("/proc/thread-self/net/packet"))?
                 .map_err(|e| TestbedError::io(format!("reading /proc/net/packet in {sw}"), e))?;
             let bound = packet_socket_interfaces(&bound);
-            let waiting: Vec<usize> = wanted
+            let waiting: Vec<&str> = wanted
                 .iter()
                 .filter(|(_, ifs)| !ifs.iter().all(|i| i.is_some_and(|i| bound.contains(&i))))
-                .map(|(client, _)| *client)
+                .map(|(port, _)| port.as_str())
                 .collect();
             if waiting.is_empty() {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                let client = waiting[0];
-                let log = dir.join(format!("linkem-c{client}.log"));
+                let port = waiting[0];
+                let log = dir.join(format!("linkem-{port}.log"));
                 return Err(TestbedError::NotReady {
-                    command: format!("fairway-linkem --a c{client} --b c{client}e"),
+                    command: format!("fairway-linkem --a {port} --b {}", emulated_ports(port).0),
                     why: format!("did not within {EMULATOR_READY_TIMEOUT:?}"),
                     expected: "packet sockets on both interfaces (/proc/net/packet)".to_owned(),
                     stderr: error::one_line(&fs::read_to_string(&log).unwrap_or_default()),
@@ -524,9 +547,10 @@ impl Testbed {
         mac_for(0, self.client_ip(i))
     }
 
-    /// The link emulators it started: client and process id.
-    pub fn emulators(&self) -> Vec<(usize, u32)> {
-        self.emulators.iter().map(|(client, child)| (*client, child.id())).collect()
+    /// The link emulators it started: switch port (`c{i}` for client `i`,
+    /// `srv` for the server) and process id.
+    pub fn emulators(&self) -> Vec<(String, u32)> {
+        self.emulators.iter().map(|(port, child)| (port.clone(), child.id())).collect()
     }
 
     /// What exists of it now.
@@ -730,18 +754,26 @@ fn cmdline(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// A link emulator as its pidfile records it: `linkem-c{client}.pid` holds
-/// the pid, then the program and its arguments, one a line.
+/// For the switch port `port` behind an emulator: the veth end the
+/// emulator's other side opens (`{port}e`) and its peer, the bridge port
+/// (`{port}b`).
+fn emulated_ports(port: &str) -> (String, String) {
+    (format!("{port}e"), format!("{port}b"))
+}
+
+/// A link emulator as its pidfile records it: `linkem-{port}.pid` (`port`
+/// is `c{i}` for client `i`, `srv` for the server) holds the pid, then the
+/// program and its arguments, one a line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct EmulatorRecord {
-    client: usize,
+    port: String,
     pid: u32,
     args: Vec<String>,
 }
 
 impl EmulatorRecord {
     fn save(&self, dir: &Path) -> Result<(), TestbedError> {
-        let path = dir.join(format!("linkem-c{}.pid", self.client));
+        let path = dir.join(format!("linkem-{}.pid", self.port));
         let mut text = format!("{}\n", self.pid);
         for arg in &self.args {
             text.push_str(arg);
@@ -752,10 +784,10 @@ impl EmulatorRecord {
             .map_err(|e| TestbedError::io(format!("writing {}", path.display()), e))
     }
 
-    fn parse(client: usize, text: &str) -> Option<EmulatorRecord> {
+    fn parse(port: &str, text: &str) -> Option<EmulatorRecord> {
         let mut lines = text.lines();
         let pid = lines.next()?.trim().parse().ok()?;
-        Some(EmulatorRecord { client, pid, args: lines.map(str::to_owned).collect() })
+        Some(EmulatorRecord { port: port.to_owned(), pid, args: lines.map(str::to_owned).collect() })
     }
 
     /// Whether the pid still runs this emulator (not another process that
@@ -778,13 +810,13 @@ fn recorded_emulators(prefix: &str) -> Result<Vec<EmulatorRecord>, TestbedError>
     let mut records = Vec::new();
     for entry in entries.filter_map(Result::ok) {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(client) = name.strip_prefix("linkem-c").and_then(|n| n.strip_suffix(".pid")) else { continue };
-        let Ok(client) = client.parse() else { continue };
-        if let Some(record) = fs::read_to_string(entry.path()).ok().and_then(|t| EmulatorRecord::parse(client, &t)) {
+        let Some(port) = name.strip_prefix("linkem-").and_then(|n| n.strip_suffix(".pid")) else { continue };
+        if let Some(record) = fs::read_to_string(entry.path()).ok().and_then(|t| EmulatorRecord::parse(port, &t)) {
             records.push(record);
         }
     }
-    records.sort_by_key(|r| r.client);
+    // The server's first, then the clients' by number.
+    records.sort_by_key(|r| (r.port != SWITCH_SERVER_PORT, r.port.trim_start_matches('c').parse::<u64>().ok()));
     Ok(records)
 }
 
@@ -861,12 +893,15 @@ mod tests {
 
     #[test]
     fn emulator_records() {
-        let r = EmulatorRecord::parse(1, "1234\n/x/fairway-linkem\n--a\nc1\n").unwrap();
-        assert_eq!(r, EmulatorRecord { client: 1, pid: 1234, args: names(&["/x/fairway-linkem", "--a", "c1"]) });
-        assert!(EmulatorRecord::parse(0, "").is_none());
-        assert!(EmulatorRecord::parse(0, "x\n").is_none());
+        let r = EmulatorRecord::parse("c1", "1234\n/x/fairway-linkem\n--a\nc1\n").unwrap();
+        assert_eq!(
+            r,
+            EmulatorRecord { port: "c1".to_owned(), pid: 1234, args: names(&["/x/fairway-linkem", "--a", "c1"]) }
+        );
+        assert!(EmulatorRecord::parse("c0", "").is_none());
+        assert!(EmulatorRecord::parse("srv", "x\n").is_none());
         // This process is alive but is not that emulator.
-        let me = EmulatorRecord { client: 0, pid: std::process::id(), args: names(&["/x/fairway-linkem"]) };
+        let me = EmulatorRecord { port: "c0".to_owned(), pid: std::process::id(), args: names(&["/x/fairway-linkem"]) };
         assert!(is_alive(me.pid));
         assert!(!me.is_running());
     }

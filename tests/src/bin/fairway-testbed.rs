@@ -214,7 +214,7 @@ fn describe(testbed: &Testbed) -> String {
         let how = match c.link_of(i) {
             None => "direct".to_owned(),
             Some(params) => {
-                let pid = emulators.iter().find(|(client, _)| *client == i).map_or(0, |(_, pid)| *pid);
+                let pid = emulators.iter().find(|(port, _)| *port == format!("c{i}")).map_or(0, |(_, pid)| *pid);
                 format!("through fairway-linkem (pid {pid}): {params}")
             }
         };

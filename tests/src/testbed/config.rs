@@ -293,6 +293,10 @@ pub struct TestbedConfig {
     /// Per client: `None` (or no entry) for a direct bridge port, `Some` for
     /// a link through `fairway-linkem`. At most `clients` entries.
     pub links: Vec<Option<LinkParams>>,
+    /// `Some` puts `fairway-linkem` between the switch and the server's
+    /// port (`srv`), so every client's traffic to and from the server shares
+    /// that one link: the bottleneck of an experiment where flows compete.
+    pub server_link: Option<LinkParams>,
     /// The subnet: Fairway is host 1, client `i` host `10 + i`.
     pub subnet: Subnet,
     /// Create `fwtap0` as a multi-queue TAP (`ip tuntap ... multi_queue`),
@@ -312,6 +316,7 @@ impl Default for TestbedConfig {
             clients: 2,
             queues: 2,
             links: Vec::new(),
+            server_link: None,
             subnet: Subnet::DEFAULT,
             tap_multi_queue: false,
             linkem: None,
@@ -346,6 +351,13 @@ impl TestbedConfig {
         self
     }
 
+    /// Puts the server's port behind an emulated link that every client
+    /// shares.
+    pub fn server_link(mut self, params: LinkParams) -> TestbedConfig {
+        self.server_link = Some(params);
+        self
+    }
+
     /// Sets the subnet.
     pub fn subnet(mut self, subnet: Subnet) -> TestbedConfig {
         self.subnet = subnet;
@@ -363,9 +375,9 @@ impl TestbedConfig {
         self.links.get(client).and_then(Option::as_ref)
     }
 
-    /// Whether any client is behind `fairway-linkem`.
+    /// Whether any client, or the server, is behind `fairway-linkem`.
     pub fn is_emulated(&self) -> bool {
-        (0..self.clients).any(|i| self.link_of(i).is_some())
+        self.server_link.is_some() || (0..self.clients).any(|i| self.link_of(i).is_some())
     }
 
     /// Checks everything that can be checked before touching the system.
@@ -394,6 +406,9 @@ impl TestbedConfig {
             if let Some(link) = link {
                 link.validate().map_err(|e| TestbedError::Config(format!("link of client {i}: {e}")))?;
             }
+        }
+        if let Some(link) = &self.server_link {
+            link.validate().map_err(|e| TestbedError::Config(format!("link of the server: {e}")))?;
         }
         Ok(())
     }

@@ -85,10 +85,11 @@ pub enum TestbedError {
         looked: Vec<PathBuf>,
     },
     /// A link emulator exited right after it was started.
-    #[error("the link emulator of client {client} exited at start ({status}); its log {log:?}: {output}")]
+    #[error("the link emulator of port {port} exited at start ({status}); its log {log:?}: {output}")]
     EmulatorExited {
-        /// The client whose link it was to emulate.
-        client: usize,
+        /// The switch port whose link it was to emulate: `c{i}` for client
+        /// `i`, `srv` for the server.
+        port: String,
         /// How it ended.
         status: String,
         /// Where its output went.

@@ -78,8 +78,9 @@ pub struct XdpStatus {
 /// A link emulator the testbed started.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EmulatorStatus {
-    /// The client whose link it emulates.
-    pub client: usize,
+    /// The switch port whose link it emulates: `c{i}` for client `i`,
+    /// `srv` for the server.
+    pub port: String,
     /// Its process id.
     pub pid: u32,
     /// Whether that process is still the emulator and running.
@@ -143,7 +144,7 @@ pub fn status(prefix: &str) -> Result<Status, TestbedError> {
     }
     status.emulators = super::recorded_emulators(prefix)?
         .into_iter()
-        .map(|e| EmulatorStatus { client: e.client, pid: e.pid, running: e.is_running(), args: e.args })
+        .map(|e| EmulatorStatus { running: e.is_running(), port: e.port, pid: e.pid, args: e.args })
         .collect();
     Ok(status)
 }
@@ -251,7 +252,7 @@ impl fmt::Display for Status {
             writeln!(f, "link emulators")?;
             for e in &self.emulators {
                 let state = if e.running { "running" } else { "gone" };
-                writeln!(f, "  client {}: pid {} {state}: {}", e.client, e.pid, e.args.join(" "))?;
+                writeln!(f, "  {}: pid {} {state}: {}", e.port, e.pid, e.args.join(" "))?;
             }
         }
         Ok(())
