@@ -14,6 +14,7 @@
 //! - [`syn_flood`]: a SYN flood while legitimate clients connect;
 //! - [`blind_injection`]: blind RSTs and data aimed at long transfers;
 //! - [`fairness`]: RTT fairness under the window-control policies (`cargo xtask lab fairness`);
+//! - [`fairness_testbed`]: the same with kernel TCP senders on the testbed;
 //! - [`scenario`]: the named scenarios of `cargo xtask sim`.
 //! - [`testbed`]: network namespaces where Fairway meets kernel peers (`cargo xtask testbed`).
 #![deny(missing_docs)]
@@ -21,6 +22,8 @@
 pub mod apps;
 pub mod blind_injection;
 pub mod fairness;
+#[cfg(target_os = "linux")]
+pub mod fairness_testbed;
 pub mod forge;
 pub mod real_peers;
 pub mod regression;

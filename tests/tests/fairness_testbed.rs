@@ -1,0 +1,79 @@
+//! RTT fairness on the testbed (root; `cargo xtask test` runs it with the
+//! `afxdp` feature): two kernel CUBIC uploaders at 4 ms and 256 ms RTT share
+//! a 20 Mbit/s bottleneck in front of Fairway over AF_XDP. With `off`, the
+//! short-RTT flow takes most of it (the ratio is printed); with
+//! `equal-rate --capacity 20mbit`, their goodputs are within 10 % of each
+//! other.
+#![cfg(all(target_os = "linux", feature = "afxdp"))]
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use fairway_tests::fairness_testbed::{Experiment, Outcome, run_uploads};
+use fairway_tests::served::Served;
+use fairway_tests::testbed::{self, SERVER_IF, Testbed};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn experiment() -> Experiment {
+    Experiment {
+        rtts: vec![Duration::from_millis(4), Duration::from_millis(256)],
+        congestion_control: "cubic",
+        bottleneck_bps: 20_000_000,
+        // About 40 ms at 20 Mbit/s.
+        queue_bytes: 100_000,
+        duration: Duration::from_secs(20),
+        warmup: Duration::from_secs(6),
+    }
+}
+
+/// One run under `policy` on a fresh testbed.
+fn run(tag: &str, policy: &str) -> Outcome {
+    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
+    let exp = experiment();
+    let prefix = format!("fx{}{tag}", std::process::id() % 100_000);
+    let tb = Testbed::up(exp.testbed_config(&prefix)).unwrap_or_else(|e| panic!("testbed up: {e}"));
+    let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
+    let flags = [
+        "--backend",
+        "afxdp",
+        "--iface",
+        SERVER_IF,
+        "--ip",
+        &ip,
+        "--queues",
+        "1",
+        "--shards",
+        "1",
+        "--fairness",
+        policy,
+        "--capacity",
+        "20mbit",
+        "--max-body",
+        "100gb",
+    ];
+    let served = Served::start(&tb, &flags);
+    let outcome = run_uploads(&tb, &exp).unwrap_or_else(|e| panic!("{policy}: {e}"));
+    let _ = served.stop();
+    eprintln!("fairness {policy}, kernel CUBIC, 4 and 256 ms RTT, 20 Mbit/s:\n{}", outcome.describe());
+    eprintln!("utilisation {:.1} %", outcome.utilisation(exp.bottleneck_bps) * 100.0);
+    outcome
+}
+
+#[test]
+fn without_a_policy_the_short_rtt_cubic_flow_takes_more() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let outcome = run("o", "off");
+    // Sanity only: both flows moved data and together they used the link.
+    assert!(outcome.flows.iter().all(|f| f.bytes > 0), "{}", outcome.describe());
+    assert!(outcome.utilisation(experiment().bottleneck_bps) > 0.5, "{}", outcome.describe());
+}
+
+#[test]
+fn equal_rate_evens_out_cubic_uploads_at_4_and_256_ms() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let outcome = run("e", "equal-rate");
+    let rates = outcome.rates();
+    let (max, min) = (rates[0].max(rates[1]), rates[0].min(rates[1]));
+    assert!(min > 0.0 && (max - min) / max <= 0.10, "goodputs not within 10 %:\n{}", outcome.describe());
+}
