@@ -22,7 +22,8 @@ use std::time::Duration;
 use fairway_stack::fairness::jain_index;
 
 use crate::real_peers::HTTP_PORT;
-use crate::testbed::{self, LinkParams, Testbed, TestbedConfig};
+use crate::served::Served;
+use crate::testbed::{self, LinkParams, SERVER_IF, Testbed, TestbedConfig};
 
 /// The experiment: who uploads, through what.
 #[derive(Debug, Clone)]
@@ -222,6 +223,124 @@ pub fn run_uploads(tb: &Testbed, exp: &Experiment) -> Result<Outcome, String> {
     Ok(Outcome { flows })
 }
 
+/// One whole run on a fresh testbed under `prefix`: the testbed up,
+/// Fairway over AF_XDP (one shard) started with `--fairness policy` and the
+/// bottleneck's rate as `--capacity`, the uploads, the server stopped and
+/// the testbed removed. Needs a build with the `afxdp` feature.
+///
+/// # Errors
+///
+/// When the testbed cannot be built or an uploader fails.
+///
+/// # Panics
+///
+/// When the server does not start (see [`Served::start`]).
+pub fn run_on_fresh_testbed(prefix: &str, exp: &Experiment, policy: &str) -> Result<Outcome, String> {
+    testbed::require_root().map_err(|e| e.to_string())?;
+    let tb = Testbed::up(exp.testbed_config(prefix)).map_err(|e| format!("testbed up: {e}"))?;
+    let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
+    let capacity = format!("{}bit", exp.bottleneck_bps);
+    let flags = [
+        "--backend",
+        "afxdp",
+        "--iface",
+        SERVER_IF,
+        "--ip",
+        &ip,
+        "--queues",
+        "1",
+        "--shards",
+        "1",
+        "--fairness",
+        policy,
+        "--capacity",
+        &capacity,
+        "--max-body",
+        "100gb",
+    ];
+    let served = Served::start(&tb, &flags);
+    let outcome = run_uploads(&tb, exp);
+    let _ = served.stop();
+    outcome
+}
+
+/// The policies the testbed grid compares.
+pub const GRID_POLICIES: [&str; 2] = ["off", "equal-rate"];
+/// The kernel senders the testbed grid runs.
+pub const GRID_SENDERS: [&str; 2] = ["cubic", "bbr"];
+
+/// One cell of the testbed grid.
+#[derive(Debug, Clone)]
+pub struct GridCell {
+    /// The experiment.
+    pub experiment: Experiment,
+    /// The server's `--fairness`.
+    pub policy: &'static str,
+}
+
+/// The access RTTs of `n` clients, as on the simulated network
+/// ([`crate::fairness::rtts`]): geometric from 4 to 256 ms (4 and 256 for
+/// two, 4, 16, 64 and 256 for four; 256 alone).
+#[must_use]
+pub fn grid_rtts(n: usize) -> Vec<Duration> {
+    if n <= 1 {
+        return vec![Duration::from_millis(256)];
+    }
+    (0..n).map(|i| Duration::from_secs_f64(0.004 * 64f64.powf(i as f64 / (n - 1) as f64))).collect()
+}
+
+/// The testbed grid: for each `n`, clients at [`grid_rtts`], CUBIC then BBR senders, `off` then `equal-rate`, through a
+/// `bottleneck_bps` link with a 40 ms drop-tail queue.
+#[must_use]
+pub fn grid(ns: &[usize], bottleneck_bps: u64, duration: Duration, warmup: Duration) -> Vec<GridCell> {
+    let mut cells = Vec::new();
+    for &n in ns {
+        for congestion_control in GRID_SENDERS {
+            for policy in GRID_POLICIES {
+                let experiment = Experiment {
+                    rtts: grid_rtts(n),
+                    congestion_control,
+                    bottleneck_bps,
+                    queue_bytes: (bottleneck_bps / 8 / 25).max(16 * 1514),
+                    duration,
+                    warmup,
+                };
+                cells.push(GridCell { experiment, policy });
+            }
+        }
+    }
+    cells
+}
+
+/// The Markdown table of `results` (a cell and what it measured, or why it
+/// failed).
+#[must_use]
+pub fn report(results: &[(GridCell, Result<Outcome, String>)]) -> Vec<String> {
+    let mut lines = vec![
+        "| N | RTTs (ms) | senders | policy | goodput per flow (Mbit/s) | J | max/min | utilisation |".to_owned(),
+        "|---|---|---|---|---|---|---|---|".to_owned(),
+    ];
+    for (cell, result) in results {
+        let e = &cell.experiment;
+        let rtts: Vec<String> = e.rtts.iter().map(|r| format!("{:.0}", r.as_secs_f64() * 1e3)).collect();
+        let head = format!("| {} | {} | {} | {} |", e.rtts.len(), rtts.join(", "), e.congestion_control, cell.policy);
+        lines.push(match result {
+            Ok(o) => {
+                let rates: Vec<String> = o.rates().iter().map(|r| format!("{:.2}", r / 1e6)).collect();
+                format!(
+                    "{head} {} | {:.3} | {:.2} | {:.1} % |",
+                    rates.join(" / "),
+                    o.jain(),
+                    o.max_min_ratio(),
+                    o.utilisation(e.bottleneck_bps) * 100.0
+                )
+            }
+            Err(why) => format!("{head} failed: {} | | | |", why.lines().next().unwrap_or("").replace('|', "/")),
+        });
+    }
+    lines
+}
+
 /// `(t, acked, srtt_us)` samples from the uploader's output.
 fn parse_samples(text: &str) -> Vec<(f64, u64, u64)> {
     text.lines()
@@ -277,5 +396,9 @@ mod tests {
         assert_eq!(c.link_of(1).unwrap().delay, Some(Duration::from_millis(128)));
         assert_eq!(c.server_link.as_ref().unwrap().rate_bps, Some(20_000_000));
         assert!(c.validate().is_ok());
+        let ms = |n| grid_rtts(n).iter().map(|r| (r.as_secs_f64() * 1e3).round() as u64).collect::<Vec<_>>();
+        assert_eq!(ms(2), [4, 256]);
+        assert_eq!(ms(4), [4, 16, 64, 256]);
+        assert_eq!(grid(&[2, 4], 20_000_000, Duration::from_secs(20), Duration::from_secs(6)).len(), 8);
     }
 }

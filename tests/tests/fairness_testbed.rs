@@ -9,9 +9,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use fairway_tests::fairness_testbed::{Experiment, Outcome, run_uploads};
-use fairway_tests::served::Served;
-use fairway_tests::testbed::{self, SERVER_IF, Testbed};
+use fairway_tests::fairness_testbed::{Experiment, Outcome, run_on_fresh_testbed};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -29,32 +27,9 @@ fn experiment() -> Experiment {
 
 /// One run under `policy` on a fresh testbed.
 fn run(tag: &str, policy: &str) -> Outcome {
-    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
     let exp = experiment();
     let prefix = format!("fx{}{tag}", std::process::id() % 100_000);
-    let tb = Testbed::up(exp.testbed_config(&prefix)).unwrap_or_else(|e| panic!("testbed up: {e}"));
-    let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
-    let flags = [
-        "--backend",
-        "afxdp",
-        "--iface",
-        SERVER_IF,
-        "--ip",
-        &ip,
-        "--queues",
-        "1",
-        "--shards",
-        "1",
-        "--fairness",
-        policy,
-        "--capacity",
-        "20mbit",
-        "--max-body",
-        "100gb",
-    ];
-    let served = Served::start(&tb, &flags);
-    let outcome = run_uploads(&tb, &exp).unwrap_or_else(|e| panic!("{policy}: {e}"));
-    let _ = served.stop();
+    let outcome = run_on_fresh_testbed(&prefix, &exp, policy).unwrap_or_else(|e| panic!("{policy}: {e}"));
     eprintln!("fairness {policy}, kernel CUBIC, 4 and 256 ms RTT, 20 Mbit/s:\n{}", outcome.describe());
     eprintln!("utilisation {:.1} %", outcome.utilisation(exp.bottleneck_bps) * 100.0);
     outcome
