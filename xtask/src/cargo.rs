@@ -54,6 +54,19 @@ impl Cargo {
         }
     }
 
+    /// `cargo run --release -p <package> [--features <features>] --bin <bin>
+    /// -- <args>`: one of the workspace's binaries, built in release, with
+    /// the user's arguments after the separator.
+    pub fn run_release_bin(&self, package: &str, features: Option<&str>, bin: &str, args: &[OsString]) -> Invocation {
+        let mut line: Vec<OsString> = vec!["run".into(), "--release".into(), "-p".into(), package.into()];
+        if let Some(features) = features {
+            line.extend(["--features".into(), features.into()]);
+        }
+        line.extend(["--bin".into(), bin.into(), "--".into()]);
+        line.extend_from_slice(args);
+        self.command(line)
+    }
+
     /// `cargo <args>` run from the workspace root.
     pub fn command<I>(&self, args: I) -> Invocation
     where

@@ -77,32 +77,18 @@ fn invocations(cargo: &Cargo, args: &BenchArgs, asks_help: bool) -> Vec<(&'stati
 
 /// `cargo run --release -p fairway-benches --bin loopback -- <args>`
 fn loopback(cargo: &Cargo, args: &[OsString]) -> Invocation {
-    let mut line: Vec<OsString> = ["run", "--release", "-p", "fairway-benches", "--bin", "loopback", "--"]
-        .into_iter()
-        .map(OsString::from)
-        .collect();
-    line.extend_from_slice(args);
-    cargo.command(line)
+    cargo.run_release_bin("fairway-benches", None, "loopback", args)
 }
 
 /// `cargo run --release -p fairway-benches --features afxdp --bin nic -- <args>`
 fn nic(cargo: &Cargo, args: &[OsString]) -> Invocation {
-    let mut line: Vec<OsString> =
-        ["run", "--release", "-p", "fairway-benches", "--features", "afxdp", "--bin", "nic", "--"]
-            .into_iter()
-            .map(OsString::from)
-            .collect();
-    line.extend_from_slice(args);
-    cargo.command(line)
+    cargo.run_release_bin("fairway-benches", Some("afxdp"), "nic", args)
 }
 
 /// `cargo run --release -p fairway-benches --bin http -- <args>`; it
 /// finds the server [`run::build`] made beside itself.
 fn http(cargo: &Cargo, args: &[OsString]) -> Invocation {
-    let mut line: Vec<OsString> =
-        ["run", "--release", "-p", "fairway-benches", "--bin", "http", "--"].into_iter().map(OsString::from).collect();
-    line.extend_from_slice(args);
-    cargo.command(line)
+    cargo.run_release_bin("fairway-benches", None, "http", args)
 }
 
 /// `cargo bench -p fairway-benches <args>`

@@ -23,12 +23,7 @@ pub fn run(cargo: &Cargo, args: &PassThrough) -> Result<(), Failure> {
 
 /// `cargo run --release -p fairway-tests --bin fairway-sim -- <args>`
 pub fn fairway_sim(cargo: &Cargo, args: &[OsString]) -> Invocation {
-    let mut line: Vec<OsString> = ["run", "--release", "-p", "fairway-tests", "--bin", "fairway-sim", "--"]
-        .into_iter()
-        .map(OsString::from)
-        .collect();
-    line.extend_from_slice(args);
-    cargo.command(line)
+    cargo.run_release_bin("fairway-tests", None, "fairway-sim", args)
 }
 
 #[cfg(test)]

@@ -50,13 +50,9 @@ pub fn run(cargo: &Cargo, args: &TestbedArgs) -> Result<(), Failure> {
 
 /// `cargo run --release -p fairway-tests --bin fairway-testbed -- ACTION <args>`
 pub fn fairway_testbed(cargo: &Cargo, args: &TestbedArgs) -> Invocation {
-    let mut line: Vec<OsString> = ["run", "--release", "-p", "fairway-tests", "--bin", "fairway-testbed", "--"]
-        .into_iter()
-        .map(OsString::from)
-        .collect();
-    line.push(args.action.name().into());
+    let mut line = vec![args.action.name().into()];
     line.extend_from_slice(&args.args);
-    cargo.command(line)
+    cargo.run_release_bin("fairway-tests", None, "fairway-testbed", &line)
 }
 
 /// `cargo build --release -p fairway-nic --bin fairway-linkem`
