@@ -1,49 +1,185 @@
-//! RTT fairness on the real testbed: kernel TCP senders in client
-//! namespaces uploading to Fairway through one shared bottleneck.
+//! RTT fairness on the real testbed: the kernel's own TCP in client
+//! namespaces, uploading to a server or downloading from it through one
+//! shared bottleneck. The server is Fairway over AF_XDP, Fairway on the
+//! kernel backend, or nginx (plain kernel TCP: the uncontrolled baseline).
 //!
 //! Each client's own link carries only its access delay (half its RTT in
 //! each direction); the bottleneck is one emulated link in front of the
 //! server ([`TestbedConfig::server_link`]) that every flow crosses, with the
-//! rate and a drop-tail queue. Each uploader picks its congestion control
-//! per socket (`TCP_CONGESTION`, before connecting): the per-namespace
+//! rate and a drop-tail queue.
+//!
+//! # A run
+//!
+//! Every client runs a small Python program (kernel sockets) that waits for
+//! a common start, then connects and streams an endless `POST /upload`, or
+//! reads an endless `GET /bytes/…`, while sampling its socket's
+//! `TCP_INFO` every [`SAMPLE_EVERY`]: bytes acknowledged (uploads) or received
+//! (downloads), SRTT and min-RTT. The last client (the longest RTT) may
+//! start late ([`Experiment::join_at`]), to measure how fast a newcomer
+//! gets its share. Uploaders pick their congestion control per socket
+//! (`TCP_CONGESTION`, before connecting): the per-namespace
 //! `net.ipv4.tcp_congestion_control` would do, but outside the initial
 //! namespace it refuses algorithms missing from the host's
 //! `tcp_allowed_congestion_control` (here `reno bbr`, not `cubic`), which
-//! this must not change; root may pick any loaded one per socket. Each
-//! client streams an
-//! endless `POST /upload` for a bounded time while sampling its socket's
-//! `tcpi_bytes_acked`; a flow's goodput is the bytes acknowledged over the
-//! steady part (after a warm-up) divided by that span.
+//! this must not change; root may pick any loaded one per socket. Downloads
+//! are sent by the server: Fairway's own CUBIC over AF_XDP, the server
+//! namespace's default (the host's) on the kernel backend and nginx.
+//!
+//! What is measured, over the steady part (from [`Experiment::warmup`] to
+//! the end):
+//! - **goodput** per flow: payload bytes over the span;
+//! - **Jain's index** of the goodputs, and the highest over the lowest;
+//! - **utilisation**: the wire bytes (each 1448-byte payload travels in a
+//!   1514-byte frame) over the bottleneck's rate;
+//! - **queueing delay** at the bottleneck: the mean of a ping every 100 ms
+//!   from client 0 through the loaded link, minus the least of five pings
+//!   before the transfers start; for uploads also the senders' own view,
+//!   the mean of SRTT − min-RTT over flows and samples;
+//! - **convergence**: how long after it starts the late flow's goodput over
+//!   the last 500 ms first reaches 90 % of an equal share of what all flows
+//!   delivered in the steady part.
 //!
 //! Everything here needs root and stays inside the testbed's namespaces.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use fairway_stack::fairness::jain_index;
+use fairway_server::config::Config;
+use fairway_stack::fairness::{jain_index, wire_factor};
 
+use crate::nginx::{Nginx, Site, bytes_path};
 use crate::real_peers::HTTP_PORT;
-use crate::served::Served;
-use crate::testbed::{self, LinkParams, SERVER_IF, Testbed, TestbedConfig};
+use crate::served::{Served, curl_status};
+use crate::testbed::{self, LinkParams, SERVER_IF, Spawned, Testbed, TestbedConfig};
 
-/// The experiment: who uploads, through what.
+/// The payload of a full segment with timestamps on a 1500-byte MTU.
+const MSS: u32 = 1448;
+/// How often a client samples its socket.
+const SAMPLE_EVERY: Duration = Duration::from_millis(50);
+/// The window a late flow's goodput is averaged over for convergence.
+const CONVERGENCE_WINDOW: Duration = Duration::from_millis(500);
+/// The ping probe's interval.
+const PING_EVERY: Duration = Duration::from_millis(100);
+/// The length of the endless download.
+const ENDLESS: u64 = 100_000_000_000;
+
+/// Which way the data goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transfer {
+    /// Clients send to the server's `/upload`.
+    Upload,
+    /// Clients read from the server's `/bytes/…`.
+    Download,
+}
+
+impl Transfer {
+    /// `up` or `down`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Transfer::Upload => "up",
+            Transfer::Download => "down",
+        }
+    }
+}
+
+/// The server the clients talk to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Server {
+    /// Fairway over AF_XDP (one shard) with this `--fairness` policy.
+    Afxdp(&'static str),
+    /// Fairway on the kernel backend (one shard) with this policy.
+    Kernel(&'static str),
+    /// nginx over the kernel stack, one worker: no policy at all.
+    Nginx,
+}
+
+impl Server {
+    /// Parses `afxdp:POLICY`, `kernel:POLICY` or `nginx`.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Server> {
+        let policy = |p: &str| ["off", "seed", "equal-rate"].into_iter().find(|known| *known == p);
+        match text.split_once(':') {
+            Some(("afxdp", p)) => policy(p).map(Server::Afxdp),
+            Some(("kernel", p)) => policy(p).map(Server::Kernel),
+            None if text == "nginx" => Some(Server::Nginx),
+            _ => None,
+        }
+    }
+
+    /// `fairway/afxdp`, `fairway/kernel` or `nginx`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Server::Afxdp(_) => "fairway/afxdp",
+            Server::Kernel(_) => "fairway/kernel",
+            Server::Nginx => "nginx",
+        }
+    }
+
+    /// The window-control policy (`off` for nginx).
+    #[must_use]
+    pub fn policy(self) -> &'static str {
+        match self {
+            Server::Afxdp(p) | Server::Kernel(p) => p,
+            Server::Nginx => "off",
+        }
+    }
+
+    /// Who sends a download: the server's TCP.
+    #[must_use]
+    pub fn download_sender(self) -> &'static str {
+        match self {
+            Server::Afxdp(_) => "fairway cubic",
+            Server::Kernel(_) | Server::Nginx => "kernel default",
+        }
+    }
+}
+
+/// The experiment: who transfers, which way, through what.
 #[derive(Debug, Clone)]
 pub struct Experiment {
     /// Each client's round-trip time added by its access link (the link
     /// emulator delays each direction by half).
     pub rtts: Vec<Duration>,
-    /// Each client's kernel congestion control (`cubic`, `bbr`, `reno`).
+    /// Which way the data goes.
+    pub transfer: Transfer,
+    /// The uploaders' kernel congestion control (`cubic`, `bbr`, `reno`);
+    /// downloads are sent by the server, whatever this says.
     pub congestion_control: &'static str,
     /// The shared bottleneck's rate, bits per second.
     pub bottleneck_bps: u64,
     /// The bottleneck's drop-tail queue, bytes.
     pub queue_bytes: u64,
-    /// How long every upload runs.
+    /// How long the run lasts, from the common start.
     pub duration: Duration,
-    /// The start of each upload left out of its goodput.
+    /// The start of the run left out of the goodputs.
     pub warmup: Duration,
+    /// When the last client starts (the others start at once); `None`:
+    /// with the others. Must be before `warmup`.
+    pub join_at: Option<Duration>,
 }
 
 impl Experiment {
+    /// Uploads from clients at `rtts` with `congestion_control` through a
+    /// `bottleneck_bps` link with a 40 ms drop-tail queue; 20 s, the first
+    /// 6 measured out, all starting at once.
+    #[must_use]
+    pub fn uploads(rtts: Vec<Duration>, congestion_control: &'static str, bottleneck_bps: u64) -> Experiment {
+        Experiment {
+            rtts,
+            transfer: Transfer::Upload,
+            congestion_control,
+            bottleneck_bps,
+            queue_bytes: (bottleneck_bps / 8 / 25).max(16 * 1514),
+            duration: Duration::from_secs(20),
+            warmup: Duration::from_secs(6),
+            join_at: None,
+        }
+    }
+
     /// The testbed for it under `prefix`: one client per RTT, one queue
     /// (one shard), the bottleneck in front of the server.
     #[must_use]
@@ -59,6 +195,27 @@ impl Experiment {
         }
         config
     }
+
+    /// When client `i` starts.
+    fn start_of(&self, i: usize) -> Duration {
+        match self.join_at {
+            Some(at) if i + 1 == self.rtts.len() && i > 0 => at,
+            _ => Duration::ZERO,
+        }
+    }
+}
+
+/// One `TCP_INFO` sample of a client's socket.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Seconds since the common start.
+    pub t: f64,
+    /// Bytes acknowledged (uploads) or received (downloads) so far.
+    pub bytes: u64,
+    /// `tcpi_rtt`, microseconds.
+    pub srtt_us: u32,
+    /// `tcpi_min_rtt`, microseconds.
+    pub min_rtt_us: u32,
 }
 
 /// One flow's outcome.
@@ -68,27 +225,57 @@ pub struct FlowGoodput {
     pub client: usize,
     /// Its access RTT.
     pub rtt: Duration,
-    /// Bytes acknowledged over the steady part.
+    /// When it started, after the common start.
+    pub started: Duration,
+    /// Bytes moved over the steady part.
     pub bytes: u64,
     /// The steady part's length, seconds.
     pub seconds: f64,
-    /// The kernel's smoothed RTT at the end, as `tcpi_rtt` reports it.
-    pub srtt: Duration,
+    /// Every sample.
+    pub samples: Vec<Sample>,
 }
 
 impl FlowGoodput {
-    /// Goodput, bits per second.
+    /// Goodput over the steady part, bits per second.
     #[must_use]
     pub fn bits_per_second(&self) -> f64 {
         if self.seconds > 0.0 { self.bytes as f64 * 8.0 / self.seconds } else { 0.0 }
     }
+
+    /// Goodput over time: `(seconds since the common start, Mbit/s over
+    /// the previous `window`)`, one point per sample.
+    #[must_use]
+    pub fn goodput_series(&self, window: Duration) -> Vec<(f64, f64)> {
+        let w = window.as_secs_f64();
+        let mut from = 0;
+        let mut points = Vec::with_capacity(self.samples.len());
+        for s in &self.samples {
+            while self.samples[from].t < s.t - w - 1e-9 {
+                from += 1;
+            }
+            let first = &self.samples[from];
+            if s.t - first.t >= w * 0.5 {
+                points.push((s.t, (s.bytes - first.bytes) as f64 * 8.0 / (s.t - first.t) / 1e6));
+            }
+        }
+        points
+    }
 }
 
-/// Every flow of one run.
+/// Every flow of one run, and what was measured across them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     /// By client.
     pub flows: Vec<FlowGoodput>,
+    /// The mean queueing delay at the bottleneck from the ping probe, ms.
+    pub ping_queue_ms: Option<f64>,
+    /// For uploads: the mean of the senders' SRTT − min-RTT, ms.
+    pub sender_queue_ms: Option<f64>,
+    /// How long after it started the late flow reached 90 % of its share
+    /// (`None`: no late flow, or it never did).
+    pub convergence: Option<Duration>,
+    /// Whether there was a late flow.
+    pub had_late_flow: bool,
 }
 
 impl Outcome {
@@ -114,168 +301,429 @@ impl Outcome {
         if min > 0.0 { max / min } else { f64::INFINITY }
     }
 
-    /// The sum of the goodputs over the bottleneck's rate.
+    /// The wire bytes of the goodputs over the bottleneck's rate.
     #[must_use]
     pub fn utilisation(&self, bottleneck_bps: u64) -> f64 {
-        self.rates().iter().sum::<f64>() / bottleneck_bps as f64
+        self.rates().iter().sum::<f64>() * wire_factor(MSS) / bottleneck_bps as f64
     }
 
-    /// One line per flow, then Jain's index.
+    /// One line per flow, then the figures.
     #[must_use]
     pub fn describe(&self) -> String {
         let mut text = String::new();
         for f in &self.flows {
+            let last = f.samples.last();
             text.push_str(&format!(
-                "client {} RTT {:?}: {:.2} Mbit/s ({} B in {:.1} s, srtt {:?})\n",
+                "client {} RTT {:?} (from {:?}): {:.2} Mbit/s ({} B in {:.1} s, srtt {} µs, min-RTT {} µs)\n",
                 f.client,
                 f.rtt,
+                f.started,
                 f.bits_per_second() / 1e6,
                 f.bytes,
                 f.seconds,
-                f.srtt
+                last.map_or(0, |s| s.srtt_us),
+                last.map_or(0, |s| s.min_rtt_us),
             ));
         }
-        text.push_str(&format!("J = {:.4}, max/min = {:.2}", self.jain(), self.max_min_ratio()));
+        text.push_str(&format!(
+            "J = {:.4}, max/min = {:.2}, queue {} ms (ping), {} ms (senders), late flow converged in {}",
+            self.jain(),
+            self.max_min_ratio(),
+            ms_or_dash(self.ping_queue_ms),
+            ms_or_dash(self.sender_queue_ms),
+            self.convergence_text()
+        ));
         text
+    }
+
+    /// The convergence time in seconds, `never`, or `—` without a late flow.
+    #[must_use]
+    pub fn convergence_text(&self) -> String {
+        match (self.had_late_flow, self.convergence) {
+            (false, _) => "—".to_owned(),
+            (true, None) => "never".to_owned(),
+            (true, Some(c)) => format!("{:.2} s", c.as_secs_f64()),
+        }
     }
 }
 
-/// The uploader: an endless `POST /upload` for `duration` seconds with the
-/// congestion control named by its last argument, a sender
-/// thread writing while the main thread samples `tcpi_bytes_acked` (offset
-/// 120 of `struct tcp_info`) and `tcpi_rtt` (offset 68) every 50 ms. It
-/// prints `ready`, waits until the file named by its fourth argument exists
-/// (so that every upload starts at once), then prints `t acked srtt_us` per
-/// sample.
-const UPLOADER: &str = r#"
+fn ms_or_dash(ms: Option<f64>) -> String {
+    ms.map_or_else(|| "—".to_owned(), |v| format!("{v:.1}"))
+}
+
+/// The client: waits for the file named by its fourth argument (the common
+/// start), sleeps its delay, connects with the congestion control its fifth
+/// argument names (`-` for the default), then streams an endless
+/// `POST /upload` (`up`) or reads `GET` of the path in its last argument
+/// (`down`), a second thread moving the data while the main one samples
+/// `TCP_INFO` every [`SAMPLE_EVERY`] (its last argument) until the run's end: `tcpi_rtt` (offset 68),
+/// `tcpi_bytes_acked` (120), `tcpi_bytes_received` (128), `tcpi_min_rtt`
+/// (148). Prints `ready` first, then `t bytes srtt_us min_rtt_us` per
+/// sample, `t` from the common start.
+const CLIENT: &str = r#"
 import os, socket, struct, sys, threading, time
-host, port, duration, go, cc = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
-s.settimeout(duration + 30)
-s.connect((host, port))
-got = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode()
-if got != cc:
-    sys.exit(f"congestion control {got}, not {cc}")
-s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+host, port, duration, go, cc, mode, delay, path, every = sys.argv[1:10]
+port, duration, delay, every = int(port), float(duration), float(delay), float(every)
 print("ready", flush=True)
 while not os.path.exists(go):
     time.sleep(0.001)
-s.sendall(b"POST /upload HTTP/1.1\r\nHost: fairway\r\nContent-Length: 100000000000\r\n\r\n")
-def send():
-    chunk = b"u" * 65536
-    try:
-        while True:
-            s.sendall(chunk)
-    except OSError:
-        pass
-threading.Thread(target=send, daemon=True).start()
 start = time.monotonic()
+time.sleep(delay)
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+if cc != "-":
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+s.settimeout(duration + 30)
+s.connect((host, port))
+if cc != "-":
+    got = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode()
+    if got != cc:
+        sys.exit(f"congestion control {got}, not {cc}")
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+if mode == "up":
+    s.sendall(b"POST /upload HTTP/1.1\r\nHost: fairway\r\nContent-Length: 100000000000\r\n\r\n")
+    def move():
+        chunk = b"u" * 65536
+        try:
+            while True:
+                s.sendall(chunk)
+        except OSError:
+            pass
+    at = 120
+else:
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: fairway\r\n\r\n".encode())
+    def move():
+        buf = bytearray(1 << 20)
+        try:
+            while s.recv_into(buf):
+                pass
+        except OSError:
+            pass
+    at = 128
+threading.Thread(target=move, daemon=True).start()
 while True:
     info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
-    acked = struct.unpack_from("Q", info, 120)[0]
+    moved = struct.unpack_from("Q", info, at)[0]
     srtt = struct.unpack_from("I", info, 68)[0]
+    min_rtt = struct.unpack_from("I", info, 148)[0]
     t = time.monotonic() - start
-    print(f"{t:.4f} {acked} {srtt}", flush=True)
+    print(f"{t:.4f} {moved} {srtt} {min_rtt}", flush=True)
     if t >= duration:
         break
-    time.sleep(0.05)
+    time.sleep(every)
 os._exit(0)
 "#;
 
-/// Runs `exp` on `tb` (built from [`Experiment::testbed_config`], with the
-/// server already started): starts every upload at once, each with the
-/// experiment's congestion control, and measures each.
+/// Runs `exp` on `tb` (built from [`Experiment::testbed_config`], with a
+/// server already started): starts every client at the common start (the
+/// late one later) and measures each, with the ping probe from client 0.
 ///
 /// # Errors
 ///
-/// When a client cannot be configured or an uploader fails.
-pub fn run_uploads(tb: &Testbed, exp: &Experiment) -> Result<Outcome, String> {
+/// When a client cannot be started or fails.
+pub fn run_clients(tb: &Testbed, exp: &Experiment) -> Result<Outcome, String> {
+    if exp.join_at.is_some_and(|j| j >= exp.warmup) {
+        return Err("the late flow must join before the warm-up ends".to_owned());
+    }
     let host = tb.server_ip().to_string();
     let port = HTTP_PORT.to_string();
     let secs = format!("{:.3}", exp.duration.as_secs_f64());
     let go = std::env::temp_dir().join(format!("fairway-fairness-go-{}", tb.prefix()));
     let _ = std::fs::remove_file(&go);
     let go_arg = go.display().to_string();
-    let mut uploaders = Vec::new();
+    let path = bytes_path(ENDLESS);
+    let every = format!("{:.3}", SAMPLE_EVERY.as_secs_f64());
+    let base_ms = ping_base(tb, &host)?;
+    let mut clients = Vec::new();
     for client in 0..exp.rtts.len() {
-        let cmd = ["python3", "-u", "-c", UPLOADER, &host, &port, &secs, &go_arg, exp.congestion_control];
-        let mut up = testbed::spawn(&tb.client_ns(client), &cmd).map_err(|e| e.to_string())?;
-        up.wait_for_stdout("ready", Duration::from_secs(20)).map_err(|e| format!("client {client}: {e}"))?;
-        uploaders.push(up);
+        let delay = format!("{:.3}", exp.start_of(client).as_secs_f64());
+        let cc = match exp.transfer {
+            Transfer::Upload => exp.congestion_control,
+            Transfer::Download => "-",
+        };
+        let cmd = [
+            "python3",
+            "-u",
+            "-c",
+            CLIENT,
+            &host,
+            &port,
+            &secs,
+            &go_arg,
+            cc,
+            exp.transfer.name(),
+            &delay,
+            &path,
+            &every,
+        ];
+        let mut c = testbed::spawn(&tb.client_ns(client), &cmd).map_err(|e| e.to_string())?;
+        c.wait_for_stdout("ready", Duration::from_secs(20)).map_err(|e| format!("client {client}: {e}"))?;
+        clients.push(c);
     }
     std::fs::write(&go, b"go").map_err(|e| format!("writing {go_arg}: {e}"))?;
-    let started = std::time::Instant::now();
-    while started.elapsed() < Duration::from_millis(500) && uploaders.iter_mut().any(|u| u.try_wait().is_none()) {
+    let probe = ping_probe(tb, &host, exp.duration)?;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(500) && clients.iter_mut().any(|c| c.try_wait().is_none()) {
         std::thread::sleep(Duration::from_millis(50));
     }
     let _ = std::fs::remove_file(&go);
     let mut flows = Vec::new();
-    for (client, up) in uploaders.into_iter().enumerate() {
+    for (client, c) in clients.into_iter().enumerate() {
         let out =
-            up.wait_timeout(exp.duration + Duration::from_secs(30)).map_err(|e| format!("client {client}: {e}"))?;
+            c.wait_timeout(exp.duration + Duration::from_secs(30)).map_err(|e| format!("client {client}: {e}"))?;
         if !out.success() {
-            return Err(format!("client {client}'s uploader failed: {}", out.stderr_text()));
+            return Err(format!("client {client} failed: {}", out.stderr_text()));
         }
         let samples = parse_samples(&out.stdout_text());
-        flows.push(goodput(client, exp.rtts[client], &samples, exp.warmup.as_secs_f64())?);
+        flows.push(steady_goodput(client, exp, samples)?);
     }
-    Ok(Outcome { flows })
+    let pings = probe.wait_timeout(Duration::from_secs(10)).map_err(|e| format!("ping: {e}"))?;
+    let ping_queue_ms = mean_queue_ms(&parse_pings(&pings.stdout_text()), exp.warmup, base_ms);
+    let sender_queue_ms = match exp.transfer {
+        Transfer::Upload => sender_queue_ms(&flows, exp.warmup.as_secs_f64()),
+        Transfer::Download => None,
+    };
+    let late = exp.join_at.is_some() && flows.len() > 1;
+    let convergence = if late { convergence(&flows, exp) } else { None };
+    Ok(Outcome { flows, ping_queue_ms, sender_queue_ms, convergence, had_late_flow: late })
 }
 
-/// One whole run on a fresh testbed under `prefix`: the testbed up,
-/// Fairway over AF_XDP (one shard) started with `--fairness policy` and the
-/// bottleneck's rate as `--capacity`, the uploads, the server stopped and
-/// the testbed removed. Needs a build with the `afxdp` feature.
+/// The least RTT of five pings from client 0 over the idle link, ms.
+fn ping_base(tb: &Testbed, host: &str) -> Result<f64, String> {
+    let out =
+        testbed::exec(&tb.client_ns(0), &["ping", "-n", "-c", "5", "-i", "0.1", host]).map_err(|e| e.to_string())?;
+    let times: Vec<f64> = parse_pings(&out.stdout_text()).into_iter().map(|(_, ms)| ms).collect();
+    times.into_iter().reduce(f64::min).ok_or_else(|| format!("no ping answered before the run: {}", out.stdout_text()))
+}
+
+/// A ping every [`PING_EVERY`] from client 0 for `duration`.
+fn ping_probe(tb: &Testbed, host: &str, duration: Duration) -> Result<Spawned, String> {
+    let interval = format!("{:.3}", PING_EVERY.as_secs_f64());
+    let deadline = duration.as_secs().max(1).to_string();
+    testbed::spawn(&tb.client_ns(0), &["ping", "-n", "-i", &interval, "-w", &deadline, host]).map_err(|e| e.to_string())
+}
+
+/// `(icmp_seq, ms)` of each answered ping in `ping`'s output.
+fn parse_pings(text: &str) -> Vec<(u64, f64)> {
+    text.lines()
+        .filter_map(|line| {
+            let seq = line.split("icmp_seq=").nth(1)?.split_whitespace().next()?.parse().ok()?;
+            let ms = line.split("time=").nth(1)?.split_whitespace().next()?.parse().ok()?;
+            Some((seq, ms))
+        })
+        .collect()
+}
+
+/// The mean of the pings sent after `warmup` (ping numbers them from 1,
+/// one per [`PING_EVERY`]), less `base_ms`.
+fn mean_queue_ms(pings: &[(u64, f64)], warmup: Duration, base_ms: f64) -> Option<f64> {
+    let steady: Vec<f64> = pings
+        .iter()
+        .filter(|(seq, _)| (*seq - 1) as f64 * PING_EVERY.as_secs_f64() >= warmup.as_secs_f64())
+        .map(|(_, ms)| (ms - base_ms).max(0.0))
+        .collect();
+    (!steady.is_empty()).then(|| steady.iter().sum::<f64>() / steady.len() as f64)
+}
+
+/// The mean over flows and steady samples of SRTT − min-RTT, ms.
+fn sender_queue_ms(flows: &[FlowGoodput], warmup: f64) -> Option<f64> {
+    let delays: Vec<f64> = flows
+        .iter()
+        .flat_map(|f| f.samples.iter().filter(|s| s.t >= warmup && s.min_rtt_us > 0))
+        .map(|s| f64::from(s.srtt_us.saturating_sub(s.min_rtt_us)) / 1e3)
+        .collect();
+    (!delays.is_empty()).then(|| delays.iter().sum::<f64>() / delays.len() as f64)
+}
+
+/// How long after it started the late (last) flow's goodput over the last
+/// [`CONVERGENCE_WINDOW`] first reached 90 % of an equal share of what all
+/// flows delivered in the steady part.
+fn convergence(flows: &[FlowGoodput], exp: &Experiment) -> Option<Duration> {
+    let total: f64 = flows.iter().map(FlowGoodput::bits_per_second).sum();
+    let target = 0.9 * total / flows.len() as f64 / 1e6;
+    let late = flows.last()?;
+    let start = exp.start_of(late.client).as_secs_f64();
+    late.goodput_series(CONVERGENCE_WINDOW)
+        .into_iter()
+        .find(|&(t, mbps)| t - start >= CONVERGENCE_WINDOW.as_secs_f64() && mbps >= target)
+        .map(|(t, _)| Duration::from_secs_f64(t - start))
+}
+
+/// `(t, bytes, srtt_us, min_rtt_us)` samples from a client's output.
+fn parse_samples(text: &str) -> Vec<Sample> {
+    text.lines()
+        .filter_map(|line| {
+            let mut w = line.split_whitespace();
+            Some(Sample {
+                t: w.next()?.parse().ok()?,
+                bytes: w.next()?.parse().ok()?,
+                srtt_us: w.next()?.parse().ok()?,
+                min_rtt_us: w.next()?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// The goodput from the first sample at or after the warm-up to the last.
+fn steady_goodput(client: usize, exp: &Experiment, samples: Vec<Sample>) -> Result<FlowGoodput, String> {
+    let warmup = exp.warmup.as_secs_f64();
+    let first = samples.iter().find(|s| s.t >= warmup).ok_or_else(|| format!("client {client}: no steady samples"))?;
+    let last = samples.last().expect("there is a first");
+    Ok(FlowGoodput {
+        client,
+        rtt: exp.rtts[client],
+        started: exp.start_of(client),
+        bytes: last.bytes.saturating_sub(first.bytes),
+        seconds: last.t - first.t,
+        samples,
+    })
+}
+
+/// A server running on a testbed.
+enum Running {
+    Fairway(Box<Served>),
+    Kernel { stop: Arc<AtomicBool>, thread: JoinHandle<std::io::Result<()>> },
+    Nginx { nginx: Nginx, _site: Site },
+}
+
+impl Running {
+    /// Starts `server` in `tb`'s server namespace, sharing `bottleneck_bps`
+    /// (its `--capacity`), and waits until client 0 gets an HTTP answer.
+    fn start(tb: &Testbed, server: Server, bottleneck_bps: u64) -> Result<Running, String> {
+        let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
+        let capacity = format!("{bottleneck_bps}bit");
+        let listen = format!("{}:{HTTP_PORT}", tb.server_ip());
+        // One shard, the policy, the bottleneck as the capacity, and no
+        // limit the endless transfers could reach.
+        let common = |policy| {
+            [
+                "--shards",
+                "1",
+                "--fairness",
+                policy,
+                "--capacity",
+                &capacity,
+                "--max-body",
+                "100gb",
+                "--max-bytes",
+                "100gb",
+            ]
+        };
+        let running = match server {
+            Server::Afxdp(policy) => {
+                let own = ["--backend", "afxdp", "--iface", SERVER_IF, "--ip", &ip, "--queues", "1"];
+                Running::Fairway(Box::new(Served::start(tb, &[own.as_slice(), &common(policy)].concat())))
+            }
+            Server::Kernel(policy) => {
+                give_kernel_address(tb)?;
+                let own = ["fairway", "--backend", "kernel", "--listen", &listen];
+                let args = [own.as_slice(), &common(policy)].concat();
+                let config = Config::load(args, None).map_err(|e| format!("kernel backend flags: {e}"))?;
+                let stop = Arc::new(AtomicBool::new(false));
+                let flag = Arc::clone(&stop);
+                // Threads inherit the namespace of the thread that starts them.
+                let thread = testbed::in_netns(&tb.server_ns(), move || {
+                    std::thread::spawn(move || fairway_server::backend::kernel::serve(&config, flag))
+                })
+                .map_err(|e| e.to_string())?;
+                Running::Kernel { stop, thread }
+            }
+            Server::Nginx => {
+                give_kernel_address(tb)?;
+                let addr = listen.parse().map_err(|e| format!("{listen}: {e}"))?;
+                let site = Site::create_sparse(ENDLESS, addr).map_err(|e| format!("nginx site: {e}"))?;
+                let nginx = site.start(&tb.server_ns()).map_err(|e| format!("starting nginx: {e}"))?;
+                Running::Nginx { nginx, _site: site }
+            }
+        };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while curl_status(tb, 0, "/healthz", Duration::from_secs(2)) == 0 {
+            if Instant::now() > deadline {
+                let why = match &running {
+                    Running::Nginx { nginx, .. } => nginx.complaints(),
+                    _ => String::new(),
+                };
+                running.stop();
+                return Err(format!("{} does not answer HTTP {why}", server.name()));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(running)
+    }
+
+    fn stop(self) {
+        match self {
+            Running::Fairway(served) => drop(served.stop()),
+            Running::Kernel { stop, thread } => {
+                stop.store(true, Ordering::Relaxed);
+                let _ = thread.join();
+            }
+            Running::Nginx { mut nginx, .. } => nginx.stop(),
+        }
+    }
+}
+
+/// The kernel servers need the server's address on `fw0` (Fairway over
+/// AF_XDP answers for it itself, so the testbed leaves it off), and must
+/// answer ARP for it on `fw0` only: the server namespace also reaches the
+/// switch through the TAP path, which bypasses the bottleneck, and by
+/// default Linux answers ARP for any of its addresses on any interface.
+fn give_kernel_address(tb: &Testbed) -> Result<(), String> {
+    let ns = tb.server_ns();
+    let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
+    for (what, cmd) in [
+        ("arp_ignore", ["sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1"].as_slice()),
+        ("ip addr add", ["ip", "addr", "add", &ip, "dev", SERVER_IF].as_slice()),
+    ] {
+        testbed::exec(&ns, cmd).and_then(|out| out.checked_as(what)).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// One whole run on a fresh testbed under `prefix`: the testbed up, the
+/// server started (with the bottleneck's rate as `--capacity`), the
+/// clients, the server stopped and the testbed removed. Fairway over
+/// AF_XDP needs a build with the `afxdp` feature.
 ///
 /// # Errors
 ///
-/// When the testbed cannot be built or an uploader fails.
+/// When the testbed or the server cannot be started or a client fails.
 ///
 /// # Panics
 ///
-/// When the server does not start (see [`Served::start`]).
-pub fn run_on_fresh_testbed(prefix: &str, exp: &Experiment, policy: &str) -> Result<Outcome, String> {
+/// When Fairway over AF_XDP does not start (see [`Served::start`]).
+pub fn run_on_fresh_testbed(prefix: &str, exp: &Experiment, server: Server) -> Result<Outcome, String> {
     testbed::require_root().map_err(|e| e.to_string())?;
     let tb = Testbed::up(exp.testbed_config(prefix)).map_err(|e| format!("testbed up: {e}"))?;
-    let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
-    let capacity = format!("{}bit", exp.bottleneck_bps);
-    let flags = [
-        "--backend",
-        "afxdp",
-        "--iface",
-        SERVER_IF,
-        "--ip",
-        &ip,
-        "--queues",
-        "1",
-        "--shards",
-        "1",
-        "--fairness",
-        policy,
-        "--capacity",
-        &capacity,
-        "--max-body",
-        "100gb",
-    ];
-    let served = Served::start(&tb, &flags);
-    let outcome = run_uploads(&tb, exp);
-    let _ = served.stop();
+    let running = Running::start(&tb, server, exp.bottleneck_bps)?;
+    let outcome = run_clients(&tb, exp);
+    running.stop();
     outcome
 }
 
-/// The policies the testbed grid compares.
-pub const GRID_POLICIES: [&str; 2] = ["off", "equal-rate"];
-/// The kernel senders the testbed grid runs.
+/// The kernel senders the testbed grid's uploads run.
 pub const GRID_SENDERS: [&str; 2] = ["cubic", "bbr"];
+/// The servers the testbed grid compares by default.
+pub const GRID_SERVERS: [Server; 4] =
+    [Server::Nginx, Server::Afxdp("off"), Server::Afxdp("equal-rate"), Server::Kernel("equal-rate")];
 
 /// One cell of the testbed grid.
 #[derive(Debug, Clone)]
 pub struct GridCell {
     /// The experiment.
     pub experiment: Experiment,
-    /// The server's `--fairness`.
-    pub policy: &'static str,
+    /// The server.
+    pub server: Server,
+}
+
+impl GridCell {
+    /// Who sends: the uploaders' congestion control, or the server's.
+    #[must_use]
+    pub fn senders(&self) -> String {
+        match self.experiment.transfer {
+            Transfer::Upload => format!("kernel {}", self.experiment.congestion_control),
+            Transfer::Download => self.server.download_sender().to_owned(),
+        }
+    }
 }
 
 /// The access RTTs of `n` clients, as on the simulated network
@@ -289,27 +737,53 @@ pub fn grid_rtts(n: usize) -> Vec<Duration> {
     (0..n).map(|i| Duration::from_secs_f64(0.004 * 64f64.powf(i as f64 / (n - 1) as f64))).collect()
 }
 
-/// The testbed grid: for each `n`, clients at [`grid_rtts`], CUBIC then BBR senders, `off` then `equal-rate`, through a
-/// `bottleneck_bps` link with a 40 ms drop-tail queue.
-#[must_use]
-pub fn grid(ns: &[usize], bottleneck_bps: u64, duration: Duration, warmup: Duration) -> Vec<GridCell> {
-    let mut cells = Vec::new();
-    for &n in ns {
-        for congestion_control in GRID_SENDERS {
-            for policy in GRID_POLICIES {
-                let experiment = Experiment {
-                    rtts: grid_rtts(n),
-                    congestion_control,
-                    bottleneck_bps,
-                    queue_bytes: (bottleneck_bps / 8 / 25).max(16 * 1514),
-                    duration,
-                    warmup,
+/// What the testbed grid runs.
+#[derive(Debug, Clone)]
+pub struct GridPlan {
+    /// Client counts.
+    pub ns: Vec<usize>,
+    /// Which ways.
+    pub transfers: Vec<Transfer>,
+    /// The uploaders' congestion controls.
+    pub senders: Vec<&'static str>,
+    /// The servers.
+    pub servers: Vec<Server>,
+    /// The bottleneck, bits per second (its queue: 40 ms of it).
+    pub bottleneck_bps: u64,
+    /// Each run's length.
+    pub duration: Duration,
+    /// Each run's warm-up.
+    pub warmup: Duration,
+    /// When the longest-RTT flow joins.
+    pub join_at: Duration,
+}
+
+impl GridPlan {
+    /// The cells: for each `n`, uploads with each sender and downloads,
+    /// each against every server.
+    #[must_use]
+    pub fn cells(&self) -> Vec<GridCell> {
+        let mut cells = Vec::new();
+        for &n in &self.ns {
+            for &transfer in &self.transfers {
+                let senders: &[&'static str] = match transfer {
+                    Transfer::Upload => &self.senders,
+                    Transfer::Download => &["-"],
                 };
-                cells.push(GridCell { experiment, policy });
+                for &congestion_control in senders {
+                    for &server in &self.servers {
+                        let mut experiment = Experiment::uploads(grid_rtts(n), congestion_control, self.bottleneck_bps);
+                        experiment.transfer = transfer;
+                        experiment.duration = self.duration;
+                        experiment.warmup = self.warmup;
+                        experiment.join_at = (n > 1).then_some(self.join_at);
+                        cells.push(GridCell { experiment, server });
+                    }
+                }
             }
         }
+        cells
     }
-    cells
 }
 
 /// The Markdown table of `results` (a cell and what it measured, or why it
@@ -317,88 +791,173 @@ pub fn grid(ns: &[usize], bottleneck_bps: u64, duration: Duration, warmup: Durat
 #[must_use]
 pub fn report(results: &[(GridCell, Result<Outcome, String>)]) -> Vec<String> {
     let mut lines = vec![
-        "| N | RTTs (ms) | senders | policy | goodput per flow (Mbit/s) | J | max/min | utilisation |".to_owned(),
-        "|---|---|---|---|---|---|---|---|".to_owned(),
+        "| N | way | senders | server | policy | goodput per flow (Mbit/s) | J | max/min | utilisation | queue, ping (ms) | SRTT − min-RTT (ms) | join → 90 % (s) |".to_owned(),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|".to_owned(),
     ];
     for (cell, result) in results {
         let e = &cell.experiment;
-        let rtts: Vec<String> = e.rtts.iter().map(|r| format!("{:.0}", r.as_secs_f64() * 1e3)).collect();
-        let head = format!("| {} | {} | {} | {} |", e.rtts.len(), rtts.join(", "), e.congestion_control, cell.policy);
+        let head = format!(
+            "| {} | {} | {} | {} | {} |",
+            e.rtts.len(),
+            e.transfer.name(),
+            cell.senders(),
+            cell.server.name(),
+            cell.server.policy()
+        );
         lines.push(match result {
             Ok(o) => {
                 let rates: Vec<String> = o.rates().iter().map(|r| format!("{:.2}", r / 1e6)).collect();
                 format!(
-                    "{head} {} | {:.3} | {:.2} | {:.1} % |",
+                    "{head} {} | {:.3} | {:.2} | {:.1} % | {} | {} | {} |",
                     rates.join(" / "),
                     o.jain(),
                     o.max_min_ratio(),
-                    o.utilisation(e.bottleneck_bps) * 100.0
+                    o.utilisation(e.bottleneck_bps) * 100.0,
+                    ms_or_dash(o.ping_queue_ms),
+                    ms_or_dash(o.sender_queue_ms),
+                    o.convergence_text().trim_end_matches(" s"),
                 )
             }
-            Err(why) => format!("{head} failed: {} | | | |", why.lines().next().unwrap_or("").replace('|', "/")),
+            Err(why) => format!("{head} failed: {} | | | | | | |", why.lines().next().unwrap_or("").replace('|', "/")),
         });
     }
     lines
 }
 
-/// `(t, acked, srtt_us)` samples from the uploader's output.
-fn parse_samples(text: &str) -> Vec<(f64, u64, u64)> {
-    text.lines()
-        .filter_map(|line| {
-            let mut w = line.split_whitespace();
-            Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+/// The summary line: Jain's index with `equal-rate` and with `off` (both
+/// Fairway over AF_XDP) and the utilisation with `equal-rate`, for kernel
+/// CUBIC uploaders at the largest N measured.
+#[must_use]
+pub fn verdict(results: &[(GridCell, Result<Outcome, String>)]) -> Option<String> {
+    let cubic_up =
+        |c: &GridCell| c.experiment.transfer == Transfer::Upload && c.experiment.congestion_control == "cubic";
+    let n = results.iter().filter(|(c, r)| cubic_up(c) && r.is_ok()).map(|(c, _)| c.experiment.rtts.len()).max()?;
+    let find = |server: Server| {
+        results.iter().find_map(|(c, r)| match r {
+            Ok(o) if cubic_up(c) && c.server == server && c.experiment.rtts.len() == n => Some((c, o)),
+            _ => None,
         })
-        .collect()
-}
-
-/// The goodput from the first sample at or after `warmup` to the last.
-fn goodput(client: usize, rtt: Duration, samples: &[(f64, u64, u64)], warmup: f64) -> Result<FlowGoodput, String> {
-    let first = samples.iter().find(|s| s.0 >= warmup).ok_or_else(|| format!("client {client}: no steady samples"))?;
-    let last = samples.last().expect("there is a first");
-    Ok(FlowGoodput {
-        client,
-        rtt,
-        bytes: last.1.saturating_sub(first.1),
-        seconds: last.0 - first.0,
-        srtt: Duration::from_micros(last.2),
-    })
+    };
+    let (cell, equal) = find(Server::Afxdp("equal-rate"))?;
+    let (_, off) = find(Server::Afxdp("off"))?;
+    Some(format!(
+        "fairness: J={:.3} with equal-rate vs J={:.3} off, utilisation {:.1} %, N={n}, RTT 4–256 ms, kernel CUBIC senders",
+        equal.jain(),
+        off.jain(),
+        equal.utilisation(cell.experiment.bottleneck_bps) * 100.0
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn samples(points: &[(f64, u64)]) -> Vec<Sample> {
+        points.iter().map(|&(t, bytes)| Sample { t, bytes, srtt_us: 5000, min_rtt_us: 4000 }).collect()
+    }
+
     #[test]
     fn goodput_over_the_steady_part() {
-        let samples = parse_samples("0.0 0 100\n1.0 1000 100\nnoise\n2.0 3000 200\n3.0 5000 300\n");
-        assert_eq!(samples.len(), 4);
-        let g = goodput(1, Duration::from_millis(4), &samples, 1.0).unwrap();
-        assert_eq!((g.bytes, g.seconds, g.srtt), (4000, 2.0, Duration::from_micros(300)));
+        let parsed = parse_samples("0.0 0 100 90\n1.0 1000 100 90\nnoise\n2.0 3000 200 90\n3.0 5000 300 90\n");
+        assert_eq!(parsed.len(), 4);
+        assert_eq!(parsed[3], Sample { t: 3.0, bytes: 5000, srtt_us: 300, min_rtt_us: 90 });
+        let mut exp = Experiment::uploads(vec![Duration::from_millis(4); 2], "cubic", 20_000_000);
+        exp.warmup = Duration::from_secs(1);
+        let g = steady_goodput(1, &exp, parsed.clone()).unwrap();
+        assert_eq!((g.bytes, g.seconds), (4000, 2.0));
         assert!((g.bits_per_second() - 16_000.0).abs() < 1e-9);
-        assert!(goodput(0, Duration::ZERO, &samples, 9.0).is_err());
-        let outcome = Outcome { flows: vec![g.clone(), FlowGoodput { bytes: 2000, ..g }] };
+        exp.warmup = Duration::from_secs(9);
+        assert!(steady_goodput(0, &exp, parsed).is_err());
+        let outcome = Outcome {
+            flows: vec![g.clone(), FlowGoodput { bytes: 2000, ..g }],
+            ping_queue_ms: None,
+            sender_queue_ms: None,
+            convergence: None,
+            had_late_flow: false,
+        };
         assert!((outcome.max_min_ratio() - 2.0).abs() < 1e-9);
         assert!(outcome.jain() < 1.0 && outcome.jain() > 0.8);
+        // 24 kbit/s of payload is 24 × 1514 / 1448 kbit/s on the wire.
+        assert!((outcome.utilisation(24_000 * 1514 / 1448) - 1.0).abs() < 1e-3);
+    }
+
+    #[test]
+    fn the_ping_probe_measures_the_queue_after_the_warmup() {
+        let text = "PING 10.77.0.1 (10.77.0.1) 56(84) bytes of data.\n\
+                    64 bytes from 10.77.0.1: icmp_seq=1 ttl=64 time=4.10 ms\n\
+                    64 bytes from 10.77.0.1: icmp_seq=11 ttl=64 time=24.1 ms\n\
+                    64 bytes from 10.77.0.1: icmp_seq=12 ttl=64 time=14.1 ms\n\
+                    \n--- 10.77.0.1 ping statistics ---\n";
+        let pings = parse_pings(text);
+        assert_eq!(pings, [(1, 4.10), (11, 24.1), (12, 14.1)]);
+        // Pings 11 and 12 were sent 1.0 and 1.1 s in: 20 and 10 ms queued.
+        let q = mean_queue_ms(&pings, Duration::from_secs(1), 4.1).unwrap();
+        assert!((q - 15.0).abs() < 1e-9, "{q}");
+        assert_eq!(mean_queue_ms(&pings, Duration::from_secs(5), 4.1), None);
+    }
+
+    #[test]
+    fn a_late_flow_converges_when_its_recent_goodput_reaches_90_percent_of_a_share() {
+        let mut exp = Experiment::uploads(vec![Duration::from_millis(4), Duration::from_millis(256)], "cubic", 1);
+        exp.join_at = Some(Duration::from_secs(1));
+        exp.warmup = Duration::from_secs(2);
+        exp.duration = Duration::from_secs(4);
+        // The early flow: 1 MB/s throughout. The late one from 1 s: nothing
+        // for 1 s, then 1 MB/s.
+        let early: Vec<(f64, u64)> = (0..=80).map(|i| (f64::from(i) * 0.05, i as u64 * 50_000)).collect();
+        let late: Vec<(f64, u64)> =
+            (20..=80).map(|i| (f64::from(i) * 0.05, if i <= 40 { 0 } else { (i as u64 - 40) * 50_000 })).collect();
+        let flows =
+            vec![steady_goodput(0, &exp, samples(&early)).unwrap(), steady_goodput(1, &exp, samples(&late)).unwrap()];
+        assert_eq!(flows[1].started, Duration::from_secs(1));
+        // Share: (8 + 8) Mbit/s / 2 = 8 Mbit/s, 90 % of it 7.2 Mbit/s. Over
+        // the last 500 ms the late flow first has that at 2.45 s: 9 of its
+        // 10 intervals at 1 MB/s.
+        let c = convergence(&flows, &exp).unwrap();
+        assert!((c.as_secs_f64() - 1.45).abs() < 1e-6, "{c:?}");
+        let series = flows[0].goodput_series(CONVERGENCE_WINDOW);
+        assert!(series.iter().all(|&(_, mbps)| (mbps - 8.0).abs() < 1e-6), "{series:?}");
     }
 
     #[test]
     fn one_client_per_rtt_behind_the_shared_bottleneck() {
-        let exp = Experiment {
-            rtts: vec![Duration::from_millis(4), Duration::from_millis(256)],
-            congestion_control: "cubic",
-            bottleneck_bps: 20_000_000,
-            queue_bytes: 100_000,
-            duration: Duration::from_secs(20),
-            warmup: Duration::from_secs(5),
-        };
+        let exp = Experiment::uploads(vec![Duration::from_millis(4), Duration::from_millis(256)], "cubic", 20_000_000);
         let c = exp.testbed_config("fx");
         assert_eq!(c.clients, 2);
         assert_eq!(c.link_of(1).unwrap().delay, Some(Duration::from_millis(128)));
         assert_eq!(c.server_link.as_ref().unwrap().rate_bps, Some(20_000_000));
+        assert_eq!(c.server_link.as_ref().unwrap().queue_bytes, Some(100_000));
         assert!(c.validate().is_ok());
         let ms = |n| grid_rtts(n).iter().map(|r| (r.as_secs_f64() * 1e3).round() as u64).collect::<Vec<_>>();
         assert_eq!(ms(2), [4, 256]);
         assert_eq!(ms(4), [4, 16, 64, 256]);
-        assert_eq!(grid(&[2, 4], 20_000_000, Duration::from_secs(20), Duration::from_secs(6)).len(), 8);
+        let plan = GridPlan {
+            ns: vec![1, 4],
+            transfers: vec![Transfer::Upload, Transfer::Download],
+            senders: GRID_SENDERS.to_vec(),
+            servers: GRID_SERVERS.to_vec(),
+            bottleneck_bps: 20_000_000,
+            duration: Duration::from_secs(20),
+            warmup: Duration::from_secs(6),
+            join_at: Duration::from_secs(2),
+        };
+        let cells = plan.cells();
+        // Per N: (2 senders up + 1 down) × 4 servers.
+        assert_eq!(cells.len(), 2 * 3 * 4);
+        assert!(cells.iter().all(|c| c.experiment.join_at.is_some() == (c.experiment.rtts.len() > 1)));
+        assert_eq!(cells[0].senders(), "kernel cubic");
+        let down = cells.iter().find(|c| c.experiment.transfer == Transfer::Download).unwrap();
+        assert_eq!(down.senders(), "kernel default");
+    }
+
+    #[test]
+    fn servers_parse_from_their_names() {
+        assert_eq!(Server::parse("afxdp:equal-rate"), Some(Server::Afxdp("equal-rate")));
+        assert_eq!(Server::parse("kernel:seed"), Some(Server::Kernel("seed")));
+        assert_eq!(Server::parse("nginx"), Some(Server::Nginx));
+        assert_eq!(Server::parse("kernel:fast"), None);
+        assert_eq!(Server::parse("apache"), None);
+        assert_eq!(Server::Kernel("off").policy(), "off");
+        assert_eq!(Server::Nginx.policy(), "off");
     }
 }

@@ -15,6 +15,8 @@
 //! - [`blind_injection`]: blind RSTs and data aimed at long transfers;
 //! - [`fairness`]: RTT fairness under the window-control policies (`cargo xtask lab fairness`);
 //! - [`fairness_testbed`]: the same with kernel TCP senders on the testbed;
+//! - [`nginx`]: nginx over the kernel stack in a testbed namespace, the
+//!   uncontrolled baseline of the benchmarks and the fairness lab;
 //! - [`scenario`]: the named scenarios of `cargo xtask sim`.
 //! - [`testbed`]: network namespaces where Fairway meets kernel peers (`cargo xtask testbed`).
 #![deny(missing_docs)]
@@ -25,6 +27,7 @@ pub mod fairness;
 #[cfg(target_os = "linux")]
 pub mod fairness_testbed;
 pub mod forge;
+pub mod nginx;
 pub mod real_peers;
 pub mod regression;
 pub mod reqresp;

@@ -428,10 +428,20 @@ Experiments:
              policies off / seed / equal-rate, on the simulated network.
              Prints Markdown tables and writes benches/results/fairness-sim.md;
              takes --seed N, --n 2,10, --bandwidth 20, --threads N, --out PATH.
+  fairness --testbed
+             The same on the namespace testbed (root; built with the afxdp
+             feature; installs nginx and the testbed's tools when missing):
+             kernel TCP clients uploading (CUBIC, BBR) and downloading
+             through one emulated bottleneck, against nginx and Fairway over
+             AF_XDP and on the kernel backend. Writes
+             benches/results/fairness-testbed.md; takes --n, --bandwidth,
+             --servers nginx,afxdp:equal-rate,kernel:off, --way up|down,
+             --seconds, --warmup, --join, --out. About 30 s a cell.
 
 Examples:
   cargo xtask lab fairness
   cargo xtask lab fairness --n 10 --bandwidth 20
+  sudo -E cargo xtask lab fairness --testbed --n 2,10 --way up
 ";
 
 const SIM_HELP: &str = "\

@@ -10,6 +10,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use fairway_stack::config::Algorithm;
 use fairway_tests::fairness::{self, Cell, POLICIES, Params};
+use fairway_tests::fairness_testbed::{self, Transfer};
+use std::time::Duration;
 
 /// Run one of Fairway's lab experiments and write its tables.
 #[derive(Parser, Debug)]
@@ -37,18 +39,30 @@ enum Experiment {
         /// Worker threads (default: the machine's parallelism).
         #[arg(long)]
         threads: Option<usize>,
-        /// Run on the real testbed instead: kernel CUBIC and BBR uploaders
-        /// (N = 2 and 4 unless --n says otherwise; RTTs 4 to 256 ms) through
-        /// one emulated 20 Mbit/s bottleneck (or --bandwidth) to Fairway
-        /// over AF_XDP, policies off and equal-rate. Root; `afxdp` feature.
+        /// Run on the real testbed instead (root; `afxdp` feature): the
+        /// kernel's TCP in client namespaces (RTTs 4 to 256 ms) uploading
+        /// with CUBIC and with BBR, and downloading, through one emulated
+        /// 20 Mbit/s bottleneck (or --bandwidth), against nginx and Fairway
+        /// (N = 2, 4, 10 unless --n says otherwise).
         #[arg(long)]
         testbed: bool,
-        /// With --testbed: how long each upload runs, seconds.
+        /// With --testbed: the servers, each `nginx`, `afxdp:POLICY` or
+        /// `kernel:POLICY` [default: nginx,afxdp:off,afxdp:equal-rate,kernel:equal-rate].
+        #[arg(long, value_delimiter = ',', value_parser = parse_server)]
+        servers: Vec<fairness_testbed::Server>,
+        /// With --testbed: only uploads (`up`) or only downloads (`down`).
+        #[arg(long, value_parser = ["up", "down"])]
+        way: Option<String>,
+        /// With --testbed: how long each run lasts, seconds.
         #[arg(long, default_value_t = 20)]
         seconds: u64,
-        /// With --testbed: the start of each upload left out, seconds.
-        #[arg(long, default_value_t = 6)]
+        /// With --testbed: the start of each run left out, seconds.
+        #[arg(long, default_value_t = 7)]
         warmup: u64,
+        /// With --testbed: when the longest-RTT client joins, seconds
+        /// (its convergence time is measured from then).
+        #[arg(long, default_value_t = 2)]
+        join: u64,
         /// Where the Markdown goes [default: benches/results/fairness-sim.md,
         /// or fairness-testbed.md with --testbed].
         #[arg(long)]
@@ -58,11 +72,23 @@ enum Experiment {
 
 fn main() -> ExitCode {
     match Cli::parse().experiment {
-        Experiment::Fairness { testbed: true, n, bandwidth, seconds, warmup, out, .. } => {
+        Experiment::Fairness { testbed: true, n, bandwidth, servers, way, seconds, warmup, join, out, .. } => {
             let out = out.unwrap_or_else(|| PathBuf::from("benches/results/fairness-testbed.md"));
-            let n = if n.is_empty() { vec![2, 4] } else { n };
-            let bps = bandwidth.unwrap_or(20) * 1_000_000;
-            match testbed_grid(&n, bps, seconds, warmup) {
+            let plan = fairness_testbed::GridPlan {
+                ns: if n.is_empty() { vec![2, 4, 10] } else { n },
+                transfers: match way.as_deref() {
+                    Some("up") => vec![Transfer::Upload],
+                    Some("down") => vec![Transfer::Download],
+                    _ => vec![Transfer::Upload, Transfer::Download],
+                },
+                senders: fairness_testbed::GRID_SENDERS.to_vec(),
+                servers: if servers.is_empty() { fairness_testbed::GRID_SERVERS.to_vec() } else { servers },
+                bottleneck_bps: bandwidth.unwrap_or(20) * 1_000_000,
+                duration: Duration::from_secs(seconds),
+                warmup: Duration::from_secs(warmup),
+                join_at: Duration::from_secs(join),
+            };
+            match testbed_grid(&plan) {
                 Ok(text) => write_out(&out, &text),
                 Err(why) => {
                     eprintln!("fairway-lab: {why}");
@@ -103,54 +129,97 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--servers`' parser.
+fn parse_server(text: &str) -> Result<fairness_testbed::Server, String> {
+    fairness_testbed::Server::parse(text)
+        .ok_or_else(|| format!("{text:?} is not nginx, afxdp:POLICY or kernel:POLICY (POLICY: off, seed, equal-rate)"))
+}
+
 /// The testbed grid, one cell after another, as Markdown.
 #[cfg(target_os = "linux")]
-fn testbed_grid(n: &[usize], bps: u64, seconds: u64, warmup: u64) -> Result<String, String> {
-    use fairway_tests::fairness_testbed;
-    use std::time::Duration;
-    if !cfg!(feature = "afxdp") {
-        return Err("--testbed needs a build with the afxdp feature (--features afxdp)".to_owned());
+fn testbed_grid(plan: &fairness_testbed::GridPlan) -> Result<String, String> {
+    if !cfg!(feature = "afxdp") && plan.servers.iter().any(|s| matches!(s, fairness_testbed::Server::Afxdp(_))) {
+        return Err("Fairway over AF_XDP needs a build with the afxdp feature (--features afxdp)".to_owned());
     }
     fairway_tests::testbed::require_root().map_err(|e| e.to_string())?;
-    if warmup >= seconds {
-        return Err(format!("--warmup {warmup} leaves nothing of --seconds {seconds}"));
+    if plan.join_at >= plan.warmup || plan.warmup >= plan.duration {
+        return Err(format!(
+            "need --join ({}) < --warmup ({}) < --seconds ({})",
+            plan.join_at.as_secs(),
+            plan.warmup.as_secs(),
+            plan.duration.as_secs()
+        ));
     }
-    let cells = fairness_testbed::grid(n, bps, Duration::from_secs(seconds), Duration::from_secs(warmup));
-    eprintln!("fairway-lab fairness --testbed: {} cells of {seconds} s", cells.len());
+    let cells = plan.cells();
+    eprintln!("fairway-lab fairness --testbed: {} cells of {} s", cells.len(), plan.duration.as_secs());
     let started = std::time::Instant::now();
     let mut results = Vec::new();
     for (i, cell) in cells.into_iter().enumerate() {
         let prefix = format!("fl{}_{i}", std::process::id() % 100_000);
-        let outcome = fairness_testbed::run_on_fresh_testbed(&prefix, &cell.experiment, cell.policy);
+        let e = &cell.experiment;
+        let what = format!(
+            "{} N={} {} {} {}",
+            e.transfer.name(),
+            e.rtts.len(),
+            cell.senders(),
+            cell.server.name(),
+            cell.server.policy()
+        );
+        let outcome = fairness_testbed::run_on_fresh_testbed(&prefix, e, cell.server);
         match &outcome {
-            Ok(o) => eprintln!(
-                "{} {} N={}: {}",
-                cell.policy,
-                cell.experiment.congestion_control,
-                o.flows.len(),
-                o.describe()
-            ),
-            Err(e) => eprintln!("{} {}: failed: {e}", cell.policy, cell.experiment.congestion_control),
+            Ok(o) => {
+                eprintln!("{what}:\n{}\nutilisation {:.1} %", o.describe(), o.utilisation(e.bottleneck_bps) * 100.0)
+            }
+            Err(why) => eprintln!("{what}: failed: {why}"),
         }
         results.push((cell, outcome));
     }
+    let host_cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap_or_default();
     let mut lines = vec![
         format!(
-            "# RTT fairness on the testbed: kernel uploaders to Fairway over AF_XDP, {} Mbit/s bottleneck",
-            bps / 1_000_000
+            "# RTT fairness on the testbed: kernel TCP clients, {} Mbit/s bottleneck",
+            plan.bottleneck_bps / 1_000_000
         ),
         String::new(),
-        format!("Each upload {seconds} s, goodput from bytes acknowledged after the first {warmup} s."),
+        format!(
+            "Measured {} (`cargo xtask lab fairness --testbed`). Clients at RTTs spread from 4 to 256 ms \
+             share one emulated bottleneck ({} Mbit/s, 40 ms drop-tail queue) in front of the server. \
+             Each run lasts {} s; the longest-RTT client joins {} s after the others; goodputs are \
+             measured after the first {} s. Uploads: kernel senders with the named congestion control; \
+             downloads: sent by the server (Fairway's CUBIC over AF_XDP, the kernel's default `{}` on \
+             the kernel backend and nginx). Utilisation counts wire bytes; the ping queue is a ping \
+             every 100 ms from the 4-ms client less its idle RTT; SRTT − min-RTT is the uploaders' own \
+             view; join is how long the late client took to reach 90 % of an equal share.",
+            today(),
+            plan.bottleneck_bps / 1_000_000,
+            plan.duration.as_secs(),
+            plan.join_at.as_secs(),
+            plan.warmup.as_secs(),
+            host_cc.trim()
+        ),
         String::new(),
     ];
     lines.extend(fairness_testbed::report(&results));
     lines.push(format!("(wall time {:.1} s)", started.elapsed().as_secs_f64()));
+    if let Some(verdict) = fairness_testbed::verdict(&results) {
+        lines.push(String::new());
+        lines.push(verdict);
+    }
     Ok(lines.join("\n") + "\n")
 }
 
 #[cfg(not(target_os = "linux"))]
-fn testbed_grid(_: &[usize], _: u64, _: u64, _: u64) -> Result<String, String> {
+fn testbed_grid(_: &fairness_testbed::GridPlan) -> Result<String, String> {
     Err("--testbed needs Linux".to_owned())
+}
+
+/// Today's date (UTC), `YYYY-MM-DD`, as `date` tells it.
+fn today() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%F"])
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .unwrap_or_default()
 }
 
 /// Prints `text` and writes it to `out`.

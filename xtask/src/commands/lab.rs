@@ -1,7 +1,9 @@
 //! `cargo xtask lab`: builds and runs fairway-lab, the experiments behind
 //! the benchmark tables (`lab fairness`: the RTT-fairness grid on the
-//! simulated network), with the user's arguments. The working directory is
-//! the workspace root, so results land in `benches/results/`.
+//! simulated network; `lab fairness --testbed`: the same with kernel TCP
+//! clients on the namespace testbed, as root, built with the `afxdp`
+//! feature), with the user's arguments. The working directory is the
+//! workspace root, so results land in `benches/results/`.
 
 use std::ffi::OsString;
 
@@ -10,19 +12,46 @@ use crate::cli::PassThrough;
 use crate::error::Failure;
 use crate::system;
 
-/// Debian packages `lab` needs: none (the simulated network is pure Rust).
+/// Debian packages `lab` needs on the simulated network: none (pure Rust).
 pub const PACKAGES: &[&str] = &[];
 
+/// The kernel-stack server the testbed grid compares Fairway with.
+const NGINX_PACKAGE: &str = "nginx";
+
+/// Debian packages `lab fairness --testbed` needs: the AF_XDP build's, the
+/// testbed's tools (ping and Python among them), and nginx.
+pub fn testbed_packages() -> Vec<&'static str> {
+    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[NGINX_PACKAGE]].concat()
+}
+
 pub fn run(cargo: &Cargo, args: &PassThrough) -> Result<(), Failure> {
-    system::ensure_debian_packages(PACKAGES)?;
+    let asks_help = args.args.iter().any(|a| a == "-h" || a == "--help");
+    if on_testbed(&args.args) && !asks_help {
+        if !system::is_root() {
+            return Err(Failure::failed(
+                "cargo xtask lab fairness --testbed needs root (network namespaces, AF_XDP): \
+                 run it as root, e.g. sudo -E cargo xtask lab fairness --testbed",
+            ));
+        }
+        system::ensure_debian_packages(&testbed_packages())?;
+    } else {
+        system::ensure_debian_packages(PACKAGES)?;
+    }
     let lab = fairway_lab(cargo, &args.args);
     eprintln!("xtask lab: $ {}", lab.display());
     lab.run()
 }
 
-/// `cargo run --release -p fairway-tests --bin fairway-lab -- <args>`
+/// Whether the arguments ask for the testbed.
+fn on_testbed(args: &[OsString]) -> bool {
+    args.iter().any(|a| a == "--testbed")
+}
+
+/// `cargo run --release -p fairway-tests [--features afxdp] --bin
+/// fairway-lab -- <args>`: the testbed needs Fairway over AF_XDP.
 pub fn fairway_lab(cargo: &Cargo, args: &[OsString]) -> Invocation {
-    cargo.run_release_bin("fairway-tests", None, "fairway-lab", args)
+    let features = on_testbed(args).then_some("afxdp");
+    cargo.run_release_bin("fairway-tests", features, "fairway-lab", args)
 }
 
 #[cfg(test)]
@@ -37,5 +66,19 @@ mod tests {
             fairway_lab(&cargo, &args).display(),
             "cargo run --release -p fairway-tests --bin fairway-lab -- fairness --n 2,10"
         );
+    }
+
+    #[test]
+    fn the_testbed_is_built_with_afxdp_and_needs_nginx() {
+        let cargo = Cargo::new("cargo", "/ws");
+        let args: Vec<OsString> = ["fairness", "--testbed", "--n", "10"].map(OsString::from).to_vec();
+        assert_eq!(
+            fairway_lab(&cargo, &args).display(),
+            "cargo run --release -p fairway-tests --features afxdp --bin fairway-lab -- fairness --testbed --n 10"
+        );
+        let packages = testbed_packages();
+        for package in system::AFXDP_BUILD_PACKAGES.iter().chain(system::TESTBED_PACKAGES).chain(&["nginx"]) {
+            assert!(packages.contains(package), "{package} missing from {packages:?}");
+        }
     }
 }

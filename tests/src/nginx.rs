@@ -1,7 +1,12 @@
-//! nginx over the kernel stack, for the bulk-download comparison: a
+//! nginx over the kernel stack, the uncontrolled baseline of the bulk
+//! download benchmark (`fairway-benches nic`) and of the fairness lab: a
 //! [`Site`] (a directory of our own holding the file to serve, the
 //! configuration, the pid file, the error log and nginx's temp paths) and
 //! a running [`Nginx`] inside a testbed namespace.
+//!
+//! Besides the file, every site takes `POST /upload` of any length and
+//! throws the body away (nginx reads a body it does not use to its end),
+//! answering 204, like Fairway's upload sink without the digest.
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -10,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use fairway_tests::apps::responder::pattern_byte;
-use fairway_tests::testbed::{self, Spawned};
+use crate::apps::responder::pattern_byte;
+use crate::testbed::{self, Spawned};
 
 /// Where sites are made: memory, so the file is served from the page cache.
 pub const SITE_PARENT: &str = "/dev/shm";
@@ -19,14 +24,15 @@ pub const SITE_PARENT: &str = "/dev/shm";
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// nginx's configuration for `dir` (absolute): one worker, listening on
-/// `listen` only, `sendfile on`, no access log, serving `dir/root`, with
-/// its pid file, error log and temp paths in `dir`.
+/// `listen` only, `sendfile on`, no access log, serving `dir/root` and
+/// discarding uploads to `/upload`, with its pid file, error log and temp
+/// paths in `dir`.
 #[must_use]
 pub fn config_text(dir: &Path, listen: SocketAddrV4) -> String {
     let d = dir.display();
     format!(
         "\
-# Written by fairway-benches' `nic`: the kernel-stack side of its bulk download.
+# Written by fairway-tests' `nginx`: the kernel-stack baseline.
 daemon off;
 master_process on;
 worker_processes 1;
@@ -51,6 +57,11 @@ http {{
     server {{
         listen {listen};
         root {d}/root;
+        client_max_body_size 0;
+
+        location = /upload {{
+            return 204;
+        }}
     }}
 }}
 "
@@ -79,14 +90,38 @@ impl Site {
     ///
     /// When a file cannot be written (the partial site is removed).
     pub fn create(n: u64, listen: SocketAddrV4) -> io::Result<Site> {
-        let dir = Path::new(SITE_PARENT).join(format!("fairway-nic-{}", std::process::id()));
+        let site = Site::empty(listen)?;
+        write_pattern(&site.file_path(n), n)?;
+        Ok(site)
+    }
+
+    /// Writes a site whose `n`-byte file is sparse: zeros that take no
+    /// memory, for endless downloads whose content nobody checks.
+    ///
+    /// # Errors
+    ///
+    /// When a file cannot be written (the partial site is removed).
+    pub fn create_sparse(n: u64, listen: SocketAddrV4) -> io::Result<Site> {
+        let site = Site::empty(listen)?;
+        File::create(site.file_path(n))?.set_len(n)?;
+        Ok(site)
+    }
+
+    /// The directory with the configuration and an empty `root/bytes`.
+    fn empty(listen: SocketAddrV4) -> io::Result<Site> {
+        static SITES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let number = SITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = Path::new(SITE_PARENT).join(format!("fairway-nginx-{}-{number}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         // From here on, dropping the site removes whatever was written.
         let site = Site { dir };
         fs::create_dir_all(site.dir.join("root").join("bytes"))?;
         fs::write(site.config_path(), config_text(&site.dir, listen))?;
-        write_pattern(&site.dir.join("root").join(bytes_path(n).trim_start_matches('/')), n)?;
         Ok(site)
+    }
+
+    fn file_path(&self, n: u64) -> PathBuf {
+        self.dir.join("root").join(bytes_path(n).trim_start_matches('/'))
     }
 
     /// The site's directory.
@@ -197,11 +232,15 @@ mod tests {
             "error_log /dev/shm/x/error.log warn;",
             "root /dev/shm/x/root;",
             "client_body_temp_path /dev/shm/x/client_body;",
+            "client_max_body_size 0;",
+            "location = /upload {",
+            "return 204;",
         ] {
             assert!(text.lines().any(|l| l.trim() == line), "missing {line:?} in\n{text}");
         }
-        // Every path nginx writes or reads is in the site.
-        for word in text.split_whitespace().filter(|w| w.starts_with('/')) {
+        // Every path nginx writes or reads is in the site (`/upload` is a
+        // URL path).
+        for word in text.split_whitespace().filter(|w| w.starts_with('/') && *w != "/upload") {
             assert!(word.starts_with("/dev/shm/x/"), "{word} is outside the site");
         }
         assert_eq!(text.matches('{').count(), text.matches('}').count());
@@ -218,6 +257,18 @@ mod tests {
         assert!(fs::read_to_string(dir.join("nginx.conf")).unwrap().contains("listen 127.0.0.1:8080;"));
         drop(site);
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_sparse_site_has_the_length_without_the_bytes() {
+        let n = 100_000_000_000;
+        let site = Site::create_sparse(n, SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080)).unwrap();
+        let path = site.dir().join("root").join("bytes").join(n.to_string());
+        let meta = fs::metadata(&path).unwrap();
+        assert_eq!(meta.len(), n);
+        assert!(std::os::unix::fs::MetadataExt::blocks(&meta) < 8, "the file is not sparse");
+        let other = Site::create_sparse(1, SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8081)).unwrap();
+        assert_ne!(other.dir(), site.dir(), "two sites of one process share a directory");
     }
 
     #[test]
