@@ -62,6 +62,16 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 const CONVERGENCE_WINDOW: Duration = Duration::from_millis(500);
 /// The ping probe's interval.
 const PING_EVERY: Duration = Duration::from_millis(100);
+/// The bottleneck's drop-tail queue, in time at its rate: as on the
+/// simulated network ([`crate::fairness::Params::queue_ms`]).
+pub const QUEUE: Duration = Duration::from_millis(100);
+
+/// The bytes `queue` holds at `bps` (at least 16 full frames).
+#[must_use]
+pub fn queue_bytes(bps: u64, queue: Duration) -> u64 {
+    ((bps as f64 / 8.0 * queue.as_secs_f64()) as u64).max(16 * 1514)
+}
+
 /// The length of the endless download.
 const ENDLESS: u64 = 100_000_000_000;
 
@@ -164,8 +174,8 @@ pub struct Experiment {
 
 impl Experiment {
     /// Uploads from clients at `rtts` with `congestion_control` through a
-    /// `bottleneck_bps` link with a 40 ms drop-tail queue; 20 s, the first
-    /// 6 measured out, all starting at once.
+    /// `bottleneck_bps` link with a drop-tail queue of [`QUEUE`] of its
+    /// rate; 20 s, the first 6 measured out, all starting at once.
     #[must_use]
     pub fn uploads(rtts: Vec<Duration>, congestion_control: &'static str, bottleneck_bps: u64) -> Experiment {
         Experiment {
@@ -173,7 +183,7 @@ impl Experiment {
             transfer: Transfer::Upload,
             congestion_control,
             bottleneck_bps,
-            queue_bytes: (bottleneck_bps / 8 / 25).max(16 * 1514),
+            queue_bytes: queue_bytes(bottleneck_bps, QUEUE),
             duration: Duration::from_secs(20),
             warmup: Duration::from_secs(6),
             join_at: None,
@@ -216,6 +226,8 @@ pub struct Sample {
     pub srtt_us: u32,
     /// `tcpi_min_rtt`, microseconds.
     pub min_rtt_us: u32,
+    /// `tcpi_total_retrans`: segments the client retransmitted so far.
+    pub retransmits: u32,
 }
 
 /// One flow's outcome.
@@ -314,7 +326,7 @@ impl Outcome {
         for f in &self.flows {
             let last = f.samples.last();
             text.push_str(&format!(
-                "client {} RTT {:?} (from {:?}): {:.2} Mbit/s ({} B in {:.1} s, srtt {} µs, min-RTT {} µs)\n",
+                "client {} RTT {:?} (from {:?}): {:.2} Mbit/s ({} B in {:.1} s, srtt {} µs, min-RTT {} µs, {} retransmitted)\n",
                 f.client,
                 f.rtt,
                 f.started,
@@ -323,6 +335,7 @@ impl Outcome {
                 f.seconds,
                 last.map_or(0, |s| s.srtt_us),
                 last.map_or(0, |s| s.min_rtt_us),
+                last.map_or(0, |s| s.retransmits),
             ));
         }
         text.push_str(&format!(
@@ -357,9 +370,10 @@ fn ms_or_dash(ms: Option<f64>) -> String {
 /// `POST /upload` (`up`) or reads `GET` of the path in its last argument
 /// (`down`), a second thread moving the data while the main one samples
 /// `TCP_INFO` every [`SAMPLE_EVERY`] (its last argument) until the run's end: `tcpi_rtt` (offset 68),
-/// `tcpi_bytes_acked` (120), `tcpi_bytes_received` (128), `tcpi_min_rtt`
-/// (148). Prints `ready` first, then `t bytes srtt_us min_rtt_us` per
-/// sample, `t` from the common start.
+/// `tcpi_total_retrans` (100), `tcpi_bytes_acked` (120),
+/// `tcpi_bytes_received` (128), `tcpi_min_rtt` (148). Prints `ready`
+/// first, then `t bytes srtt_us min_rtt_us retransmits` per sample, `t`
+/// from the common start.
 const CLIENT: &str = r#"
 import os, socket, struct, sys, threading, time
 host, port, duration, go, cc, mode, delay, path, every = sys.argv[1:10]
@@ -405,8 +419,9 @@ while True:
     moved = struct.unpack_from("Q", info, at)[0]
     srtt = struct.unpack_from("I", info, 68)[0]
     min_rtt = struct.unpack_from("I", info, 148)[0]
+    retrans = struct.unpack_from("I", info, 100)[0]
     t = time.monotonic() - start
-    print(f"{t:.4f} {moved} {srtt} {min_rtt}", flush=True)
+    print(f"{t:.4f} {moved} {srtt} {min_rtt} {retrans}", flush=True)
     if t >= duration:
         break
     time.sleep(every)
@@ -548,7 +563,7 @@ fn convergence(flows: &[FlowGoodput], exp: &Experiment) -> Option<Duration> {
         .map(|(t, _)| Duration::from_secs_f64(t - start))
 }
 
-/// `(t, bytes, srtt_us, min_rtt_us)` samples from a client's output.
+/// `(t, bytes, srtt_us, min_rtt_us, retransmits)` samples from a client's output.
 fn parse_samples(text: &str) -> Vec<Sample> {
     text.lines()
         .filter_map(|line| {
@@ -558,6 +573,7 @@ fn parse_samples(text: &str) -> Vec<Sample> {
                 bytes: w.next()?.parse().ok()?,
                 srtt_us: w.next()?.parse().ok()?,
                 min_rtt_us: w.next()?.parse().ok()?,
+                retransmits: w.next()?.parse().ok()?,
             })
         })
         .collect()
@@ -748,8 +764,10 @@ pub struct GridPlan {
     pub senders: Vec<&'static str>,
     /// The servers.
     pub servers: Vec<Server>,
-    /// The bottleneck, bits per second (its queue: 40 ms of it).
+    /// The bottleneck, bits per second.
     pub bottleneck_bps: u64,
+    /// Its drop-tail queue, in time at that rate.
+    pub queue: Duration,
     /// Each run's length.
     pub duration: Duration,
     /// Each run's warm-up.
@@ -774,6 +792,7 @@ impl GridPlan {
                     for &server in &self.servers {
                         let mut experiment = Experiment::uploads(grid_rtts(n), congestion_control, self.bottleneck_bps);
                         experiment.transfer = transfer;
+                        experiment.queue_bytes = queue_bytes(self.bottleneck_bps, self.queue);
                         experiment.duration = self.duration;
                         experiment.warmup = self.warmup;
                         experiment.join_at = (n > 1).then_some(self.join_at);
@@ -853,14 +872,14 @@ mod tests {
     use super::*;
 
     fn samples(points: &[(f64, u64)]) -> Vec<Sample> {
-        points.iter().map(|&(t, bytes)| Sample { t, bytes, srtt_us: 5000, min_rtt_us: 4000 }).collect()
+        points.iter().map(|&(t, bytes)| Sample { t, bytes, srtt_us: 5000, min_rtt_us: 4000, retransmits: 0 }).collect()
     }
 
     #[test]
     fn goodput_over_the_steady_part() {
-        let parsed = parse_samples("0.0 0 100 90\n1.0 1000 100 90\nnoise\n2.0 3000 200 90\n3.0 5000 300 90\n");
+        let parsed = parse_samples("0.0 0 100 90 0\n1.0 1000 100 90 0\nnoise\n2.0 3000 200 90 1\n3.0 5000 300 90 2\n");
         assert_eq!(parsed.len(), 4);
-        assert_eq!(parsed[3], Sample { t: 3.0, bytes: 5000, srtt_us: 300, min_rtt_us: 90 });
+        assert_eq!(parsed[3], Sample { t: 3.0, bytes: 5000, srtt_us: 300, min_rtt_us: 90, retransmits: 2 });
         let mut exp = Experiment::uploads(vec![Duration::from_millis(4); 2], "cubic", 20_000_000);
         exp.warmup = Duration::from_secs(1);
         let g = steady_goodput(1, &exp, parsed.clone()).unwrap();
@@ -926,7 +945,8 @@ mod tests {
         assert_eq!(c.clients, 2);
         assert_eq!(c.link_of(1).unwrap().delay, Some(Duration::from_millis(128)));
         assert_eq!(c.server_link.as_ref().unwrap().rate_bps, Some(20_000_000));
-        assert_eq!(c.server_link.as_ref().unwrap().queue_bytes, Some(100_000));
+        assert_eq!(c.server_link.as_ref().unwrap().queue_bytes, Some(250_000));
+        assert_eq!(queue_bytes(1_000_000, Duration::from_millis(40)), 16 * 1514);
         assert!(c.validate().is_ok());
         let ms = |n| grid_rtts(n).iter().map(|r| (r.as_secs_f64() * 1e3).round() as u64).collect::<Vec<_>>();
         assert_eq!(ms(2), [4, 256]);
@@ -937,6 +957,7 @@ mod tests {
             senders: GRID_SENDERS.to_vec(),
             servers: GRID_SERVERS.to_vec(),
             bottleneck_bps: 20_000_000,
+            queue: Duration::from_millis(40),
             duration: Duration::from_secs(20),
             warmup: Duration::from_secs(6),
             join_at: Duration::from_secs(2),
@@ -945,6 +966,7 @@ mod tests {
         // Per N: (2 senders up + 1 down) × 4 servers.
         assert_eq!(cells.len(), 2 * 3 * 4);
         assert!(cells.iter().all(|c| c.experiment.join_at.is_some() == (c.experiment.rtts.len() > 1)));
+        assert!(cells.iter().all(|c| c.experiment.queue_bytes == 100_000));
         assert_eq!(cells[0].senders(), "kernel cubic");
         let down = cells.iter().find(|c| c.experiment.transfer == Transfer::Download).unwrap();
         assert_eq!(down.senders(), "kernel default");

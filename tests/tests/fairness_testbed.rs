@@ -12,7 +12,7 @@ use fairway_tests::fairness_testbed::{Experiment, Outcome, Server, run_on_fresh_
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// CUBIC uploads at 4 and 256 ms through 20 Mbit/s with a 40 ms queue,
+/// CUBIC uploads at 4 and 256 ms through 20 Mbit/s with a 100 ms queue,
 /// 20 s of which the first 6 are left out.
 fn experiment() -> Experiment {
     Experiment::uploads(vec![Duration::from_millis(4), Duration::from_millis(256)], "cubic", 20_000_000)

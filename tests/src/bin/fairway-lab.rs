@@ -46,6 +46,10 @@ enum Experiment {
         /// (N = 2, 4, 10 unless --n says otherwise).
         #[arg(long)]
         testbed: bool,
+        /// With --testbed: the bottleneck's drop-tail queue, milliseconds
+        /// at its rate.
+        #[arg(long, default_value_t = 100)]
+        queue_ms: u64,
         /// With --testbed: the servers, each `nginx`, `afxdp:POLICY` or
         /// `kernel:POLICY` [default: nginx,afxdp:off,afxdp:equal-rate,kernel:equal-rate].
         #[arg(long, value_delimiter = ',', value_parser = parse_server)]
@@ -72,7 +76,19 @@ enum Experiment {
 
 fn main() -> ExitCode {
     match Cli::parse().experiment {
-        Experiment::Fairness { testbed: true, n, bandwidth, servers, way, seconds, warmup, join, out, .. } => {
+        Experiment::Fairness {
+            testbed: true,
+            n,
+            bandwidth,
+            queue_ms,
+            servers,
+            way,
+            seconds,
+            warmup,
+            join,
+            out,
+            ..
+        } => {
             let out = out.unwrap_or_else(|| PathBuf::from("benches/results/fairness-testbed.md"));
             let plan = fairness_testbed::GridPlan {
                 ns: if n.is_empty() { vec![2, 4, 10] } else { n },
@@ -84,6 +100,7 @@ fn main() -> ExitCode {
                 senders: fairness_testbed::GRID_SENDERS.to_vec(),
                 servers: if servers.is_empty() { fairness_testbed::GRID_SERVERS.to_vec() } else { servers },
                 bottleneck_bps: bandwidth.unwrap_or(20) * 1_000_000,
+                queue: Duration::from_millis(queue_ms),
                 duration: Duration::from_secs(seconds),
                 warmup: Duration::from_secs(warmup),
                 join_at: Duration::from_secs(join),
@@ -183,7 +200,7 @@ fn testbed_grid(plan: &fairness_testbed::GridPlan) -> Result<String, String> {
         String::new(),
         format!(
             "Measured {} (`cargo xtask lab fairness --testbed`). Clients at RTTs spread from 4 to 256 ms \
-             share one emulated bottleneck ({} Mbit/s, 40 ms drop-tail queue) in front of the server. \
+             share one emulated bottleneck ({} Mbit/s, {} ms drop-tail queue) in front of the server. \
              Each run lasts {} s; the longest-RTT client joins {} s after the others; goodputs are \
              measured after the first {} s. Uploads: kernel senders with the named congestion control; \
              downloads: sent by the server (Fairway's CUBIC over AF_XDP, the kernel's default `{}` on \
@@ -192,6 +209,7 @@ fn testbed_grid(plan: &fairness_testbed::GridPlan) -> Result<String, String> {
              view; join is how long the late client took to reach 90 % of an equal share.",
             today(),
             plan.bottleneck_bps / 1_000_000,
+            plan.queue.as_millis(),
             plan.duration.as_secs(),
             plan.join_at.as_secs(),
             plan.warmup.as_secs(),
