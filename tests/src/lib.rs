@@ -17,6 +17,7 @@
 //! - [`fairness_testbed`]: the same with kernel TCP senders on the testbed;
 //! - [`nginx`]: nginx over the kernel stack in a testbed namespace, the
 //!   uncontrolled baseline of the benchmarks and the fairness lab;
+//! - [`plot`]: PNG charts of the lab's results (goodput over time, J against N);
 //! - [`scenario`]: the named scenarios of `cargo xtask sim`.
 //! - [`testbed`]: network namespaces where Fairway meets kernel peers (`cargo xtask testbed`).
 #![deny(missing_docs)]
@@ -28,6 +29,7 @@ pub mod fairness;
 pub mod fairness_testbed;
 pub mod forge;
 pub mod nginx;
+pub mod plot;
 pub mod real_peers;
 pub mod regression;
 pub mod reqresp;
