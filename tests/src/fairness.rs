@@ -29,6 +29,9 @@
 //! - **queueing delay**: the mean over flows and samples (every
 //!   [`Params::sample_every`]) of SRTT − min-RTT as the sender sees it;
 //!   also the bottleneck queue itself, in milliseconds of its capacity.
+//!
+//! Each flow's goodput over time (every [`Params::trace_every`], from the
+//! start) is kept too, for charts.
 
 use core::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Mutex;
@@ -69,6 +72,9 @@ pub struct Params {
     pub sample_every: Duration,
     /// The window goodput is averaged over for convergence.
     pub convergence_window: Duration,
+    /// The interval of each flow's goodput-over-time trace (rounded up to
+    /// a multiple of [`Params::sample_every`]).
+    pub trace_every: Duration,
     /// The bottleneck's drop-tail queue, in milliseconds of its capacity.
     pub queue_ms: u64,
 }
@@ -82,6 +88,7 @@ impl Params {
             measure: Duration::from_secs(20),
             sample_every: Duration::from_millis(10),
             convergence_window: Duration::from_millis(500),
+            trace_every: Duration::from_millis(500),
             queue_ms: 100,
         }
     }
@@ -159,6 +166,10 @@ pub struct CellResult {
     pub rtts: Vec<Duration>,
     /// Each flow's goodput in the measurement window, Mbit/s.
     pub goodput_mbps: Vec<f64>,
+    /// Each flow's goodput over time: `(seconds, Mbit/s)`, the goodput
+    /// over each [`Params::trace_every`] at the interval's midpoint, from
+    /// the flow's start to the end of the run.
+    pub goodput_trace: Vec<Vec<(f64, f64)>>,
     /// Jain's index over the goodputs.
     pub jain: f64,
     /// Bottleneck bytes over capacity in the window, percent.
@@ -471,6 +482,8 @@ pub fn run_cell(seed: u64, cell: &Cell, params: &Params) -> CellResult {
     let mut at_start = (Vec::new(), 0u64);
     let (mut delay_sum, mut delay_n) = (0.0f64, 0u64);
     let (mut queue_sum, mut queue_n) = (0.0f64, 0u64);
+    let mut goodput_trace: Vec<Vec<(f64, f64)>> = vec![Vec::new(); cell.n];
+    let mut traced = (Instant::ZERO, vec![0u64; cell.n]);
     let mut stop = Stop::TimeLimit;
     let mut t = Instant::ZERO;
     while t < end {
@@ -478,6 +491,17 @@ pub fn run_cell(seed: u64, cell: &Cell, params: &Params) -> CellResult {
         stop = world.run(&mut app, t, u64::MAX);
         if !matches!(stop, Stop::TimeLimit | Stop::Idle) {
             break;
+        }
+        if t.saturating_since(traced.0) >= params.trace_every {
+            let delivered = app.delivered();
+            let secs = t.saturating_since(traced.0).as_secs_f64();
+            let mid = (traced.0.total_micros() + t.total_micros()) as f64 / 2e6;
+            for (f, trace) in goodput_trace.iter_mut().enumerate() {
+                if t > clients[f].1 {
+                    trace.push((mid, (delivered[f] - traced.1[f]) as f64 * 8.0 / secs / 1e6));
+                }
+            }
+            traced = (t, delivered);
         }
         if t >= join {
             late_trace.push((t, app.delivered()[late]));
@@ -517,6 +541,7 @@ pub fn run_cell(seed: u64, cell: &Cell, params: &Params) -> CellResult {
         rtts,
         jain: jain_index(&goodput_mbps),
         goodput_mbps,
+        goodput_trace,
         utilisation,
         queueing_delay_ms: if delay_n > 0 { delay_sum / delay_n as f64 } else { 0.0 },
         bottleneck_queue_ms: if queue_n > 0 { queue_sum / queue_n as f64 } else { 0.0 },

@@ -101,6 +101,28 @@ fn a_joining_256_ms_download_gets_its_share_within_2_s() {
     assert!(c <= Duration::from_secs(2), "{}: {c:?}", r.cell.name());
 }
 
+/// The goodput over time that the charts draw agrees with the table: over
+/// the measurement window its bins average to each flow's goodput, and
+/// the late flow's trace starts when it joins.
+#[test]
+fn the_goodput_trace_adds_up_to_the_window_goodput() {
+    let params = Params::quick();
+    let r = cell(20, 2, Direction::Upload, Algorithm::Cubic, "off");
+    let bin = params.trace_every.as_secs_f64();
+    let (from, to) = (params.measure_from.as_secs_f64(), (params.measure_from + params.measure).as_secs_f64());
+    assert_eq!(r.goodput_trace.len(), 2);
+    assert_eq!(r.goodput_trace[0].first().map(|p| p.0), Some(bin / 2.0));
+    assert_eq!(r.goodput_trace[1].first().map(|p| p.0), Some(params.join_at.as_secs_f64() + bin / 2.0));
+    assert_eq!(r.goodput_trace[0].last().map(|p| p.0), Some(to - bin / 2.0));
+    for (flow, trace) in r.goodput_trace.iter().enumerate() {
+        let window: Vec<f64> = trace.iter().filter(|(t, _)| (from..to).contains(t)).map(|&(_, g)| g).collect();
+        assert_eq!(window.len(), (params.measure.as_secs_f64() / bin).round() as usize);
+        let mean = window.iter().sum::<f64>() / window.len() as f64;
+        let goodput = r.goodput_mbps[flow];
+        assert!((mean - goodput).abs() <= 1e-9 * goodput.max(1.0), "flow {flow}: {mean} vs {goodput}");
+    }
+}
+
 /// One upload under equal-rate at 100 Mbit/s; 3 s in, the capacity drops
 /// to 5 Mbit/s, so the policy lowers the flow's window cap from hundreds of
 /// kilobytes to about 155 kB. Every window the server advertises is
