@@ -31,9 +31,10 @@
 //!   also the bottleneck queue itself, in milliseconds of its capacity.
 //!
 //! Each flow's goodput over time (every [`Params::trace_every`], from the
-//! start) is kept too, for charts.
+//! start) is kept too, for the charts [`write_charts`] draws.
 
 use core::net::{Ipv4Addr, SocketAddrV4};
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -43,6 +44,7 @@ use fairway_stack::fairness::{Capacity, Direction, Driver, DriverConfig, Policy,
 use fairway_stack::time::{Duration, Instant};
 use fairway_stack::{Event, Handle, Listener, RecvError, SendError, Shard};
 
+use crate::plot::{self, Panel, Series};
 use crate::scenario::{SERVER_IP, SERVER_PORT, client_ip};
 use crate::world::{App, Stop, World};
 
@@ -125,6 +127,11 @@ impl Cell {
             cc_name(self.cc),
             self.policy
         )
+    }
+
+    /// "20M-N4-up-cubic-equal-rate": [`Cell::name`] for a file name.
+    pub fn slug(&self) -> String {
+        self.name().replace("N=", "N").replace(' ', "-")
     }
 }
 
@@ -607,8 +614,131 @@ pub fn grid() -> Vec<Cell> {
     cells
 }
 
-/// The Markdown tables of a grid's results, then the verdict line.
-pub fn report(seed: u64, params: &Params, results: &[CellResult]) -> Vec<String> {
+/// A PNG chart beside the Markdown report, for its links.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chart {
+    /// The file name, in the report's directory.
+    pub file: String,
+    /// What it shows, for the link's text.
+    pub caption: String,
+    /// Shown in the page, rather than as a link in the list below.
+    pub inline: bool,
+}
+
+/// Draws the grid's charts into `dir`, their names starting with `stem`
+/// (`fairness-sim` gives `fairness-sim-jain.png`, and
+/// `fairness-sim-goodput-<cell>.png`):
+///
+/// - Jain's index against N, a line per policy, a panel per bandwidth,
+///   direction and sender;
+/// - each flow's goodput over time in a few cells: the largest N, then
+///   N = 2, at the lowest bandwidth, uploads and CUBIC where present
+///   (every policy at the largest N, off and equal-rate at N = 2).
+pub fn write_charts(dir: &Path, stem: &str, params: &Params, results: &[CellResult]) -> Result<Vec<Chart>, String> {
+    let mut charts = Vec::new();
+    let panels = jain_panels(results);
+    if panels.iter().any(|p| !p.series.is_empty()) {
+        let file = format!("{stem}-jain.png");
+        let title = format!(
+            "Jain's index of goodputs against N (RTTs {MIN_RTT_MS}–{MAX_RTT_MS} ms, {} s measured)",
+            params.measure.as_secs_f64()
+        );
+        plot::jain_against_n_panels(&dir.join(&file), &title, &panels)?;
+        charts.push(Chart { file, caption: "Jain's index against N, a line per policy".into(), inline: true });
+    }
+    for r in goodput_cells(results) {
+        let file = format!("{stem}-goodput-{}.png", r.cell.slug());
+        let title = format!(
+            "Goodput per flow: {} Mbit/s, N = {}, {}, {}, policy {} ({} s bins)",
+            r.cell.bandwidth_mbps,
+            r.cell.n,
+            if r.cell.direction == Direction::Upload { "uploads" } else { "downloads" },
+            cc_name(r.cell.cc),
+            r.cell.policy,
+            params.trace_every.as_secs_f64(),
+        );
+        plot::goodput_over_time(&dir.join(&file), &title, &goodput_series(r, params))?;
+        charts.push(Chart { file, caption: r.cell.name(), inline: false });
+    }
+    Ok(charts)
+}
+
+/// A panel per (bandwidth, direction, sender) in table order, a series
+/// per policy: (N, J).
+fn jain_panels(results: &[CellResult]) -> Vec<Panel> {
+    let mut panels: Vec<((u64, Direction, Algorithm), Panel)> = Vec::new();
+    for r in results {
+        let key = (r.cell.bandwidth_mbps, r.cell.direction, r.cell.cc);
+        if !panels.iter().any(|(k, _)| *k == key) {
+            let title = format!(
+                "{} Mbit/s, {}, {}",
+                r.cell.bandwidth_mbps,
+                if r.cell.direction == Direction::Upload { "uploads" } else { "downloads" },
+                cc_name(r.cell.cc)
+            );
+            panels.push((key, Panel { title, series: Vec::new() }));
+        }
+    }
+    for (key, panel) in &mut panels {
+        for policy in POLICIES {
+            let points: Vec<(f64, f64)> = results
+                .iter()
+                .filter(|r| (r.cell.bandwidth_mbps, r.cell.direction, r.cell.cc) == *key && r.cell.policy == policy)
+                .map(|r| (r.cell.n as f64, r.jain))
+                .collect();
+            if !points.is_empty() {
+                panel.series.push(Series::new(policy, points));
+            }
+        }
+    }
+    panels.into_iter().map(|(_, p)| p).collect()
+}
+
+/// The cells whose goodput over time is drawn; see [`write_charts`].
+fn goodput_cells(results: &[CellResult]) -> Vec<&CellResult> {
+    let Some(bandwidth) = results.iter().map(|r| r.cell.bandwidth_mbps).min() else { return Vec::new() };
+    let at = |r: &&CellResult| r.cell.bandwidth_mbps == bandwidth;
+    let direction = if results.iter().filter(at).any(|r| r.cell.direction == Direction::Upload) {
+        Direction::Upload
+    } else {
+        Direction::Download
+    };
+    let cc = if results.iter().filter(at).any(|r| r.cell.cc == Algorithm::Cubic) {
+        Algorithm::Cubic
+    } else {
+        Algorithm::Reno
+    };
+    let rows: Vec<&CellResult> =
+        results.iter().filter(at).filter(|r| r.cell.direction == direction && r.cell.cc == cc).collect();
+    let Some(largest) = rows.iter().map(|r| r.cell.n).max() else { return Vec::new() };
+    let mut picks: Vec<(usize, &str)> = POLICIES.iter().map(|&p| (largest, p)).collect();
+    if largest != 2 {
+        picks.extend([(2, "off"), (2, "equal-rate")]);
+    }
+    picks.into_iter().filter_map(|(n, p)| rows.iter().copied().find(|r| r.cell.n == n && r.cell.policy == p)).collect()
+}
+
+/// A series per flow, labelled by its RTT (the late one says so).
+fn goodput_series(r: &CellResult, params: &Params) -> Vec<Series> {
+    let late = r.rtts.len().saturating_sub(1);
+    r.rtts
+        .iter()
+        .zip(&r.goodput_trace)
+        .enumerate()
+        .map(|(i, (rtt, trace))| {
+            let ms = rtt.total_micros() as f64 / 1000.0;
+            let mut label = if ms < 10.0 { format!("{ms:.1} ms") } else { format!("{ms:.0} ms") };
+            if i == late && r.cell.n > 1 {
+                label.push_str(&format!(", joins at {} s", params.join_at.as_secs_f64()));
+            }
+            Series::new(label, trace.clone())
+        })
+        .collect()
+}
+
+/// The Markdown tables of a grid's results, then the verdict line, with
+/// links to `charts` (in the same directory) after the introduction.
+pub fn report(seed: u64, params: &Params, results: &[CellResult], charts: &[Chart]) -> Vec<String> {
     let mut lines = vec![
         format!("# Fairness on the simulated network (seed {seed})"),
         String::new(),
@@ -624,6 +754,25 @@ pub fn report(seed: u64, params: &Params, results: &[CellResult]) -> Vec<String>
             params.convergence_window.total_millis(),
         ),
     ];
+    if !charts.is_empty() {
+        lines.push(String::new());
+        lines.push("## Charts".into());
+        for chart in charts.iter().filter(|c| c.inline) {
+            lines.push(String::new());
+            lines.push(format!("![{}]({})", chart.caption, chart.file));
+        }
+        let linked: Vec<&Chart> = charts.iter().filter(|c| !c.inline).collect();
+        if !linked.is_empty() {
+            lines.push(String::new());
+            lines.push(format!(
+                "Each flow's goodput over time (every {} s; the {MAX_RTT_MS} ms flow joins at {} s):",
+                params.trace_every.as_secs_f64(),
+                params.join_at.as_secs_f64()
+            ));
+            lines.push(String::new());
+            lines.extend(linked.iter().map(|c| format!("- [{}]({})", c.caption, c.file)));
+        }
+    }
     let mut groups: Vec<(u64, Direction, Algorithm)> = Vec::new();
     for r in results {
         let key = (r.cell.bandwidth_mbps, r.cell.direction, r.cell.cc);
@@ -709,5 +858,138 @@ pub fn verdict(results: &[CellResult]) -> String {
             eq.jain, off.jain, eq.utilisation
         ),
         _ => "fairness: the N=10 CUBIC upload cells were not run".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A result with made-up numbers: J falls with N unless the policy is
+    /// equal-rate; each flow's trace is flat at its goodput.
+    fn fake(bandwidth_mbps: u64, n: usize, direction: Direction, cc: Algorithm, policy: &'static str) -> CellResult {
+        let cell = Cell { bandwidth_mbps, n, direction, cc, policy };
+        let goodput_mbps: Vec<f64> = (0..n)
+            .map(|i| if policy == "equal-rate" { 1.0 } else { 1.0 + i as f64 })
+            .map(|g| g * bandwidth_mbps as f64 / 20.0)
+            .collect();
+        let goodput_trace =
+            goodput_mbps.iter().map(|&g| (0..56).map(|k| (k as f64 * 0.5 + 0.25, g)).collect()).collect();
+        CellResult {
+            cell,
+            rtts: rtts(n),
+            jain: jain_index(&goodput_mbps),
+            goodput_mbps,
+            goodput_trace,
+            utilisation: 100.0,
+            queueing_delay_ms: 10.0,
+            bottleneck_queue_ms: 10.0,
+            convergence: None,
+            drops: 0,
+            errors: Vec::new(),
+            stop: Stop::TimeLimit,
+        }
+    }
+
+    fn fake_grid(filter: impl Fn(&Cell) -> bool) -> Vec<CellResult> {
+        grid()
+            .into_iter()
+            .filter(|c| filter(c))
+            .map(|c| fake(c.bandwidth_mbps, c.n, c.direction, c.cc, c.policy))
+            .collect()
+    }
+
+    fn names(results: &[&CellResult]) -> Vec<String> {
+        results.iter().map(|r| r.cell.name()).collect()
+    }
+
+    #[test]
+    fn goodput_charts_of_the_full_grid() {
+        let results = fake_grid(|_| true);
+        assert_eq!(
+            names(&goodput_cells(&results)),
+            [
+                "20M N=10 up cubic off",
+                "20M N=10 up cubic seed",
+                "20M N=10 up cubic equal-rate",
+                "20M N=2 up cubic off",
+                "20M N=2 up cubic equal-rate",
+            ]
+        );
+    }
+
+    #[test]
+    fn goodput_charts_of_a_filtered_grid() {
+        // `--bandwidth 100 --n 2`: no N = 2 pair on top of the largest N.
+        let results = fake_grid(|c| c.bandwidth_mbps == 100 && c.n == 2);
+        assert_eq!(
+            names(&goodput_cells(&results)),
+            ["100M N=2 up cubic off", "100M N=2 up cubic seed", "100M N=2 up cubic equal-rate"]
+        );
+        let downloads = fake_grid(|c| c.direction == Direction::Download && c.cc == Algorithm::Reno && c.n == 4);
+        assert_eq!(names(&goodput_cells(&downloads))[0], "20M N=4 down reno off");
+        assert!(goodput_cells(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_jain_panel_per_bandwidth_direction_and_sender() {
+        let panels = jain_panels(&fake_grid(|_| true));
+        assert_eq!(panels.len(), 8);
+        assert_eq!(panels[0].title, "20 Mbit/s, uploads, cubic");
+        assert_eq!(panels[7].title, "100 Mbit/s, downloads, reno");
+        for panel in &panels {
+            let labels: Vec<&str> = panel.series.iter().map(|s| s.label.as_str()).collect();
+            assert_eq!(labels, POLICIES);
+            for series in &panel.series {
+                let ns: Vec<f64> = series.points.iter().map(|p| p.0).collect();
+                assert_eq!(ns, (1..=10).map(f64::from).collect::<Vec<_>>());
+            }
+        }
+        let eq = &panels[0].series[2];
+        assert!(eq.points.iter().all(|&(_, j)| (j - 1.0).abs() < 1e-12));
+    }
+
+    #[test]
+    fn goodput_labels_are_rtts_and_the_late_flow_says_so() {
+        let r = fake(20, 10, Direction::Upload, Algorithm::Cubic, "off");
+        let labels: Vec<String> = goodput_series(&r, &Params::lab()).into_iter().map(|s| s.label).collect();
+        assert_eq!(labels[0], "4.0 ms");
+        assert_eq!(labels[1], "6.3 ms");
+        assert_eq!(labels[2], "10 ms");
+        assert_eq!(labels[9], "256 ms, joins at 3 s");
+        let lone = fake(20, 1, Direction::Upload, Algorithm::Cubic, "off");
+        assert_eq!(goodput_series(&lone, &Params::lab())[0].label, "256 ms");
+    }
+
+    #[test]
+    fn charts_are_written_and_linked_from_the_report() {
+        let dir = std::env::temp_dir().join(format!("fairway-fairness-charts-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        let params = Params::lab();
+        let results = fake_grid(|c| c.bandwidth_mbps == 20 && (c.n == 2 || c.n == 10));
+        let charts = write_charts(&dir, "lab", &params, &results).expect("charts");
+        let files: Vec<&str> = charts.iter().map(|c| c.file.as_str()).collect();
+        assert_eq!(
+            files,
+            [
+                "lab-jain.png",
+                "lab-goodput-20M-N10-up-cubic-off.png",
+                "lab-goodput-20M-N10-up-cubic-seed.png",
+                "lab-goodput-20M-N10-up-cubic-equal-rate.png",
+                "lab-goodput-20M-N2-up-cubic-off.png",
+                "lab-goodput-20M-N2-up-cubic-equal-rate.png",
+            ]
+        );
+        for file in &files {
+            let bytes = std::fs::read(dir.join(file)).expect("written");
+            assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "{file} is not a PNG");
+        }
+        let page = report(1, &params, &results, &charts);
+        assert!(page.contains(&"![Jain's index against N, a line per policy](lab-jain.png)".to_string()));
+        assert!(page.contains(&"- [20M N=2 up cubic off](lab-goodput-20M-N2-up-cubic-off.png)".to_string()));
+        // Without charts the page has no chart section.
+        assert!(!report(1, &params, &results, &[]).iter().any(|l| l.contains("## Charts")));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

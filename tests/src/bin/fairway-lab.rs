@@ -3,14 +3,18 @@
 //! `--testbed` on the real testbed (root, and a build with the `afxdp`
 //! feature: `cargo run --release -p fairway-tests --features afxdp --bin
 //! fairway-lab -- fairness --testbed`). `cargo xtask lab` calls this.
+//!
+//! The simulated grid also draws PNG charts next to its Markdown (J against
+//! N; goodput over time in a few cells), unless `--no-plots`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use fairway_stack::config::Algorithm;
 use fairway_tests::fairness::{self, Cell, POLICIES, Params};
 use fairway_tests::fairness_testbed::{self, Transfer};
+use fairway_tests::plot;
 use std::time::Duration;
 
 /// Run one of Fairway's lab experiments and write its tables.
@@ -68,9 +72,15 @@ enum Experiment {
         #[arg(long, default_value_t = 2)]
         join: u64,
         /// Where the Markdown goes [default: benches/results/fairness-sim.md,
-        /// or fairness-testbed.md with --testbed].
+        /// or fairness-testbed.md with --testbed]. The simulated grid's PNG
+        /// charts go beside it, named after it: fairness-sim-jain.png and
+        /// fairness-sim-goodput-<cell>.png.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Draw no PNG charts (they need the font of the Debian package
+        /// fonts-dejavu-core).
+        #[arg(long)]
+        no_plots: bool,
     },
 }
 
@@ -113,7 +123,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Experiment::Fairness { seed, n, bandwidth, threads, out, .. } => {
+        Experiment::Fairness { seed, n, bandwidth, threads, out, no_plots, .. } => {
             let out = out.unwrap_or_else(|| PathBuf::from("benches/results/fairness-sim.md"));
             let cells: Vec<Cell> = fairness::grid()
                 .into_iter()
@@ -122,6 +132,11 @@ fn main() -> ExitCode {
                 .collect();
             if cells.is_empty() {
                 eprintln!("fairway-lab: no cell matches");
+                return ExitCode::from(2);
+            }
+            // Before two minutes of work, not after.
+            if !no_plots && let Err(why) = plot::check_font() {
+                eprintln!("fairway-lab: {why} (or pass --no-plots)");
                 return ExitCode::from(2);
             }
             let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -135,13 +150,35 @@ fn main() -> ExitCode {
             );
             let started = std::time::Instant::now();
             let results = fairness::run_cells(seed, &cells, &params, threads);
-            let mut lines = fairness::report(seed, &params, &results);
+            let charts = if no_plots {
+                Ok(Vec::new())
+            } else {
+                let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                let stem = out.file_stem().map_or("fairness-sim".into(), |s| s.to_string_lossy());
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("creating {}: {e}", dir.display()))
+                    .and_then(|()| fairness::write_charts(dir, &stem, &params, &results))
+            };
+            let mut lines = fairness::report(seed, &params, &results, charts.as_deref().unwrap_or_default());
             let verdict = lines.pop().unwrap_or_default();
             lines.push(format!("(wall time {:.1} s)", started.elapsed().as_secs_f64()));
             lines.push(String::new());
             lines.push(verdict);
             let text = lines.join("\n") + "\n";
-            write_out(&out, &text)
+            let written = write_out(&out, &text);
+            match charts {
+                Ok(charts) => {
+                    for chart in charts {
+                        eprintln!("fairway-lab: wrote {}", out.with_file_name(&chart.file).display());
+                    }
+                    written
+                }
+                // The tables are written all the same: the run is not lost.
+                Err(why) => {
+                    eprintln!("fairway-lab: no charts: {why}");
+                    ExitCode::FAILURE
+                }
+            }
         }
     }
 }
