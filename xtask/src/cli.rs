@@ -426,8 +426,10 @@ Experiments:
   fairness   N = 1..10 clients, RTTs 4-256 ms, one bottleneck (20 and
              100 Mbit/s), uploads and downloads, CUBIC and Reno senders,
              policies off / seed / equal-rate, on the simulated network.
-             Prints Markdown tables and writes benches/results/fairness-sim.md;
-             takes --seed N, --n 2,10, --bandwidth 20, --threads N, --out PATH.
+             Prints Markdown tables and writes benches/results/fairness-sim.md,
+             with PNG charts beside it (J against N; goodput over time);
+             takes --seed N, --n 2,10, --bandwidth 20, --threads N, --out PATH,
+             --no-plots. The charts need fonts-dejavu-core (installed as root).
   fairness --testbed
              The same on the namespace testbed (root; built with the afxdp
              feature; installs nginx and the testbed's tools when missing):

@@ -26,6 +26,11 @@ pub const TESTBED_PACKAGES: &[&str] = &["iproute2", "tcpdump", "iputils-ping", "
 /// `bench http`.
 pub const WRK_PACKAGE: &str = "wrk";
 
+/// The font fairway-lab draws its charts' text with (DejaVu Sans, read at
+/// run time from /usr/share/fonts/truetype/dejavu/; see fairway-tests'
+/// `plot` module).
+pub const FONT_PACKAGE: &str = "fonts-dejavu-core";
+
 /// Where apt keeps the package lists `apt-get update` downloads.
 const APT_LISTS_DIR: &str = "/var/lib/apt/lists";
 

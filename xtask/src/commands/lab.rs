@@ -3,7 +3,8 @@
 //! simulated network; `lab fairness --testbed`: the same with kernel TCP
 //! clients on the namespace testbed, as root, built with the `afxdp`
 //! feature), with the user's arguments. The working directory is the
-//! workspace root, so results land in `benches/results/`.
+//! workspace root, so results land in `benches/results/`: Markdown tables,
+//! and PNG charts for the simulated grid.
 
 use std::ffi::OsString;
 
@@ -12,8 +13,11 @@ use crate::cli::PassThrough;
 use crate::error::Failure;
 use crate::system;
 
-/// Debian packages `lab` needs on the simulated network: none (pure Rust).
-pub const PACKAGES: &[&str] = &[];
+/// Debian packages `lab` needs on the simulated network: the charts' font,
+/// unless `--no-plots` (the simulation itself is pure Rust).
+pub fn packages(args: &[OsString]) -> &'static [&'static str] {
+    if args.iter().any(|a| a == "--no-plots") { &[] } else { &[system::FONT_PACKAGE] }
+}
 
 /// The kernel-stack server the testbed grid compares Fairway with.
 const NGINX_PACKAGE: &str = "nginx";
@@ -34,8 +38,8 @@ pub fn run(cargo: &Cargo, args: &PassThrough) -> Result<(), Failure> {
             ));
         }
         system::ensure_debian_packages(&testbed_packages())?;
-    } else {
-        system::ensure_debian_packages(PACKAGES)?;
+    } else if !asks_help {
+        system::ensure_debian_packages(packages(&args.args))?;
     }
     let lab = fairway_lab(cargo, &args.args);
     eprintln!("xtask lab: $ {}", lab.display());
@@ -80,5 +84,13 @@ mod tests {
         for package in system::AFXDP_BUILD_PACKAGES.iter().chain(system::TESTBED_PACKAGES).chain(&["nginx"]) {
             assert!(packages.contains(package), "{package} missing from {packages:?}");
         }
+    }
+
+    #[test]
+    fn the_simulated_grid_needs_the_font_unless_no_charts() {
+        let args = |list: &[&str]| list.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(packages(&args(&["fairness"])), ["fonts-dejavu-core"]);
+        assert_eq!(packages(&args(&["fairness", "--n", "2,10"])), ["fonts-dejavu-core"]);
+        assert!(packages(&args(&["fairness", "--no-plots"])).is_empty());
     }
 }

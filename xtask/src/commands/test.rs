@@ -13,10 +13,10 @@ use crate::system;
 
 /// Debian packages the tests need: what the AF_XDP backend needs to build
 /// (the workspace is checked and tested with every feature on), the
-/// kernel-side tools of the real-peer tests, and wrk, which the server's
-/// end-to-end tests drive.
+/// kernel-side tools of the real-peer tests, wrk, which the server's
+/// end-to-end tests drive, and the font the lab's chart tests draw with.
 pub fn packages() -> Vec<&'static str> {
-    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[system::WRK_PACKAGE]].concat()
+    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[system::WRK_PACKAGE, system::FONT_PACKAGE]].concat()
 }
 
 /// The crate holding the heavy simulated-network tests, left out by `--quick`.
@@ -95,9 +95,10 @@ mod tests {
     }
 
     #[test]
-    fn packages_include_wrk_and_the_testbed_tools() {
+    fn packages_include_wrk_the_font_and_the_testbed_tools() {
         let packages = packages();
-        for package in system::AFXDP_BUILD_PACKAGES.iter().chain(system::TESTBED_PACKAGES).chain(&["wrk"]) {
+        let extra = ["wrk", "fonts-dejavu-core"];
+        for package in system::AFXDP_BUILD_PACKAGES.iter().chain(system::TESTBED_PACKAGES).chain(&extra) {
             assert!(packages.contains(package), "{package} missing from {packages:?}");
         }
     }
