@@ -3,8 +3,9 @@
 //! command line wins over the file; the file wins over the defaults.
 //!
 //! [`Options`] is what either source says, every key optional, so that the
-//! two can be merged key by key; [`Config`] is the merged, validated result
-//! with every default filled in. Errors are one line and name the key.
+//! two can be merged key by key (the per-client weights prefix by prefix:
+//! [`ClientWeights`]); [`Config`] is the merged, validated result with
+//! every default filled in. Errors are one line and name the key.
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -17,6 +18,10 @@ use serde::Deserialize;
 
 use crate::http::HttpConfig;
 use crate::runtime::LoopConfig;
+
+mod weights;
+
+pub use weights::{ClientWeight, ClientWeights, Weight};
 
 /// Where packets come from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -336,6 +341,15 @@ pub struct Options {
     /// [default: none, measured]
     #[arg(long, value_name = "RATE")]
     pub capacity: Option<Bandwidth>,
+
+    /// A client's weight in the fairness policy's shares, by address or IPv4 prefix (10.77.0.12=2,
+    /// 10.77.0.0/24=0.5; 0.001 to 1000), repeatable; the longest matching prefix wins. equal-rate gives
+    /// each flow capacity × weight / Σ weights (seed does not weigh its flows). In the --config file: a
+    /// [weight] table ("10.77.0.0/24" = 0.5), which --weight adds to and wins over for the same prefix
+    /// [default: 1 for every client]
+    #[arg(long, value_name = "ADDR[/PREFIX]=WEIGHT")]
+    #[serde(default, deserialize_with = "weights::deserialize")]
+    pub weight: Vec<ClientWeight>,
 }
 
 impl Options {
@@ -367,6 +381,14 @@ impl Options {
             log: self.log.or(file.log),
             fairness: self.fairness.or(file.fairness),
             capacity: self.capacity.or(file.capacity),
+            weight: {
+                // Per prefix: the command line's for the clients it names,
+                // the file's for the others.
+                let mut weight = file.weight;
+                weight.retain(|f| self.weight.iter().all(|c| c.clients() != f.clients()));
+                weight.extend(self.weight);
+                weight
+            },
         }
     }
 }
@@ -460,6 +482,8 @@ pub struct Config {
     pub fairness: Fairness,
     /// The capacity it shares, if configured.
     pub capacity: Option<Bandwidth>,
+    /// Each client's weight in the shares.
+    pub weights: ClientWeights,
 }
 
 impl Config {
@@ -619,6 +643,7 @@ impl Options {
             log,
             fairness: self.fairness.unwrap_or_default(),
             capacity: self.capacity,
+            weights: ClientWeights::new(self.weight).map_err(invalid)?,
         })
     }
 }

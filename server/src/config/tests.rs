@@ -29,6 +29,7 @@ const KEYS: &[&str] = &[
     "log",
     "fairness",
     "capacity",
+    "weight",
 ];
 
 #[track_caller]
@@ -94,6 +95,7 @@ fn defaults() {
     assert_eq!(c.log, "info");
     assert_eq!(c.fairness, Fairness::Off);
     assert_eq!(c.capacity, None);
+    assert!(c.weights.is_empty());
 }
 
 #[test]
@@ -152,6 +154,10 @@ fn every_flag_parses() {
         "tap9",
         "--listen",
         "0.0.0.0:80",
+        "--weight",
+        "10.77.0.12=2",
+        "--weight",
+        "10.77.0.0/24=0.5",
     ]);
     assert_eq!(c.backend, Backend::Afxdp);
     assert_eq!(c.ip, Some(IpPrefix { addr: Ipv4Addr::new(10, 77, 0, 1), prefix: 24 }));
@@ -170,6 +176,8 @@ fn every_flag_parses() {
     assert_eq!(c.capacity, Some(Bandwidth { bits_per_sec: 2_500_000_000 }));
     assert_eq!(c.tap_name, "tap9");
     assert_eq!(c.listen, "0.0.0.0:80".parse().unwrap());
+    let weights: Vec<String> = c.weights.iter().map(ToString::to_string).collect();
+    assert_eq!(weights, ["10.77.0.12/32=2", "10.77.0.0/24=0.5"], "longest prefix first");
 }
 
 #[test]
@@ -234,6 +242,7 @@ shutdown-grace = "1s"
 log = "warn"
 fairness = "off"
 capacity = "1gbit"
+weight = {{ "10.77.0.12" = 2 }}
 "#,
             dir.display()
         ),
@@ -241,6 +250,7 @@ capacity = "1gbit"
     let c = ok(&["--config", file.path()]);
     assert_eq!(c.root.as_deref(), Some(dir.as_path()));
     assert_eq!(c.listen, "127.0.0.1:9090".parse().unwrap());
+    assert_eq!(c.weights.weight_of(ip("10.77.0.12")).get(), 2.0);
     let nested = TempFile::new("nested", "config = \"other.toml\"\n");
     let e = err(&["--config", nested.path()]);
     assert!(e.contains(":1:") && e.contains("config"), "{e}");
@@ -279,6 +289,7 @@ fn validation_errors_are_one_clear_line() {
         (&["--root", "/nonexistent/www"], "--root /nonexistent/www: not a directory"),
         (&["--log", "fairway=loud"], "--log 'fairway=loud'"),
         (&["--capacity", "0mbit"], "--capacity must be more than 0"),
+        (&["--weight", "10.0.0.0/24=1", "--weight", "10.0.0.9/24=2"], "--weight 10.0.0.0/24 is given twice (1 and 2)"),
     ];
     for (args, expected) in cases {
         let e = err(args);
@@ -300,6 +311,15 @@ fn bad_values_are_refused_by_the_parser() {
         (&["--listen", "localhost"], "localhost"),
         (&["--shards", "-1"], "-1"),
         (&["--no-such-flag"], "no-such-flag"),
+        (&["--weight", "10.0.0.1"], "'10.0.0.1' is not ADDR[/PREFIX]=WEIGHT"),
+        (&["--weight", "10.0.0=2"], "'10.0.0' is not an IPv4 address or ADDR/PREFIX"),
+        (&["--weight", "10.0.0.1/33=2"], "bad prefix '/33'"),
+        (&["--weight", "10.0.0.1=heavy"], "weight 'heavy' in '10.0.0.1=heavy' is not a number"),
+        (&["--weight", "10.0.0.1=0"], "weight 0 for 10.0.0.1 is out of range: from 0.001 to 1000"),
+        (&["--weight", "10.0.0.1=-1"], "weight -1 for 10.0.0.1 is out of range"),
+        (&["--weight", "10.0.0.1=inf"], "weight inf for 10.0.0.1 is out of range"),
+        (&["--weight", "10.0.0.1=NaN"], "weight NaN for 10.0.0.1 is out of range"),
+        (&["--weight", "10.0.0.1=1001"], "weight 1001 for 10.0.0.1 is out of range"),
     ];
     for (args, expected) in cases {
         let e = err(args);
@@ -341,6 +361,7 @@ fn help_explains_every_key_with_its_default() {
         "[default: 60s]".to_owned(),
         "[default: 5s]".to_owned(),
         "[default: off]".to_owned(),
+        "[default: 1 for every client]".to_owned(),
     ] {
         assert!(help.replace('\n', " ").contains(&stated), "--help lacks {stated}:\n{help}");
     }
@@ -395,4 +416,88 @@ fn the_http_layer_gets_the_limits_and_timeouts() {
     assert_eq!((http.max_request_line, http.max_head, http.max_body, http.max_bytes), (1024, 4096, 1 << 20, 2 << 20));
     assert_eq!((http.header_timeout, http.idle_timeout), (Duration::from_secs(3), Duration::from_secs(7)));
     assert_eq!(http.server_name, "fairway");
+}
+
+fn ip(s: &str) -> std::net::IpAddr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn weights_merge_per_prefix_the_command_line_winning() {
+    let file = TempFile::new(
+        "weights",
+        r#"
+fairness = "equal-rate"
+
+[weight]
+"10.77.0.12" = 2
+"10.77.0.0/24" = 0.5
+"10.0.0.0/8" = 4
+"#,
+    );
+    let c = ok(&["--config", file.path(), "--weight", "10.77.0.12=3", "--weight", "192.168.0.0/16=0.25"]);
+    let w = |a| c.weights.weight_of(ip(a)).get();
+    assert_eq!(w("10.77.0.12"), 3.0, "the command line wins for the same clients");
+    assert_eq!(w("10.77.0.13"), 0.5, "the file's /24");
+    assert_eq!(w("10.1.2.3"), 4.0, "the file's /8");
+    assert_eq!(w("192.168.7.7"), 0.25, "the command line adds to the file");
+    assert_eq!(w("172.16.0.1"), 1.0, "no prefix matches: 1");
+    // The same clients written another way are the same key.
+    let c = ok(&["--config", file.path(), "--weight", "10.77.0.99/24=8"]);
+    assert_eq!(c.weights.weight_of(ip("10.77.0.13")).get(), 8.0);
+    assert_eq!(c.weights.iter().count(), 3);
+}
+
+#[test]
+fn the_file_takes_weights_as_a_list_of_what_the_flag_takes_too() {
+    let file = TempFile::new("weight-list", "weight = [\"10.77.0.12=2\", \"10.77.0.0/24=0.5\"]\n");
+    let c = ok(&["--config", file.path()]);
+    assert_eq!(c.weights.weight_of(ip("10.77.0.12")).get(), 2.0);
+    assert_eq!(c.weights.weight_of(ip("10.77.0.1")).get(), 0.5);
+}
+
+#[test]
+fn bad_weights_in_the_file_name_the_line() {
+    let cases = [
+        ("fairness = \"seed\"\n[weight]\n\"10.0.0.1/40\" = 1\n", "bad prefix '/40'"),
+        ("fairness = \"seed\"\n[weight]\n\"10.0.0.1\" = 0\n", "weight 0 for 10.0.0.1 is out of range"),
+        ("fairness = \"seed\"\n[weight]\n\"10.0.0.1\" = \"heavy\"\n", "heavy"),
+        ("fairness = \"seed\"\nweight = [\"10.0.0.1\"]\n", "not ADDR[/PREFIX]=WEIGHT"),
+        ("fairness = \"seed\"\nweight = 2\n", "a table of clients and weights"),
+    ];
+    for (text, expected) in cases {
+        let file = TempFile::new("bad-weight", text);
+        let e = err(&["--config", file.path()]);
+        assert!(e.starts_with(file.path()) && e.contains(expected), "{text:?}: {e:?} lacks {expected:?}");
+        assert!(!e.contains(":1:"), "the line of the weight, not the file's first: {e}");
+    }
+    let file = TempFile::new("twice", "[weight]\n\"10.0.0.0/24\" = 1\n\"10.0.0.1/24\" = 2\n");
+    assert!(err(&["--config", file.path()]).contains("--weight 10.0.0.0/24 is given twice"));
+}
+
+#[test]
+fn the_longest_matching_prefix_decides_a_clients_weight() {
+    let weights = ["0.0.0.0/0=0.5", "10.0.0.0/8=2", "10.1.0.0/16=3", "10.1.2.3=7"].map(|w| w.parse().unwrap());
+    let weights = ClientWeights::new(weights.into_iter().rev().collect()).unwrap();
+    let w = |a| weights.weight_of(ip(a)).get();
+    assert_eq!(w("10.1.2.3"), 7.0);
+    assert_eq!(w("10.1.2.4"), 3.0);
+    assert_eq!(w("10.2.0.1"), 2.0);
+    assert_eq!(w("192.0.2.1"), 0.5, "/0 matches every IPv4 client");
+    assert_eq!(w("::ffff:10.1.2.3"), 7.0, "a dual-stack listener's IPv4 client");
+    assert_eq!(w("2001:db8::1"), 1.0, "IPv6 clients have no prefixes");
+    let none = ClientWeights::default();
+    assert_eq!(none.weight_of(ip("10.1.2.3")), Weight::default());
+    assert_eq!(Weight::default().get(), 1.0);
+}
+
+#[test]
+fn a_weight_names_its_network_not_the_address_it_was_written_with() {
+    let w: ClientWeight = " 10.77.0.12/24 = 0.5".parse().unwrap();
+    assert_eq!(w.clients(), IpPrefix { addr: Ipv4Addr::new(10, 77, 0, 0), prefix: 24 });
+    assert_eq!(w.weight().get(), 0.5);
+    assert_eq!(w.to_string(), "10.77.0.0/24=0.5");
+    assert_eq!("10.77.0.12=1e1".parse::<ClientWeight>().unwrap().to_string(), "10.77.0.12/32=10");
+    assert_eq!(Weight::new(Weight::MIN).map(Weight::get), Some(0.001));
+    assert_eq!(Weight::new(Weight::MAX + 1.0), None);
 }
