@@ -73,6 +73,8 @@ pub struct FairFlow {
     pub window_cap: Option<u32>,
     /// The cap on the pacing rate (downloads), bytes per second.
     pub pacing_cap: Option<u64>,
+    /// Its weight in the policy's shares (`--weight`; 1 by default).
+    pub weight: f64,
 }
 
 /// Window control's totals over a shard's active flows: enough to merge
@@ -574,7 +576,7 @@ impl MetricsHub {
     /// Window control's view of each listed flow.
     fn write_fair_flows(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&FairFlow) -> Option<f64>;
-        let per_flow: [(&str, &str, Get); 5] = [
+        let per_flow: [(&str, &str, Get); 6] = [
             ("fairway_fairness_flow_srtt_seconds", "The smoothed RTT window control used.", |f| secs(Some(f.srtt))),
             ("fairway_fairness_flow_min_rtt_seconds", "The minimum RTT window control used.", |f| {
                 secs(Some(f.min_rtt))
@@ -589,6 +591,9 @@ impl MetricsHub {
             }),
             ("fairway_fairness_flow_pacing_cap_bytes_per_second", "The cap on a download's pacing rate.", |f| {
                 f.pacing_cap.map(|p| p as f64)
+            }),
+            ("fairway_fairness_flow_weight", "A flow's weight in the policy's shares (--weight; 1 by default).", |f| {
+                Some(f.weight)
             }),
         ];
         for (name, help, get) in per_flow {

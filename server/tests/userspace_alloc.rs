@@ -24,7 +24,7 @@ use std::time::Duration as StdDuration;
 use fairway_server::backend::connection_limit::ConnectionLimit;
 use fairway_server::backend::fairness::{ShareBoard, policy_for};
 use fairway_server::backend::userspace::{HttpApp, WindowControl};
-use fairway_server::config::Fairness;
+use fairway_server::config::{ClientWeights, Fairness};
 use fairway_server::http::HttpConfig;
 use fairway_server::metrics::MetricsHub;
 use fairway_server::runtime::{App, LoopStats};
@@ -150,7 +150,11 @@ impl Pair {
         );
         if let Some(fairness) = fairness {
             let board = Arc::new(ShareBoard::new(1));
-            app = app.with_window_control(WindowControl::new(policy_for(fairness), Some(100_000_000), board, 0));
+            // Weighted clients too: the lookup is a scan, no allocation.
+            let weights = ["10.0.0.0/24=0.5", "10.0.0.2=2"].map(|w| w.parse().unwrap());
+            let window = WindowControl::new(policy_for(fairness), Some(100_000_000), board, 0)
+                .with_weights(ClientWeights::new(weights.to_vec()).unwrap());
+            app = app.with_window_control(window);
         }
         let mut pair = Pair {
             server,

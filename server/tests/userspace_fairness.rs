@@ -6,7 +6,8 @@
 //! With `equal-rate` and a configured capacity the upload's advertised
 //! window and the download's pacing rate are capped (as the server's stack
 //! shows them), and `/metrics`' fairness series say so; with `off` the same
-//! two flows are counted and nothing is capped.
+//! two flows are counted and nothing is capped. With `--weight` for the
+//! client's address its flows carry that weight into the policy.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use std::time::Duration as StdDuration;
 use fairway_server::backend::connection_limit::ConnectionLimit;
 use fairway_server::backend::fairness::{ShareBoard, policy_for};
 use fairway_server::backend::userspace::{HttpApp, WindowControl};
-use fairway_server::config::Fairness;
+use fairway_server::config::{ClientWeights, Fairness};
 use fairway_server::http::HttpConfig;
 use fairway_server::metrics::MetricsHub;
 use fairway_server::runtime::{App, LoopStats};
@@ -55,6 +56,12 @@ struct Pair {
 
 impl Pair {
     fn new(fairness: Fairness, capacity: Option<u64>) -> Pair {
+        Pair::weighted(fairness, capacity, ClientWeights::default(), Arc::new(ShareBoard::new(1)))
+    }
+
+    /// The pair with the server's window control weighting clients as
+    /// `weights` says and sharing `capacity` through `board` as shard 0.
+    fn weighted(fairness: Fairness, capacity: Option<u64>, weights: ClientWeights, board: Arc<ShareBoard>) -> Pair {
         let mut server = Shard::new(Config::new(SERVER_MAC, SERVER_IP, 24));
         let mut client = Shard::new(Config::new(CLIENT_MAC, CLIENT_IP, 24));
         server.add_neighbor(CLIENT_IP, CLIENT_MAC);
@@ -62,7 +69,7 @@ impl Pair {
         let policy = policy_for(fairness);
         let hub = Arc::new(MetricsHub::new(1, 8, "afxdp").with_fairness(policy.name(), capacity));
         let site = ShardSite::new(0, Arc::clone(&hub), None, 8).unwrap();
-        let window = WindowControl::new(policy, capacity, Arc::new(ShareBoard::new(1)), 0);
+        let window = WindowControl::new(policy, capacity, board, 0).with_weights(weights);
         let app = HttpApp::new(
             site,
             HttpConfig { max_body: TRANSFER, ..HttpConfig::default() },
@@ -207,6 +214,7 @@ fn equal_rate_caps_an_uploads_window_and_a_downloads_pacing_rate() {
     assert!(paces.len() == 1 && paces[0].0.contains("direction=\"download\""), "{text}");
     assert_eq!(series(&text, "fairway_fairness_flow_srtt_seconds").len(), 2, "{text}");
     assert_eq!(series(&text, "fairway_fairness_flow_min_rtt_seconds").len(), 2, "{text}");
+    assert_eq!(series(&text, "fairway_fairness_flow_weight").iter().map(|&(_, w)| w).collect::<Vec<_>>(), [1.0, 1.0]);
     let rates = series(&text, "fairway_fairness_flow_delivery_rate_bytes_per_second");
     assert!(rates.len() == 2 && rates.iter().all(|&(_, r)| r > 0.0), "{text}");
     let j = series(&text, "fairway_fairness_jain_index");
@@ -228,4 +236,26 @@ fn off_counts_the_flows_and_caps_none() {
     assert!(series(&text, "fairway_fairness_flow_window_cap_bytes").is_empty(), "{text}");
     assert!(series(&text, "fairway_fairness_flow_pacing_cap_bytes_per_second").is_empty(), "{text}");
     assert_eq!(series(&text, "fairway_fairness_flow_delivery_rate_bytes_per_second").len(), 2, "{text}");
+}
+
+#[test]
+fn a_clients_weight_reaches_the_policy() {
+    // The client, 10.0.0.2, is in both prefixes: the longer one decides.
+    let weights = ["10.0.0.0/24=0.5", "10.0.0.2=3"].map(|w| w.parse().unwrap());
+    let weights = ClientWeights::new(weights.to_vec()).unwrap();
+    let board = Arc::new(ShareBoard::new(2));
+    let mut pair = Pair::weighted(Fairness::EqualRate, Some(CAPACITY), weights, Arc::clone(&board));
+    pair.run(Duration::from_millis(2_500));
+    assert_eq!(pair.app.window_control().map(WindowControl::tracked), Some(2), "two flows under control");
+
+    let text = pair.metrics();
+    let weights = series(&text, "fairway_fairness_flow_weight");
+    assert_eq!(weights.len(), 2, "{text}");
+    for (labels, w) in weights {
+        assert!(labels.contains("remote=\"10.0.0.2:"), "{labels}");
+        assert_eq!(w, 3.0, "{labels}");
+    }
+    // Shard 0 published its flows' weights, 3 + 3, to share the capacity
+    // by: another shard with as much gets half.
+    assert_eq!(board.share(1, 6.0, CAPACITY), CAPACITY / 2);
 }

@@ -9,9 +9,10 @@
 //! `--busy-poll-us`, `--itr-us` and `--batch` are the userspace backends'
 //! and do not apply here.
 //!
-//! `--fairness` and `--capacity` apply: each shard runs the policy over
-//! its connections, sensing through `TCP_INFO` and acting through the
-//! window clamp and the pacing limit ([`fairness`]).
+//! `--fairness`, `--capacity` and `--weight` apply: each shard runs the
+//! policy over its connections, each weighted as its client is, sensing
+//! through `TCP_INFO` and acting through the window clamp and the pacing
+//! limit ([`fairness`]).
 //!
 //! Shutdown: when the stop flag goes up, every shard closes its listener
 //! (so new connections are refused once all have), closes its idle
@@ -75,7 +76,13 @@ pub fn serve(config: &Config, stop: Arc<AtomicBool>) -> io::Result<()> {
             limit: Arc::clone(&limit),
             max_sleep: config.runtime.max_sleep,
             grace: config.shutdown_grace,
-            fairness: fairness::Controller::new(policy.clone(), capacity, Arc::clone(&board), usize::from(index)),
+            fairness: fairness::Controller::new(
+                policy.clone(),
+                capacity,
+                Arc::clone(&board),
+                usize::from(index),
+                config.weights.clone(),
+            ),
         });
     }
     let pin = std::thread::available_parallelism().is_ok_and(|n| n.get() >= usize::from(shards));

@@ -18,9 +18,10 @@
 //! the four bytes of `--ip` (locally administered), since the TAP's own
 //! address belongs to the kernel side, which may bridge it.
 //!
-//! `--fairness` and `--capacity` apply: each shard runs the policy over its
-//! connections through the stack's own window-control hooks, a configured
-//! capacity divided among the shards by their active flows
+//! `--fairness`, `--capacity` and `--weight` apply: each shard runs the
+//! policy over its connections through the stack's own window-control
+//! hooks, each flow weighted as its client is, a configured capacity
+//! divided among the shards by their active flows' weights
 //! ([`WindowControl`]).
 //!
 //! Stopping: once `stop` is raised every shard stops accepting, finishes the
@@ -221,7 +222,8 @@ where
     for index in 0..count {
         let (cfg, open, fabric) = (config.clone(), Arc::clone(&open), Arc::clone(&fabric));
         let (shard_hub, limit, stop) = (Arc::clone(&hub), Arc::clone(&limit), Arc::clone(&stop));
-        let window = WindowControl::new(policy.clone(), capacity, Arc::clone(&board), index);
+        let window = WindowControl::new(policy.clone(), capacity, Arc::clone(&board), index)
+            .with_weights(config.weights.clone());
         let build = move || {
             let (device, mac) = open(index)?;
             let device = Steered::new(device, Arc::clone(&fabric), index);

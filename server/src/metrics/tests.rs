@@ -400,6 +400,7 @@ fn fair_flow(port: u16, direction: fairway_stack::fairness::Direction, rate: f64
         delivery_rate: rate,
         window_cap: upload.then_some(131_072),
         pacing_cap: (!upload).then_some(2_500_000),
+        weight: 1.0,
     }
 }
 
@@ -409,7 +410,8 @@ fn fairness_flows_and_jain_index_merge_across_shards() {
     let hub = MetricsHub::new(2, 2, "kernel").with_fairness("equal-rate", Some(80_000_000));
     let mut a = ShardMetrics::new(0, 2);
     let mut b = ShardMetrics::new(1, 2);
-    a.observe_fairness([fair_flow(1, Direction::Upload, 1e6), fair_flow(2, Direction::Download, 3e6)]);
+    let heavy = FairFlow { weight: 2.5, ..fair_flow(2, Direction::Download, 3e6) };
+    a.observe_fairness([fair_flow(1, Direction::Upload, 1e6), heavy]);
     // Three on shard 1: two listed, all three counted.
     b.observe_fairness((3..6).map(|p| fair_flow(p, Direction::Download, 2e6)));
     hub.publish(&a);
@@ -430,6 +432,9 @@ fn fairness_flows_and_jain_index_merge_across_shards() {
     let down = [("shard", "0"), ("local", "127.0.0.1:80"), ("remote", "127.0.0.2:2"), ("direction", "download")];
     assert_eq!(value(&samples, "fairway_fairness_flow_pacing_cap_bytes_per_second", &down), Some(2.5e6));
     assert_eq!(value(&samples, "fairway_fairness_flow_window_cap_bytes", &down), None);
+    assert_eq!(types["fairway_fairness_flow_weight"], "gauge");
+    assert_eq!(value(&samples, "fairway_fairness_flow_weight", &down), Some(2.5));
+    assert_eq!(value(&samples, "fairway_fairness_flow_weight", &up), Some(1.0), "1 unless configured");
     let listed = samples.iter().filter(|s| s.name == "fairway_fairness_flow_srtt_seconds").count();
     assert_eq!(listed, 4);
 }

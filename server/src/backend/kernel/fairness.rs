@@ -35,6 +35,9 @@
 //!   minimum the lower of `tcpi_min_rtt` (the handshake and our few ACKed
 //!   bytes) and the lowest `tcpi_rcv_rtt` seen.
 //! - **MSS**: `tcpi_rcv_mss` for uploads, `tcpi_snd_mss` for downloads.
+//! - **Weight**: the client's ([`ClientWeights`], `--weight`), by the peer
+//!   address `accept` returned, looked up when the controller first sees
+//!   the connection.
 //!
 //! # Acting
 //!
@@ -72,7 +75,7 @@
 //! aggregate delivery rate, which keeps a shard's flows fair among
 //! themselves but does not balance shards against each other.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
@@ -83,7 +86,7 @@ use mio::net::TcpStream;
 use tracing::debug;
 
 use crate::backend::fairness::{BULK_BYTES, ShareBoard, classify};
-
+use crate::config::{ClientWeights, Weight};
 use crate::metrics::{FairFlow, ShardMetrics};
 
 /// How often a shard senses its flows and runs the policy (the policy
@@ -140,12 +143,16 @@ pub(super) struct FlowSense {
     sample: Option<FlowSample>,
     /// Our end and the peer's, read when the flow first becomes active.
     ends: Option<(SocketAddr, SocketAddr)>,
+    /// The peer's address, as accepted.
+    peer: Option<IpAddr>,
+    /// Its weight, looked up on the first look.
+    weight: Weight,
 }
 
 impl FlowSense {
-    /// A new connection in the slot: forget the last one.
-    pub(super) fn reset(&mut self) {
-        *self = FlowSense { touched: true, ..FlowSense::default() };
+    /// A new connection from `peer` in the slot: forget the last one.
+    pub(super) fn reset(&mut self, peer: IpAddr) {
+        *self = FlowSense { touched: true, peer: Some(peer), ..FlowSense::default() };
     }
 
     /// The connection did I/O.
@@ -169,6 +176,7 @@ pub(super) struct Controller {
     capacity: Option<u64>,
     board: Arc<ShareBoard>,
     shard: usize,
+    weights: ClientWeights,
     next_id: u64,
     next_run: Instant,
     samples: Vec<FlowSample>,
@@ -181,13 +189,21 @@ pub(super) struct Controller {
 
 impl Controller {
     /// Window control for shard `shard` with `policy`, sharing
-    /// `capacity` (bits per second; `None`: estimated) through `board`.
-    pub(super) fn new(policy: Policy, capacity: Option<u64>, board: Arc<ShareBoard>, shard: usize) -> Controller {
+    /// `capacity` (bits per second; `None`: estimated) through `board`,
+    /// each flow weighted as `weights` says of its client.
+    pub(super) fn new(
+        policy: Policy,
+        capacity: Option<u64>,
+        board: Arc<ShareBoard>,
+        shard: usize,
+        weights: ClientWeights,
+    ) -> Controller {
         Controller {
             policy,
             capacity,
             board,
             shard,
+            weights,
             next_id: 1,
             next_run: Instant::ZERO,
             samples: Vec::new(),
@@ -214,6 +230,7 @@ impl Controller {
             if s.id == 0 {
                 s.id = self.next_id;
                 self.next_id += 1;
+                s.weight = s.peer.map_or_else(Weight::default, |peer| self.weights.weight_of(peer));
             } else if !s.touched && s.sample.is_none() && s.applied == KernelCaps::default() {
                 continue;
             }
@@ -270,6 +287,7 @@ impl Controller {
                 delivery_rate: sample.delivery_rate,
                 window_cap: s.applied.clamp.and(s.kernel_clamp),
                 pacing_cap: s.applied.pacing.map(|_| s.kernel_pacing),
+                weight: sample.weight,
             })
         }));
     }
@@ -332,7 +350,7 @@ fn observe(s: &mut FlowSense, info: &TcpInfo, now: Instant) -> Option<FlowSample
         srtt: srtt.max(min_rtt),
         delivery_rate: s.rate,
         mss,
-        weight: 1.0,
+        weight: s.weight.get(),
     })
 }
 
@@ -535,7 +553,7 @@ mod tests {
         use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (mut server, _) = listener.accept().unwrap();
+        let (mut server, peer) = listener.accept().unwrap();
         let sender = std::thread::spawn(move || {
             let chunk = vec![7; 64 * 1024];
             // About a second's worth: many rounds of the controller.
@@ -552,9 +570,10 @@ mod tests {
             Some(80_000_000),
             board,
             0,
+            ClientWeights::default(),
         );
         let mut flows = Pairs(vec![(TcpStream::from_std(server.try_clone().unwrap()), FlowSense::default())]);
-        flows.0[0].1.reset();
+        flows.0[0].1.reset(peer.ip());
         let mut metrics = ShardMetrics::new(0, 4);
         let (mut buf, mut left, mut clamps) = (vec![0; 1 << 20], 3_000 * 64 * 1024, Vec::new());
         while left > 0 {
@@ -575,5 +594,79 @@ mod tests {
         // paced sender does not make autotuning raise the clamp; `plan`'s
         // test covers setting it again when it does.)
         assert!(clamps.iter().all(|&c| c <= 140_000), "the clamp in force after each round: {clamps:?}");
+    }
+
+    /// A connection to `listener` from `from` (all of 127/8 is loopback):
+    /// the client's end, and the server's with the peer address accepted.
+    fn connect_from(listener: &std::net::TcpListener, from: [u8; 4]) -> (std::net::TcpStream, TcpStream, IpAddr) {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket.bind(&SocketAddr::from((from, 0)).into()).unwrap();
+        socket.connect(&listener.local_addr().unwrap().into()).unwrap();
+        let (server, peer) = listener.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        (socket.into(), TcpStream::from_std(server), peer.ip())
+    }
+
+    #[test]
+    fn each_download_is_paced_at_its_clients_weighted_share() {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        // 127.0.0.2 matches both prefixes: the longer one's weight is its.
+        let weights = ["127.0.0.0/8=2", "127.0.0.2=6"].map(|w| w.parse().unwrap());
+        let weights = ClientWeights::new(weights.to_vec()).unwrap();
+        let capacity = 80_000_000;
+        let mut ctl = Controller::new(
+            crate::backend::fairness::policy_for(crate::config::Fairness::EqualRate),
+            Some(capacity),
+            Arc::new(ShareBoard::new(1)),
+            0,
+            weights,
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut flows = Pairs(Vec::new());
+        let mut readers = Vec::new();
+        for from in [[127, 0, 0, 2], [127, 0, 0, 3]] {
+            let (mut client, server, peer) = connect_from(&listener, from);
+            assert_eq!(peer, IpAddr::from(from));
+            let mut sense = FlowSense::default();
+            sense.reset(peer);
+            flows.0.push((server, sense));
+            let stop = Arc::clone(&stop);
+            readers.push(std::thread::spawn(move || {
+                client.set_read_timeout(Some(std::time::Duration::from_millis(50))).unwrap();
+                let mut buf = vec![0; 1 << 16];
+                while !stop.load(Ordering::Relaxed) && !matches!(client.read(&mut buf), Ok(0)) {}
+            }));
+        }
+        let mut metrics = ShardMetrics::new(0, 4);
+        let chunk = vec![7; 64 * 1024];
+        let start = std::time::Instant::now();
+        let pacing = loop {
+            for (stream, sense) in &mut flows.0 {
+                if matches!((&*stream).write(&chunk), Ok(n) if n > 0) {
+                    sense.touch();
+                }
+            }
+            let now = crate::clock::now();
+            if now >= ctl.next_run() {
+                ctl.run(now, &mut flows, &mut metrics);
+            }
+            let paced = (flows.0[0].1.applied.pacing, flows.0[1].1.applied.pacing);
+            if let (Some(heavy), Some(light)) = paced
+                && (heavy as f64 / light as f64 - 3.0).abs() < 0.01
+            {
+                break (heavy, light);
+            }
+            assert!(start.elapsed() < std::time::Duration::from_secs(10), "6 : 2 is 3 : 1, but paced {paced:?}");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        stop.store(true, Ordering::Relaxed);
+        let weights = flows.0.iter().map(|(_, s)| s.sample.map(|f| f.weight)).collect::<Vec<_>>();
+        assert_eq!(weights, [Some(6.0), Some(2.0)], "what the policy was told");
+        drop(flows);
+        readers.into_iter().for_each(|r| r.join().unwrap());
+        let (heavy, light) = pacing;
+        assert!(heavy + light <= capacity / 8 + 2, "together no more than the capacity: {heavy} + {light}");
     }
 }

@@ -17,7 +17,7 @@
 //! dropped, and the socket closes on the peer's EOF or after [`LINGER`].
 
 use std::io::{self, ErrorKind, Read, Write};
-use std::net::Shutdown;
+use std::net::{Shutdown, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration as StdDuration;
@@ -242,7 +242,7 @@ impl State {
         loop {
             let Some(listener) = &self.listener else { return };
             match listener.accept() {
-                Ok((stream, _)) => self.admit(registry, stream, now),
+                Ok((stream, peer)) => self.admit(registry, stream, peer, now),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if matches!(e.kind(), ErrorKind::Interrupted | ErrorKind::ConnectionAborted) => {}
                 Err(e) => {
@@ -255,7 +255,7 @@ impl State {
     }
 
     /// Serves a new connection, or refuses it beyond the connection limit.
-    fn admit(&mut self, registry: &Registry, mut stream: TcpStream, now: Instant) {
+    fn admit(&mut self, registry: &Registry, mut stream: TcpStream, peer: SocketAddr, now: Instant) {
         if !self.limit.try_acquire() {
             // Closed at once: the peer sees its connection end unanswered.
             self.site.metrics_mut().connection_refused();
@@ -287,7 +287,7 @@ impl State {
         }
         let slot = &mut self.slots[i];
         slot.conn.reset(now);
-        slot.sense.reset();
+        slot.sense.reset(peer.ip());
         slot.stream = Some(stream);
         slot.phase = Phase::Open;
         // The request is often in already: read before waiting for an event.

@@ -34,9 +34,16 @@
 //! which keeps a shard's flows fair among themselves but does not balance
 //! shards against each other.
 //!
+//! # Weights
+//!
+//! A flow's weight is its client's ([`ClientWeights`], `--weight`), looked
+//! up by the connection's peer address when the flow is handed to the
+//! driver: a scan of the few configured prefixes, no allocation.
+//!
 //! Steady state allocates nothing: the driver's and the policy's tables
 //! keep their room, and the per-connection state lives in the app's slot.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use fairway_stack::fairness::{Capacity, Direction, Driver, DriverConfig, Policy};
@@ -44,6 +51,7 @@ use fairway_stack::time::{Duration, Instant};
 use fairway_stack::{Handle, Shard};
 
 use crate::backend::fairness::{BULK_BYTES, ShareBoard, classify};
+use crate::config::ClientWeights;
 use crate::metrics::{FairFlow, ShardMetrics};
 
 /// How often the connections that did I/O are read to tell their direction.
@@ -83,6 +91,7 @@ pub struct WindowControl {
     capacity: Option<u64>,
     board: Arc<ShareBoard>,
     shard: usize,
+    weights: ClientWeights,
     next_sense: Instant,
 }
 
@@ -98,8 +107,17 @@ impl WindowControl {
             capacity,
             board,
             shard: usize::from(shard),
+            weights: ClientWeights::default(),
             next_sense: Instant::ZERO,
         }
+    }
+
+    /// Gives each flow its client's weight from `weights` (without, every
+    /// flow weighs 1).
+    #[must_use]
+    pub fn with_weights(mut self, weights: ClientWeights) -> WindowControl {
+        self.weights = weights;
+        self
     }
 
     /// The policy in force.
@@ -148,7 +166,8 @@ impl WindowControl {
             // It turned: a new flow as far as the policy knows.
             self.driver.untrack(shard, h);
         }
-        self.driver.track(now, h, direction, 1.0);
+        let weight = self.weights.weight_of(IpAddr::V4(*stats.remote.ip()));
+        self.driver.track(now, h, direction, weight.get());
         s.tracked = Some(direction);
     }
 
@@ -187,6 +206,7 @@ impl WindowControl {
                 delivery_rate: sample.delivery_rate,
                 window_cap: stats.rcv_wnd_cap,
                 pacing_cap: stats.pacing_cap,
+                weight: sample.weight,
             })
         }));
     }
