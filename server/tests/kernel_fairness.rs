@@ -2,7 +2,8 @@
 //! binary on 127.0.0.1 (a free port, two shards) with two uploads to
 //! `/upload` and two downloads from `/bytes/N` at once, checked through
 //! `/metrics` (the caps the kernel reports for each flow) and through what
-//! the downloads deliver.
+//! the downloads deliver; and two downloads from different loopback
+//! addresses, one of them weighted with `--weight`.
 //!
 //! Loopback has no bottleneck, so this checks the mechanism (the policy's
 //! caps reach each socket, and a paced download is held to its cap), never
@@ -215,4 +216,44 @@ fn off_senses_the_flows_and_caps_none() {
     for rate in traffic.download_rates(Duration::from_secs(1)) {
         assert!(rate > SHARE * 4.0, "an unpaced download on loopback delivers only {rate} B/s");
     }
+}
+
+/// A download of `/bytes/N` from `from` (any address in 127/8 is
+/// loopback's), reading until `stop`.
+fn download_from(addr: SocketAddr, from: [u8; 4], stop: Arc<AtomicBool>) -> JoinHandle<()> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.bind(&SocketAddr::from((from, 0)).into()).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    let mut s = TcpStream::from(socket);
+    std::thread::spawn(move || {
+        s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        s.write_all(b"GET /bytes/50000000000 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        let mut buf = vec![0; 64 * 1024];
+        while !stop.load(Ordering::Relaxed) && !matches!(s.read(&mut buf), Ok(0)) {}
+    })
+}
+
+#[test]
+fn a_weighted_client_is_paced_at_its_weighted_share() {
+    // 127.0.0.2 weighs 3, 127.0.0.3 the default 1: 60 and 20 Mbit/s of 80,
+    // whichever shards they land on.
+    let server = Server::start(&["--fairness", "equal-rate", "--capacity", "80mbit", "--weight", "127.0.0.2=3"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = [[127, 0, 0, 2], [127, 0, 0, 3]].map(|from| download_from(server.addr, from, Arc::clone(&stop)));
+    let (heavy, light) = (80e6 / 8.0 * 0.75, 80e6 / 8.0 * 0.25);
+    let from = |labels: &str, ip: &str| labels.contains(&format!("remote=\"{ip}:"));
+    let text = scrape_until(&server, "weighted caps on both downloads", |text| {
+        let pacing = series(text, "fairway_fairness_flow_pacing_cap_bytes_per_second");
+        let cap = |ip| pacing.iter().find(|(l, _)| from(l, ip)).map(|&(_, p)| p);
+        // Each shard has seen the other's weight (the policy may scale its
+        // capacity down to a half, never up).
+        matches!((cap("127.0.0.2"), cap("127.0.0.3")), (Some(h), Some(l))
+            if (heavy * 0.5..=heavy * 1.001).contains(&h) && (light * 0.5..=light * 1.001).contains(&l))
+    });
+    let weights = series(&text, "fairway_fairness_flow_weight");
+    let weight = |ip| weights.iter().find(|(l, _)| from(l, ip)).map(|&(_, w)| w);
+    assert_eq!((weight("127.0.0.2"), weight("127.0.0.3")), (Some(3.0), Some(1.0)), "{text}");
+    stop.store(true, Ordering::Relaxed);
+    drop(server);
+    threads.into_iter().for_each(|t| t.join().unwrap());
 }
