@@ -344,9 +344,9 @@ pub struct Options {
 
     /// A client's weight in the fairness policy's shares, by address or IPv4 prefix (10.77.0.12=2,
     /// 10.77.0.0/24=0.5; 0.001 to 1000), repeatable; the longest matching prefix wins. equal-rate gives
-    /// each flow capacity × weight / Σ weights (seed does not weigh its flows). In the --config file: a
-    /// [weight] table ("10.77.0.0/24" = 0.5), which --weight adds to and wins over for the same prefix
-    /// [default: 1 for every client]
+    /// each flow capacity × weight / Σ weights (seed does not weigh its flows). In the --config file, a
+    /// table: weight = { "10.77.0.0/24" = 0.5 }, which --weight adds to and wins over for the same
+    /// prefix [default: 1 for every client]
     #[arg(long, value_name = "ADDR[/PREFIX]=WEIGHT")]
     #[serde(default, deserialize_with = "weights::deserialize")]
     pub weight: Vec<ClientWeight>,
