@@ -66,8 +66,6 @@ const STEERING_FRAME_LEN: usize = 2048;
 const MAX_MTU: usize = 1500;
 /// Ethernet header bytes.
 const ETHERNET_HEADER_LEN: usize = 14;
-/// Per-connection socket buffers of the stack, each way.
-const SOCKET_BUFFER: usize = 256 * 1024;
 /// Connections whose RTT and window `/metrics` shows, per shard.
 const MAX_FLOWS: usize = 64;
 
@@ -184,8 +182,8 @@ fn stack_config(
     let mut stack = fairway_stack::Config::new(mac, ip.addr, ip.prefix);
     stack.gateway = config.gateway;
     stack.mtu = max_frame_len.saturating_sub(ETHERNET_HEADER_LEN).clamp(576, MAX_MTU);
-    stack.tcp.rx_buffer = SOCKET_BUFFER;
-    stack.tcp.tx_buffer = SOCKET_BUFFER;
+    stack.tcp.rx_buffer = config.socket_buffer;
+    stack.tcp.tx_buffer = config.socket_buffer;
     stack.secret = random_secret();
     stack.steering = (count > 1).then_some(Steering { index, count });
     stack

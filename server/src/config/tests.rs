@@ -25,6 +25,7 @@ const KEYS: &[&str] = &[
     "header-timeout",
     "idle-timeout",
     "max-connections",
+    "socket-buffer",
     "shutdown-grace",
     "log",
     "fairness",
@@ -91,6 +92,7 @@ fn defaults() {
     assert_eq!((c.max_head, c.max_request_line), (16 << 10, 8 << 10));
     assert_eq!((c.header_timeout, c.idle_timeout), (Duration::from_secs(10), Duration::from_secs(60)));
     assert_eq!(c.max_connections, 10_000);
+    assert_eq!(c.socket_buffer, 1 << 20);
     assert_eq!(c.shutdown_grace, Duration::from_secs(5));
     assert_eq!(c.log, "info");
     assert_eq!(c.fairness, Fairness::Off);
@@ -191,6 +193,7 @@ shards = 2
 batch = 32
 itr-us = 40
 max-body = "1MiB"
+socket-buffer = "4MiB"
 header-timeout = 3
 no-adaptive-batch = true
 capacity = "100mbit"
@@ -204,6 +207,7 @@ fairness = "seed"
     assert_eq!(c.shards, 2);
     assert_eq!(c.runtime.itr, Duration::from_micros(40));
     assert_eq!(c.max_body, 1 << 20);
+    assert_eq!(c.socket_buffer, 4 << 20);
     assert_eq!(c.header_timeout, Duration::from_secs(3));
     assert!(!c.runtime.adaptive_batch);
     assert_eq!(c.capacity, Some(Bandwidth { bits_per_sec: 100_000_000 }));
@@ -289,6 +293,8 @@ fn validation_errors_are_one_clear_line() {
         (&["--root", "/nonexistent/www"], "--root /nonexistent/www: not a directory"),
         (&["--log", "fairway=loud"], "--log 'fairway=loud'"),
         (&["--capacity", "0mbit"], "--capacity must be more than 0"),
+        (&["--socket-buffer", "1KiB"], "--socket-buffer 1024 is outside 16KiB..256MiB"),
+        (&["--socket-buffer", "1GiB"], "--socket-buffer 1073741824 is outside 16KiB..256MiB"),
         (&["--weight", "10.0.0.0/24=1", "--weight", "10.0.0.9/24=2"], "--weight 10.0.0.0/24 is given twice (1 and 2)"),
     ];
     for (args, expected) in cases {
@@ -362,6 +368,7 @@ fn help_explains_every_key_with_its_default() {
         "[default: 5s]".to_owned(),
         "[default: off]".to_owned(),
         "[default: 1 for every client]".to_owned(),
+        "[default: 1MiB]".to_owned(),
     ] {
         assert!(help.replace('\n', " ").contains(&stated), "--help lacks {stated}:\n{help}");
     }
