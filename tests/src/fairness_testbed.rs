@@ -41,6 +41,7 @@
 //!
 //! Everything here needs root and stays inside the testbed's namespaces.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -49,7 +50,9 @@ use std::time::{Duration, Instant};
 use fairway_server::config::Config;
 use fairway_stack::fairness::{jain_index, wire_factor};
 
+use crate::fairness::Chart;
 use crate::nginx::{Nginx, Site, bytes_path};
+use crate::plot::{self, Panel, Series};
 use crate::real_peers::HTTP_PORT;
 use crate::served::{Served, curl_status};
 use crate::testbed::{self, LinkParams, SERVER_IF, Spawned, Testbed, TestbedConfig};
@@ -126,6 +129,25 @@ impl Server {
             Server::Afxdp(_) => "fairway/afxdp",
             Server::Kernel(_) => "fairway/kernel",
             Server::Nginx => "nginx",
+        }
+    }
+
+    /// `nginx`, `fairway/afxdp off`, …: the server and its policy.
+    #[must_use]
+    pub fn label(self) -> String {
+        match self {
+            Server::Nginx => "nginx".to_owned(),
+            _ => format!("{} {}", self.name(), self.policy()),
+        }
+    }
+
+    /// The label as a file-name part: `nginx`, `afxdp-off`, …
+    #[must_use]
+    pub fn slug(self) -> String {
+        match self {
+            Server::Afxdp(p) => format!("afxdp-{p}"),
+            Server::Kernel(p) => format!("kernel-{p}"),
+            Server::Nginx => "nginx".to_owned(),
         }
     }
 
@@ -867,6 +889,105 @@ pub fn verdict(results: &[(GridCell, Result<Outcome, String>)]) -> Option<String
     ))
 }
 
+/// The panel of a cell in the J-against-N chart: uploads per sender, and
+/// downloads.
+fn panel_title(cell: &GridCell) -> String {
+    match cell.experiment.transfer {
+        Transfer::Upload => format!("uploads, kernel {}", cell.experiment.congestion_control),
+        Transfer::Download => "downloads (server sends)".to_owned(),
+    }
+}
+
+/// The charts of a grid, written to `dir` with names starting `stem`:
+/// Jain's index against N (a panel per way and sender, a line per server
+/// and policy), and each flow's goodput over time in the largest-N CUBIC
+/// upload cells, one chart per server.
+///
+/// # Errors
+///
+/// When a chart cannot be drawn or written.
+pub fn write_charts(
+    dir: &Path,
+    stem: &str,
+    results: &[(GridCell, Result<Outcome, String>)],
+) -> Result<Vec<Chart>, String> {
+    let done: Vec<(&GridCell, &Outcome)> =
+        results.iter().filter_map(|(c, r)| r.as_ref().ok().map(|o| (c, o))).collect();
+    let mut charts = Vec::new();
+    let mut panels: Vec<Panel> = Vec::new();
+    for (cell, outcome) in &done {
+        let title = panel_title(cell);
+        let at = match panels.iter().position(|p| p.title == title) {
+            Some(at) => at,
+            None => {
+                panels.push(Panel { title, series: Vec::new() });
+                panels.len() - 1
+            }
+        };
+        let label = cell.server.label();
+        let point = (cell.experiment.rtts.len() as f64, outcome.jain());
+        match panels[at].series.iter_mut().find(|s| s.label == label) {
+            Some(series) => series.points.push(point),
+            None => panels[at].series.push(Series::new(label, vec![point])),
+        }
+    }
+    if !panels.is_empty() {
+        let file = format!("{stem}-jain.png");
+        plot::jain_against_n_panels(
+            &dir.join(&file),
+            "Testbed: Jain's index of goodputs against N (RTTs 4–256 ms)",
+            &panels,
+        )?;
+        charts.push(Chart {
+            file,
+            caption: "Jain's index against N, a line per server and policy".into(),
+            inline: true,
+        });
+    }
+    let cubic_up =
+        |c: &GridCell| c.experiment.transfer == Transfer::Upload && c.experiment.congestion_control == "cubic";
+    let largest = done.iter().filter(|(c, _)| cubic_up(c)).map(|(c, _)| c.experiment.rtts.len()).max();
+    for (cell, outcome) in done.iter().filter(|(c, _)| cubic_up(c) && Some(c.experiment.rtts.len()) == largest) {
+        let n = cell.experiment.rtts.len();
+        let file = format!("{stem}-goodput-N{n}-up-cubic-{}.png", cell.server.slug());
+        let title = format!(
+            "Testbed goodput per flow: N = {n}, kernel CUBIC uploads, {} ({} ms averages)",
+            cell.server.label(),
+            CONVERGENCE_WINDOW.as_millis()
+        );
+        let series: Vec<Series> = outcome
+            .flows
+            .iter()
+            .map(|f| Series::new(format!("{:.0} ms", f.rtt.as_secs_f64() * 1e3), f.goodput_series(CONVERGENCE_WINDOW)))
+            .collect();
+        plot::goodput_over_time(&dir.join(&file), &title, &series)?;
+        charts.push(Chart { file, caption: format!("N={n} up kernel cubic, {}", cell.server.label()), inline: false });
+    }
+    Ok(charts)
+}
+
+/// The Markdown lines that show `charts`: the inline ones, then a list
+/// linking the others.
+#[must_use]
+pub fn chart_lines(charts: &[Chart]) -> Vec<String> {
+    if charts.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = vec![String::new(), "## Charts".to_owned()];
+    for chart in charts.iter().filter(|c| c.inline) {
+        lines.push(String::new());
+        lines.push(format!("![{}]({})", chart.caption, chart.file));
+    }
+    let linked: Vec<&Chart> = charts.iter().filter(|c| !c.inline).collect();
+    if !linked.is_empty() {
+        lines.push(String::new());
+        lines.push("Each flow's goodput over time (the 256 ms flow joins late):".to_owned());
+        lines.push(String::new());
+        lines.extend(linked.iter().map(|c| format!("- [{}]({})", c.caption, c.file)));
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -973,6 +1094,64 @@ mod tests {
     }
 
     #[test]
+    fn charts_of_a_grid_are_written_and_listed() {
+        if plot::check_font().is_err() {
+            eprintln!("skipped: no font for the charts (fonts-dejavu-core; xtask test installs it)");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("fairway-testbed-charts-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let plan = GridPlan {
+            ns: vec![2, 4],
+            transfers: vec![Transfer::Upload, Transfer::Download],
+            senders: vec!["cubic"],
+            servers: vec![Server::Nginx, Server::Afxdp("equal-rate")],
+            bottleneck_bps: 20_000_000,
+            queue: QUEUE,
+            duration: Duration::from_secs(4),
+            warmup: Duration::from_secs(2),
+            join_at: Duration::from_secs(1),
+        };
+        let results: Vec<(GridCell, Result<Outcome, String>)> = plan
+            .cells()
+            .into_iter()
+            .map(|cell| {
+                let flows = (0..cell.experiment.rtts.len())
+                    .map(|i| {
+                        let points: Vec<(f64, u64)> =
+                            (0..=80).map(|k| (f64::from(k) * 0.05, k as u64 * (i as u64 + 1) * 10_000)).collect();
+                        steady_goodput(i, &cell.experiment, samples(&points)).unwrap()
+                    })
+                    .collect();
+                let outcome = Outcome {
+                    flows,
+                    ping_queue_ms: Some(1.0),
+                    sender_queue_ms: None,
+                    convergence: None,
+                    had_late_flow: true,
+                };
+                (cell, Ok(outcome))
+            })
+            .collect();
+        let charts = write_charts(&dir, "tb", &results).unwrap();
+        let files: Vec<&str> = charts.iter().map(|c| c.file.as_str()).collect();
+        assert_eq!(
+            files,
+            ["tb-jain.png", "tb-goodput-N4-up-cubic-nginx.png", "tb-goodput-N4-up-cubic-afxdp-equal-rate.png"]
+        );
+        for file in &files {
+            let bytes = std::fs::read(dir.join(file)).unwrap();
+            assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "{file} is not a PNG");
+        }
+        let lines = chart_lines(&charts);
+        assert!(lines.contains(&"![Jain's index against N, a line per server and policy](tb-jain.png)".to_owned()));
+        assert!(lines.contains(&"- [N=4 up kernel cubic, nginx](tb-goodput-N4-up-cubic-nginx.png)".to_owned()));
+        assert!(chart_lines(&[]).is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn servers_parse_from_their_names() {
         assert_eq!(Server::parse("afxdp:equal-rate"), Some(Server::Afxdp("equal-rate")));
         assert_eq!(Server::parse("kernel:seed"), Some(Server::Kernel("seed")));
@@ -981,5 +1160,7 @@ mod tests {
         assert_eq!(Server::parse("apache"), None);
         assert_eq!(Server::Kernel("off").policy(), "off");
         assert_eq!(Server::Nginx.policy(), "off");
+        assert_eq!(Server::Afxdp("off").label(), "fairway/afxdp off");
+        assert_eq!(Server::Kernel("equal-rate").slug(), "kernel-equal-rate");
     }
 }

@@ -2,7 +2,8 @@
 //! `afxdp` feature): two kernel CUBIC uploaders at 4 ms and 256 ms RTT share
 //! a 20 Mbit/s bottleneck in front of Fairway. With `off`, the short-RTT
 //! flow takes most of it (the ratio is printed); with `equal-rate
-//! --capacity 20mbit`, their goodputs are within 10 % of each other.
+//! --capacity 20mbit`, their goodputs are within 10 % of each other, over
+//! AF_XDP and on the kernel backend alike.
 #![cfg(all(target_os = "linux", feature = "afxdp"))]
 
 use std::sync::Mutex;
@@ -48,4 +49,10 @@ fn without_a_policy_the_short_rtt_cubic_flow_takes_more() {
 fn equal_rate_evens_out_cubic_uploads_at_4_and_256_ms() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     assert_within_10_percent(&run("e", Server::Afxdp("equal-rate")));
+}
+
+#[test]
+fn equal_rate_on_the_kernel_backend_evens_them_out_too() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    assert_within_10_percent(&run("k", Server::Kernel("equal-rate")));
 }

@@ -97,6 +97,7 @@ fn main() -> ExitCode {
             warmup,
             join,
             out,
+            no_plots,
             ..
         } => {
             let out = out.unwrap_or_else(|| PathBuf::from("benches/results/fairness-testbed.md"));
@@ -115,7 +116,11 @@ fn main() -> ExitCode {
                 warmup: Duration::from_secs(warmup),
                 join_at: Duration::from_secs(join),
             };
-            match testbed_grid(&plan) {
+            if !no_plots && let Err(why) = plot::check_font() {
+                eprintln!("fairway-lab: {why} (or pass --no-plots)");
+                return ExitCode::from(2);
+            }
+            match testbed_grid(&plan, (!no_plots).then_some(out.as_path())) {
                 Ok(text) => write_out(&out, &text),
                 Err(why) => {
                     eprintln!("fairway-lab: {why}");
@@ -189,9 +194,10 @@ fn parse_server(text: &str) -> Result<fairness_testbed::Server, String> {
         .ok_or_else(|| format!("{text:?} is not nginx, afxdp:POLICY or kernel:POLICY (POLICY: off, seed, equal-rate)"))
 }
 
-/// The testbed grid, one cell after another, as Markdown.
+/// The testbed grid, one cell after another, as Markdown; with `charts_beside`
+/// (the Markdown's path), its charts written next to it.
 #[cfg(target_os = "linux")]
-fn testbed_grid(plan: &fairness_testbed::GridPlan) -> Result<String, String> {
+fn testbed_grid(plan: &fairness_testbed::GridPlan, charts_beside: Option<&Path>) -> Result<String, String> {
     if !cfg!(feature = "afxdp") && plan.servers.iter().any(|s| matches!(s, fairness_testbed::Server::Afxdp(_))) {
         return Err("Fairway over AF_XDP needs a build with the afxdp feature (--features afxdp)".to_owned());
     }
@@ -256,6 +262,23 @@ fn testbed_grid(plan: &fairness_testbed::GridPlan) -> Result<String, String> {
     ];
     lines.extend(fairness_testbed::report(&results));
     lines.push(format!("(wall time {:.1} s)", started.elapsed().as_secs_f64()));
+    if let Some(out) = charts_beside {
+        let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let stem = out.file_stem().map_or("fairness-testbed".into(), |s| s.to_string_lossy());
+        // The tables are kept whatever happens to the charts.
+        match std::fs::create_dir_all(dir)
+            .map_err(|e| format!("creating {}: {e}", dir.display()))
+            .and_then(|()| fairness_testbed::write_charts(dir, &stem, &results))
+        {
+            Ok(charts) => {
+                for chart in &charts {
+                    eprintln!("fairway-lab: wrote {}", dir.join(&chart.file).display());
+                }
+                lines.extend(fairness_testbed::chart_lines(&charts));
+            }
+            Err(why) => eprintln!("fairway-lab: no charts: {why}"),
+        }
+    }
     if let Some(verdict) = fairness_testbed::verdict(&results) {
         lines.push(String::new());
         lines.push(verdict);
@@ -264,7 +287,7 @@ fn testbed_grid(plan: &fairness_testbed::GridPlan) -> Result<String, String> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn testbed_grid(_: &fairness_testbed::GridPlan) -> Result<String, String> {
+fn testbed_grid(_: &fairness_testbed::GridPlan, _: Option<&Path>) -> Result<String, String> {
     Err("--testbed needs Linux".to_owned())
 }
 
