@@ -47,7 +47,7 @@ enum Experiment {
         /// kernel's TCP in client namespaces (RTTs 4 to 256 ms) uploading
         /// with CUBIC and with BBR, and downloading, through one emulated
         /// 20 Mbit/s bottleneck (or --bandwidth), against nginx and Fairway
-        /// (N = 2, 4, 10 unless --n says otherwise).
+        /// (N = 1, 2, 4, 10 unless --n says otherwise).
         #[arg(long)]
         testbed: bool,
         /// With --testbed: the bottleneck's drop-tail queue, milliseconds
@@ -102,7 +102,7 @@ fn main() -> ExitCode {
         } => {
             let out = out.unwrap_or_else(|| PathBuf::from("benches/results/fairness-testbed.md"));
             let plan = fairness_testbed::GridPlan {
-                ns: if n.is_empty() { vec![2, 4, 10] } else { n },
+                ns: if n.is_empty() { vec![1, 2, 4, 10] } else { n },
                 transfers: match way.as_deref() {
                     Some("up") => vec![Transfer::Upload],
                     Some("down") => vec![Transfer::Download],
