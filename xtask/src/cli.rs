@@ -534,6 +534,8 @@ Actions and their main options (all: cargo xtask testbed up --help):
           --delay D --rate R --queue B --loss P --reorder P --seed N:
             emulated links for every client, or those named by --client I
           --link I:delay=25ms,rate=100mbit,loss=1%  one client's link
+          --server-link rate=20mbit,queue=250kb  one bottleneck every
+            client shares, in front of the server
   down    --prefix P   ends its processes, deletes its namespaces
   status  --prefix P   namespaces, interfaces, queues, XDP, emulators
 
@@ -541,6 +543,7 @@ Examples:
   cargo xtask testbed up
   cargo xtask testbed up --clients 3 --queues 2 --delay 10ms --rate 100mbit
   cargo xtask testbed up --link 1:delay=50ms,loss=1%
+  cargo xtask testbed up --server-link rate=20mbit --link 1:delay=128ms
   ip netns exec fw-c0 curl http://10.77.0.1/
   cargo xtask testbed down
 ";

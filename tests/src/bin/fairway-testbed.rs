@@ -95,6 +95,12 @@ struct UpArgs {
     /// plain options only, or none).
     #[arg(long = "link", value_name = "I:SETTINGS", value_parser = parse_client_link, help_heading = "Link emulation")]
     links: Vec<(usize, LinkParams)>,
+    /// A link in front of the server that every client's traffic crosses
+    /// (a shared bottleneck): KEY=VALUE,... with the keys of --link, e.g.
+    /// rate=20mbit,queue=250kb. Client links then carry only what is
+    /// theirs (e.g. each its own delay).
+    #[arg(long, value_name = "SETTINGS", value_parser = LinkParams::parse_list, help_heading = "Link emulation")]
+    server_link: Option<LinkParams>,
     /// The fairway-linkem binary (default: $FAIRWAY_LINKEM, else beside
     /// this binary or in target/release).
     #[arg(long, value_name = "PATH", help_heading = "Link emulation")]
@@ -145,6 +151,9 @@ impl UpArgs {
         let mut config = TestbedConfig::new(&self.prefix).clients(self.clients).queues(self.queues).subnet(self.subnet);
         config.tap_multi_queue = self.tap_multi_queue;
         config.linkem = self.linkem.clone();
+        if let Some(params) = &self.server_link {
+            config = config.server_link(params.clone());
+        }
         for i in 0..self.clients {
             let plain_here = !plain.is_empty() && (self.clients_linked.is_empty() || self.clients_linked.contains(&i));
             let base = if plain_here { Some(plain.clone()) } else { None };
@@ -207,9 +216,17 @@ fn describe(testbed: &Testbed) -> String {
         if c.tap_multi_queue { " (multi-queue)" } else { "" },
         testbed.tap_stack_mac()
     );
+    let emulators = testbed.emulators();
     let emulated = if c.is_emulated() { ", and the link emulators" } else { "" };
     let _ = writeln!(out, "  {:<width$}  bridge br0{emulated}", testbed.switch_ns());
-    let emulators = testbed.emulators();
+    if let Some(params) = &c.server_link {
+        let pid = emulators.iter().find(|(port, _)| port == "srv").map_or(0, |(_, pid)| *pid);
+        let _ = writeln!(
+            out,
+            "  {:<width$}  every client reaches {SERVER_IF} through fairway-linkem (pid {pid}): {params}",
+            ""
+        );
+    }
     for i in 0..c.clients {
         let how = match c.link_of(i) {
             None => "direct".to_owned(),
@@ -301,5 +318,17 @@ mod tests {
         assert!(config(&["--link", "5:delay=1ms"]).is_err());
         assert!(config(&["--link", "0:jitter=1ms"]).is_err());
         assert!(config(&["--delay", "5"]).is_err());
+    }
+
+    #[test]
+    fn server_link_puts_one_bottleneck_in_front_of_the_server() {
+        let c =
+            config(&["--clients", "2", "--server-link", "rate=20mbit,queue=250kb", "--link", "1:delay=128ms"]).unwrap();
+        assert_eq!(c.server_link.as_ref().unwrap().to_string(), "rate=20mbit,queue=250kb");
+        assert!(c.link_of(0).is_none());
+        assert_eq!(c.link_of(1).unwrap().to_string(), "delay=128ms");
+        assert!(c.is_emulated());
+        assert!(config(&["--server-link", "speed=1"]).is_err());
+        assert!(config(&[]).unwrap().server_link.is_none());
     }
 }

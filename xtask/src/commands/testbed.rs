@@ -15,9 +15,9 @@ use crate::system;
 /// The variable through which fairway-testbed learns where the emulator is.
 pub const LINKEM_ENV: &str = "FAIRWAY_LINKEM";
 
-/// fairway-testbed options that put a client behind the link emulator.
+/// fairway-testbed options that put a client, or the server, behind the link emulator.
 const LINK_OPTIONS: &[&str] =
-    &["--delay", "--rate", "--queue", "--loss", "--reorder", "--reorder-delay", "--seed", "--link"];
+    &["--delay", "--rate", "--queue", "--loss", "--reorder", "--reorder-delay", "--seed", "--link", "--server-link"];
 
 /// Debian packages the testbed drives (ip, ethtool, sysctl, tcpdump, ...).
 pub fn packages() -> &'static [&'static str] {
@@ -105,6 +105,7 @@ mod tests {
         assert!(!needs_linkem_build(&up(&["--clients", "3", "--queues", "2"]), None));
         assert!(needs_linkem_build(&up(&["--delay", "5ms"]), None));
         assert!(needs_linkem_build(&up(&["--link=1:loss=1%"]), None));
+        assert!(needs_linkem_build(&up(&["--server-link", "rate=20mbit"]), None));
         assert!(needs_linkem_build(&up(&["--delay", "5ms"]), Some(OsStr::new(""))));
         assert!(!needs_linkem_build(&up(&["--delay", "5ms"]), Some(OsStr::new("/x/fairway-linkem"))));
         assert!(!needs_linkem_build(&up(&["--delay", "5ms", "--linkem", "/x"]), None));
