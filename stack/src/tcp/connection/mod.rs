@@ -332,8 +332,9 @@ pub(crate) struct Connection {
     cwnd_cap: u32,
     /// Upper bound on the pacing rate, bytes per second.
     pacing_cap: u64,
-    /// Earliest time the pacer lets the next data segment go.
-    pace_next: Instant,
+    /// Earliest time the pacer lets the next data segment go, in
+    /// nanoseconds since the origin: spacings are rarely whole microseconds.
+    pace_next_ns: u64,
     /// Wake-up for data held back by the pacer (NEVER when nothing is held).
     pace_at: Instant,
     /// When data was last sent (restart after idle).
@@ -424,7 +425,7 @@ impl Connection {
             rcv_wnd_cap: u32::MAX,
             cwnd_cap: u32::MAX,
             pacing_cap: u64::MAX,
-            pace_next: now,
+            pace_next_ns: now.total_micros().saturating_mul(1000),
             pace_at: NEVER,
             last_tx: now,
             sentq: SentQueue::new(),
