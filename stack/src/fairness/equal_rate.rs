@@ -28,6 +28,20 @@
 //! two of the longest min-RTT among the flows, so every flow has seen the
 //! previous step.
 //!
+//! The queue is *standing* when it never drained: each flow's lowest
+//! queueing delay (SRTT − min-RTT) since the last step, and the median of
+//! those over the flows. A window that opens sends a burst, and the burst a
+//! passing queue; the lowest delay sees through it, a single SRTT does not.
+//!
+//! With a configured capacity and only uploads, the scale may rise above 1,
+//! up to [`EqualRateConfig::max_scale`]: windows of exactly share × (RTT + δ)
+//! deliver a little less than planned (a receiver's delayed ACKs, windows in
+//! whole segments, a sender's bursts, coarse RTTs at a few milliseconds), and
+//! only the aggregate shows it. Above 1 the scale rises only while the link
+//! is under-used and no queue stands, and steps back towards 1 as soon as a
+//! queue beyond δ stands: more than the capacity's worth of windows shows up
+//! as a queue, and the queue is the guard.
+//!
 //! # Rate limit
 //!
 //! A flow's caps change at most once per two of its SRTTs; a new flow gets
@@ -58,8 +72,9 @@ pub struct EqualRateConfig {
     pub under_used: f64,
     /// The lowest scale.
     pub min_scale: f64,
-    /// The highest scale with a configured capacity (above 1 the policy
-    /// oversubscribes the link).
+    /// The highest scale with a configured capacity: above 1 the windows
+    /// add up to more than the capacity, which makes up for what they
+    /// deliver short of the plan; a standing queue brings it back down.
     pub max_scale: f64,
     /// The highest scale with an estimated capacity: how hard to probe for
     /// more than was measured.
@@ -70,6 +85,9 @@ pub struct EqualRateConfig {
     pub cwnd_headroom: f64,
     /// A flow's caps change at most once per this many of its SRTTs.
     pub update_rtts: u32,
+    /// A flow counts as settled (for a scale above 1) this many of its
+    /// SRTTs after it first delivered half an equal share.
+    pub settle_rtts: u32,
     /// How an upload's gain moves (the delayed ACKs and segment rounding
     /// of a receiver make a window deliver a little less than planned, by
     /// an amount that depends on the flow): towards the mean of the
@@ -93,12 +111,13 @@ impl Default for EqualRateConfig {
             standing_queue: Duration::from_millis(10),
             pull_down: 0.9,
             let_up: 1.05,
-            under_used: 0.95,
+            under_used: 0.97,
             min_scale: 0.5,
-            max_scale: 1.0,
+            max_scale: 1.5,
             max_scale_estimated: 1.25,
             cwnd_headroom: 2.0,
             update_rtts: 2,
+            settle_rtts: 4,
             gain_step: 1.25,
             max_gain: 4.0,
             gain_interval: Duration::from_millis(250),
@@ -115,6 +134,11 @@ struct FlowState {
     /// The flow's correction: its window (and pacing rate) over the plan.
     gain: f64,
     caps: Caps,
+    /// The lowest queueing delay seen since the scale's last step.
+    queue_min: Duration,
+    /// When the flow first delivered half an equal share: its ramp is
+    /// over a few RTTs later.
+    ramped: Option<Instant>,
 }
 
 /// The `equal-rate` policy (see the [module documentation](self)).
@@ -165,6 +189,18 @@ impl EqualRate {
             out.extend(flows.iter().map(|_| Caps::NONE));
             return;
         };
+        for f in flows {
+            let queue = f.srtt.saturating_sub(f.min_rtt);
+            self.flows.entry(f.id).and_modify(|s| s.queue_min = s.queue_min.min(queue)).or_insert(FlowState {
+                joined: now,
+                updated: now,
+                gain_updated: now,
+                gain: 1.0,
+                caps: Caps::NONE,
+                queue_min: queue,
+                ramped: None,
+            });
+        }
         self.adjust_scale(now, base, max_scale, flows);
         let capacity = base * self.scale;
         let total_weight: f64 = flows.iter().map(|f| f.weight.max(0.0)).sum::<f64>().max(f64::MIN_POSITIVE);
@@ -183,13 +219,10 @@ impl EqualRate {
         let count = flows.iter().filter(|f| mature(f)).count();
         let mean = flows.iter().filter(|f| mature(f)).map(norm).sum::<f64>() / count.max(1) as f64;
         for f in flows {
-            let state = self.flows.entry(f.id).or_insert(FlowState {
-                joined: now,
-                updated: now,
-                gain_updated: now,
-                gain: 1.0,
-                caps: Caps::NONE,
-            });
+            let Some(state) = self.flows.get_mut(&f.id) else {
+                out.push(Caps::NONE);
+                continue;
+            };
             let new = state.caps == Caps::NONE;
             let due = new
                 || now.saturating_since(state.updated)
@@ -231,24 +264,53 @@ impl EqualRate {
             .min(self.cfg.max_queue_delay.max(self.cfg.min_queue_delay))
     }
 
-    /// Pulls the scale down on a standing queue, lets it up on an idle link.
+    /// Pulls the scale down on a standing queue, lets it up on an idle
+    /// link, and brings it back towards 1 from above once a queue stands.
     fn adjust_scale(&mut self, now: Instant, base: f64, max_scale: f64, flows: &[FlowSample]) {
         let longest = flows.iter().map(|f| f.min_rtt).max().unwrap_or(Duration::ZERO);
         if self.scale_updated.is_some_and(|at| now.saturating_since(at) < longest.saturating_mul(2)) {
             return;
         }
-        let Some(queue) = median_queueing_delay(flows, &mut self.delays) else { return };
+        self.delays.clear();
+        self.delays.extend(flows.iter().filter_map(|f| self.flows.get(&f.id)).map(|s| s.queue_min.total_micros()));
+        let Some(queue) = median(&mut self.delays) else { return };
+        for s in self.flows.values_mut() {
+            s.queue_min = Duration::MAX;
+        }
         let delivered: f64 = flows.iter().map(|f| f.delivery_rate * wire_factor(f.mss)).sum();
+        // Above 1 only for uploads, whose windows bound the excess (a
+        // download paced above the link queues without bound), and only on
+        // what settled flows deliver: a flow still ramping up under-uses
+        // the link for reasons no scale would fix, and a window raised
+        // under a slow start is overshot at once. A flow is settled
+        // `settle_rtts` of its SRTTs after it first delivered half an
+        // equal share (and `gain_after` after it joined).
+        let half = base * self.scale / flows.len() as f64 / 2.0;
+        let cfg = self.cfg;
+        let mut settled = true;
+        for f in flows {
+            let Some(s) = self.flows.get_mut(&f.id) else { continue };
+            if s.ramped.is_none() && f.delivery_rate * wire_factor(f.mss) >= half {
+                s.ramped = Some(now);
+            }
+            settled &= f.direction == Direction::Upload
+                && now.saturating_since(s.joined) >= cfg.gain_after
+                && s.ramped.is_some_and(|at| now.saturating_since(at) >= f.srtt.saturating_mul(cfg.settle_rtts.into()));
+        }
+        let ceiling = if settled { max_scale } else { max_scale.min(1.0) };
         let share = |f: &FlowSample| base * self.scale / flows.len() as f64 / wire_factor(f.mss);
         let delta = self.common_delay(flows, share);
         let scale = if queue > delta + self.cfg.standing_queue {
             self.scale * self.cfg.pull_down
-        } else if queue <= delta && delivered < self.cfg.under_used * base {
-            self.scale * self.cfg.let_up
+        } else if queue > delta && self.scale > 1.0 {
+            // Above 1 the windows outgrew the link: back towards the plan.
+            (self.scale / self.cfg.let_up).max(1.0)
+        } else if queue <= delta && delivered < self.cfg.under_used * base && self.scale < ceiling {
+            (self.scale * self.cfg.let_up).min(ceiling)
         } else {
             self.scale
         };
-        self.scale = scale.clamp(self.cfg.min_scale, max_scale);
+        self.scale = scale.clamp(self.cfg.min_scale, max_scale.max(self.cfg.min_scale));
         self.scale_updated = Some(now);
     }
 }
@@ -275,10 +337,8 @@ fn caps_for(cfg: &EqualRateConfig, f: &FlowSample, share: f64, delta: Duration) 
     }
 }
 
-/// The median of SRTT − min-RTT over `flows`, sorted in `delays`.
-fn median_queueing_delay(flows: &[FlowSample], delays: &mut Vec<u64>) -> Option<Duration> {
-    delays.clear();
-    delays.extend(flows.iter().map(|f| f.srtt.saturating_sub(f.min_rtt).total_micros()));
+/// The median of `delays` (sorted in place), in microseconds.
+fn median(delays: &mut [u64]) -> Option<Duration> {
     if delays.is_empty() {
         return None;
     }
@@ -462,6 +522,111 @@ mod tests {
         for _ in 0..20 {
             t += 80;
             decide(&mut p, t, C100, &flows);
+        }
+        assert_eq!(p.scale(), 1.0);
+    }
+
+    /// Two settled uploads (past `gain_after`) delivering `fraction` of
+    /// 100 Mbit/s between them, with no queue.
+    fn settled_uploads(p: &mut EqualRate, fraction: f64) -> ([FlowSample; 2], u64) {
+        let mut flows = [flow(1, Direction::Upload, 10, 10), flow(2, Direction::Upload, 40, 40)];
+        decide(p, 0, C100, &flows);
+        for f in &mut flows {
+            f.delivery_rate = fraction * 100e6 / 8.0 / 2.0 / wire_factor(1448);
+        }
+        (flows, 2000)
+    }
+
+    #[test]
+    fn an_under_used_link_without_a_queue_lets_the_scale_above_one_up_to_its_bound() {
+        let mut p = EqualRate::new(EqualRateConfig::default());
+        let (flows, mut t) = settled_uploads(&mut p, 0.85);
+        let planned = decide(&mut p, t, C100, &flows)[0].rcv_wnd.unwrap();
+        for _ in 0..3 {
+            t += 80;
+            decide(&mut p, t, C100, &flows);
+        }
+        assert!(p.scale() > 1.1, "{}", p.scale());
+        t += 80;
+        assert!(decide(&mut p, t, C100, &flows)[0].rcv_wnd.unwrap() > planned);
+        for _ in 0..50 {
+            t += 80;
+            decide(&mut p, t, C100, &flows);
+        }
+        assert_eq!(p.scale(), p.cfg.max_scale, "never past the bound");
+    }
+
+    #[test]
+    fn a_used_link_or_a_young_flow_keeps_the_scale_at_one() {
+        let mut p = EqualRate::new(EqualRateConfig::default());
+        let (flows, t) = settled_uploads(&mut p, 0.98);
+        for i in 0..10 {
+            decide(&mut p, t + 80 * i, C100, &flows);
+        }
+        assert_eq!(p.scale(), 1.0, "the link is used");
+        let mut p = EqualRate::new(EqualRateConfig::default());
+        let (flows, _) = settled_uploads(&mut p, 0.85);
+        for i in 0..10 {
+            decide(&mut p, 80 * i, C100, &flows);
+        }
+        assert_eq!(p.scale(), 1.0, "the flows are still ramping up");
+    }
+
+    #[test]
+    fn downloads_never_take_the_scale_above_one() {
+        let mut p = EqualRate::new(EqualRateConfig::default());
+        let mut flows = [flow(1, Direction::Download, 10, 10), flow(2, Direction::Download, 40, 40)];
+        decide(&mut p, 0, C100, &flows);
+        for f in &mut flows {
+            f.delivery_rate = 0.8 * 100e6 / 8.0 / 2.0 / wire_factor(1448);
+        }
+        for i in 0..20 {
+            decide(&mut p, 2000 + 80 * i, C100, &flows);
+        }
+        assert_eq!(p.scale(), 1.0);
+    }
+
+    #[test]
+    fn a_standing_queue_brings_the_scale_back_to_one_and_below() {
+        let mut p = EqualRate::new(EqualRateConfig::default());
+        let (mut flows, mut t) = settled_uploads(&mut p, 0.85);
+        for _ in 0..10 {
+            t += 80;
+            decide(&mut p, t, C100, &flows);
+        }
+        let high = p.scale();
+        assert!(high > 1.3, "{high}");
+        // A queue of 5 ms stands (beyond δ = 2 ms, short of δ + 10 ms): down
+        // step by step, but not below 1 for that.
+        flows[0].srtt = Duration::from_millis(15);
+        flows[1].srtt = Duration::from_millis(45);
+        t += 80;
+        decide(&mut p, t, C100, &flows);
+        assert!((p.scale() - high / 1.05).abs() < 1e-9, "{} vs {high}", p.scale());
+        for _ in 0..20 {
+            t += 80;
+            decide(&mut p, t, C100, &flows);
+        }
+        assert_eq!(p.scale(), 1.0);
+        // A queue of 20 ms pulls it under 1.
+        flows[0].srtt = Duration::from_millis(30);
+        flows[1].srtt = Duration::from_millis(60);
+        t += 80;
+        decide(&mut p, t, C100, &flows);
+        assert!((p.scale() - 0.9).abs() < 1e-9, "{}", p.scale());
+    }
+
+    #[test]
+    fn a_passing_burst_is_not_a_standing_queue() {
+        let mut p = EqualRate::new(EqualRateConfig::default());
+        let (mut flows, t) = settled_uploads(&mut p, 0.98);
+        decide(&mut p, t, C100, &flows);
+        // The sample the step is decided on sees 30 ms of queue; the others
+        // since the last step saw none.
+        for (i, queue) in [0, 0, 0, 30].into_iter().enumerate() {
+            flows[0].srtt = Duration::from_millis(10 + queue);
+            flows[1].srtt = Duration::from_millis(40 + queue);
+            decide(&mut p, t + 20 * (i as u64 + 1), C100, &flows);
         }
         assert_eq!(p.scale(), 1.0);
     }
