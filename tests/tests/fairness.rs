@@ -73,15 +73,19 @@ fn equal_rate_is_fair_for_ten_flows_at_100_mbit() {
     targets_hold(100, &[10], Direction::Download, Algorithm::Cubic);
 }
 
+/// The steady state, measured as the lab does (20 s from 8 s): with the
+/// tests' shorter timing (from 6 s) a lone 256 ms flow that joined at 3 s
+/// is still in slow start at 100 Mbit/s (it needs about 4.3 s), which is
+/// the joining tests' business, not this one's.
 #[test]
-#[ignore = "not reached yet: equal-rate leaves a lone 256 ms flow under 95 % in two cells \
-            (lab, seed 1: 20 Mbit/s CUBIC upload 94.0 %, 100 Mbit/s download 94.4 %; this test's seed 6: \
-            20 Mbit/s upload 89.5 %)"]
 fn a_lone_flow_keeps_the_link() {
-    for bandwidth in [20, 100] {
+    for bandwidth_mbps in [20, 100] {
         for direction in [Direction::Upload, Direction::Download] {
-            let r = cell(bandwidth, 1, direction, Algorithm::Cubic, "equal-rate");
-            assert!(r.utilisation >= 95.0, "{}: utilisation {:.1} %", r.cell.name(), r.utilisation);
+            let c = Cell { bandwidth_mbps, n: 1, direction, cc: Algorithm::Cubic, policy: "equal-rate" };
+            let r = run_cell(SEED, &c, &Params::lab());
+            assert!(r.errors.is_empty(), "{}: {:?}", c.name(), r.errors);
+            assert_eq!(r.stop, Stop::TimeLimit, "{}", c.name());
+            assert!(r.utilisation >= 95.0, "{}: utilisation {:.1} %", c.name(), r.utilisation);
         }
     }
 }
