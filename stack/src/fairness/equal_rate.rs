@@ -181,9 +181,9 @@ impl EqualRate {
     pub(super) fn decide(&mut self, now: Instant, capacity: Capacity, flows: &[FlowSample], out: &mut Vec<Caps>) {
         self.flows.retain(|id, _| flows.iter().any(|f| f.id == *id));
         let estimated = self.estimate.update(now, flows);
-        let (base, max_scale) = match capacity {
-            Capacity::Configured(bps) => (Some(bytes_per_sec(bps)), self.cfg.max_scale),
-            Capacity::Estimated => (estimated, self.cfg.max_scale_estimated),
+        let (base, max_scale, configured) = match capacity {
+            Capacity::Configured(bps) => (Some(bytes_per_sec(bps)), self.cfg.max_scale, true),
+            Capacity::Estimated => (estimated, self.cfg.max_scale_estimated, false),
         };
         let Some(base) = base.filter(|_| !flows.is_empty()) else {
             out.extend(flows.iter().map(|_| Caps::NONE));
@@ -201,7 +201,7 @@ impl EqualRate {
                 ramped: None,
             });
         }
-        self.adjust_scale(now, base, max_scale, flows);
+        self.adjust_scale(now, base, max_scale, configured, flows);
         let capacity = base * self.scale;
         let total_weight: f64 = flows.iter().map(|f| f.weight.max(0.0)).sum::<f64>().max(f64::MIN_POSITIVE);
         // Payload bytes per second of each flow's share.
@@ -266,7 +266,9 @@ impl EqualRate {
 
     /// Pulls the scale down on a standing queue, lets it up on an idle
     /// link, and brings it back towards 1 from above once a queue stands.
-    fn adjust_scale(&mut self, now: Instant, base: f64, max_scale: f64, flows: &[FlowSample]) {
+    /// With an estimated capacity the scale probes above 1 as before: the
+    /// estimate only grows by what the probe delivers.
+    fn adjust_scale(&mut self, now: Instant, base: f64, max_scale: f64, configured: bool, flows: &[FlowSample]) {
         let longest = flows.iter().map(|f| f.min_rtt).max().unwrap_or(Duration::ZERO);
         if self.scale_updated.is_some_and(|at| now.saturating_since(at) < longest.saturating_mul(2)) {
             return;
@@ -297,7 +299,7 @@ impl EqualRate {
                 && now.saturating_since(s.joined) >= cfg.gain_after
                 && s.ramped.is_some_and(|at| now.saturating_since(at) >= f.srtt.saturating_mul(cfg.settle_rtts.into()));
         }
-        let ceiling = if settled { max_scale } else { max_scale.min(1.0) };
+        let ceiling = if settled || !configured { max_scale } else { max_scale.min(1.0) };
         let share = |f: &FlowSample| base * self.scale / flows.len() as f64 / wire_factor(f.mss);
         let delta = self.common_delay(flows, share);
         let scale = if queue > delta + self.cfg.standing_queue {
@@ -629,6 +631,24 @@ mod tests {
             decide(&mut p, t + 20 * (i as u64 + 1), C100, &flows);
         }
         assert_eq!(p.scale(), 1.0);
+    }
+
+    #[test]
+    fn an_estimated_capacity_is_still_probed_above_it_by_downloads() {
+        let mut p = EqualRate::new(EqualRateConfig::default());
+        let mut flows = [flow(1, Direction::Download, 10, 10), flow(2, Direction::Download, 40, 40)];
+        for f in &mut flows {
+            f.delivery_rate = 1_000_000.0;
+        }
+        decide(&mut p, 0, Capacity::Estimated, &flows);
+        // Delivery falls below the estimate without a queue: probe up.
+        for f in &mut flows {
+            f.delivery_rate = 800_000.0;
+        }
+        for i in 1..10 {
+            decide(&mut p, 80 * i, Capacity::Estimated, &flows);
+        }
+        assert!(p.scale() > 1.1, "{}", p.scale());
     }
 
     #[test]
