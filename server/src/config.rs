@@ -74,8 +74,18 @@ impl IpPrefix {
     /// Whether `other` is in this address's subnet.
     #[must_use]
     pub fn contains(&self, other: Ipv4Addr) -> bool {
-        let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
-        u32::from(self.addr) & mask == u32::from(other) & mask
+        u32::from(self.addr) & self.mask() == u32::from(other) & self.mask()
+    }
+
+    /// The subnet itself: the address with its host bits clear.
+    #[must_use]
+    pub fn network(&self) -> IpPrefix {
+        IpPrefix { addr: Ipv4Addr::from(u32::from(self.addr) & self.mask()), prefix: self.prefix }
+    }
+
+    /// The netmask of the prefix length.
+    fn mask(&self) -> u32 {
+        u32::MAX.checked_shl(32 - u32::from(self.prefix.min(32))).unwrap_or(0)
     }
 }
 

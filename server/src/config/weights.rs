@@ -9,7 +9,7 @@
 //! prefix matches has weight 1.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::str::FromStr;
 
 use serde::de::{Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
@@ -87,8 +87,7 @@ impl ClientWeight {
         })?;
         // The network, not the address it was written with: 10.0.0.7/24
         // and 10.0.0.0/24 are the same clients.
-        let network = Ipv4Addr::from(u32::from(prefix.addr) & mask(prefix.prefix));
-        Ok(ClientWeight { clients: IpPrefix { addr: network, prefix: prefix.prefix }, weight })
+        Ok(ClientWeight { clients: prefix.network(), weight })
     }
 
     /// The clients: a network (its host bits clear) and its prefix length.
@@ -173,11 +172,6 @@ impl ClientWeights {
     pub fn iter(&self) -> impl Iterator<Item = &ClientWeight> + '_ {
         self.by_prefix.iter()
     }
-}
-
-/// The netmask of a prefix length (0 ..= 32).
-fn mask(prefix: u8) -> u32 {
-    u32::MAX.checked_shl(32 - u32::from(prefix.min(32))).unwrap_or(0)
 }
 
 /// The file's `weight`: a table of clients and weights
