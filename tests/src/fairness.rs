@@ -625,6 +625,29 @@ pub struct Chart {
     pub inline: bool,
 }
 
+/// The Markdown lines that show `charts`: a "Charts" section with the
+/// inline ones, then `intro` and a list linking the others (nothing
+/// without charts).
+#[must_use]
+pub fn chart_lines(charts: &[Chart], intro: &str) -> Vec<String> {
+    if charts.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = vec![String::new(), "## Charts".to_owned()];
+    for chart in charts.iter().filter(|c| c.inline) {
+        lines.push(String::new());
+        lines.push(format!("![{}]({})", chart.caption, chart.file));
+    }
+    let linked: Vec<&Chart> = charts.iter().filter(|c| !c.inline).collect();
+    if !linked.is_empty() {
+        lines.push(String::new());
+        lines.push(intro.to_owned());
+        lines.push(String::new());
+        lines.extend(linked.iter().map(|c| format!("- [{}]({})", c.caption, c.file)));
+    }
+    lines
+}
+
 /// Draws the grid's charts into `dir`, their names starting with `stem`
 /// (`fairness-sim` gives `fairness-sim-jain.png`, and
 /// `fairness-sim-goodput-<cell>.png`):
@@ -754,25 +777,14 @@ pub fn report(seed: u64, params: &Params, results: &[CellResult], charts: &[Char
             params.convergence_window.total_millis(),
         ),
     ];
-    if !charts.is_empty() {
-        lines.push(String::new());
-        lines.push("## Charts".into());
-        for chart in charts.iter().filter(|c| c.inline) {
-            lines.push(String::new());
-            lines.push(format!("![{}]({})", chart.caption, chart.file));
-        }
-        let linked: Vec<&Chart> = charts.iter().filter(|c| !c.inline).collect();
-        if !linked.is_empty() {
-            lines.push(String::new());
-            lines.push(format!(
-                "Each flow's goodput over time (every {} s; the {MAX_RTT_MS} ms flow joins at {} s):",
-                params.trace_every.as_secs_f64(),
-                params.join_at.as_secs_f64()
-            ));
-            lines.push(String::new());
-            lines.extend(linked.iter().map(|c| format!("- [{}]({})", c.caption, c.file)));
-        }
-    }
+    lines.extend(chart_lines(
+        charts,
+        &format!(
+            "Each flow's goodput over time (every {} s; the {MAX_RTT_MS} ms flow joins at {} s):",
+            params.trace_every.as_secs_f64(),
+            params.join_at.as_secs_f64()
+        ),
+    ));
     let mut groups: Vec<(u64, Direction, Algorithm)> = Vec::new();
     for r in results {
         let key = (r.cell.bandwidth_mbps, r.cell.direction, r.cell.cc);

@@ -754,6 +754,19 @@ pub struct GridCell {
 }
 
 impl GridCell {
+    /// What the cell is, as the table's first columns: N, way, senders,
+    /// server, policy.
+    #[must_use]
+    pub fn columns(&self) -> [String; 5] {
+        [
+            self.experiment.rtts.len().to_string(),
+            self.experiment.transfer.name().to_owned(),
+            self.senders(),
+            self.server.name().to_owned(),
+            self.server.policy().to_owned(),
+        ]
+    }
+
     /// Who sends: the uploaders' congestion control, or the server's.
     #[must_use]
     pub fn senders(&self) -> String {
@@ -837,14 +850,7 @@ pub fn report(results: &[(GridCell, Result<Outcome, String>)]) -> Vec<String> {
     ];
     for (cell, result) in results {
         let e = &cell.experiment;
-        let head = format!(
-            "| {} | {} | {} | {} | {} |",
-            e.rtts.len(),
-            e.transfer.name(),
-            cell.senders(),
-            cell.server.name(),
-            cell.server.policy()
-        );
+        let head = format!("| {} |", cell.columns().join(" | "));
         lines.push(match result {
             Ok(o) => {
                 let rates: Vec<String> = o.rates().iter().map(|r| format!("{:.2}", r / 1e6)).collect();
@@ -966,26 +972,10 @@ pub fn write_charts(
     Ok(charts)
 }
 
-/// The Markdown lines that show `charts`: the inline ones, then a list
-/// linking the others.
+/// The Markdown lines that show `charts` (see [`crate::fairness::chart_lines`]).
 #[must_use]
 pub fn chart_lines(charts: &[Chart]) -> Vec<String> {
-    if charts.is_empty() {
-        return Vec::new();
-    }
-    let mut lines = vec![String::new(), "## Charts".to_owned()];
-    for chart in charts.iter().filter(|c| c.inline) {
-        lines.push(String::new());
-        lines.push(format!("![{}]({})", chart.caption, chart.file));
-    }
-    let linked: Vec<&Chart> = charts.iter().filter(|c| !c.inline).collect();
-    if !linked.is_empty() {
-        lines.push(String::new());
-        lines.push("Each flow's goodput over time (the 256 ms flow joins late):".to_owned());
-        lines.push(String::new());
-        lines.extend(linked.iter().map(|c| format!("- [{}]({})", c.caption, c.file)));
-    }
-    lines
+    crate::fairness::chart_lines(charts, "Each flow's goodput over time (the 256 ms flow joins late):")
 }
 
 #[cfg(test)]
@@ -1089,6 +1079,7 @@ mod tests {
         assert!(cells.iter().all(|c| c.experiment.join_at.is_some() == (c.experiment.rtts.len() > 1)));
         assert!(cells.iter().all(|c| c.experiment.queue_bytes == 100_000));
         assert_eq!(cells[0].senders(), "kernel cubic");
+        assert_eq!(cells[0].columns(), ["1", "up", "kernel cubic", "nginx", "off"].map(String::from));
         let down = cells.iter().find(|c| c.experiment.transfer == Transfer::Download).unwrap();
         assert_eq!(down.senders(), "kernel default");
     }

@@ -158,11 +158,7 @@ fn main() -> ExitCode {
             let charts = if no_plots {
                 Ok(Vec::new())
             } else {
-                let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-                let stem = out.file_stem().map_or("fairness-sim".into(), |s| s.to_string_lossy());
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| format!("creating {}: {e}", dir.display()))
-                    .and_then(|()| fairness::write_charts(dir, &stem, &params, &results))
+                beside(&out).and_then(|(dir, stem)| fairness::write_charts(dir, &stem, &params, &results))
             };
             let mut lines = fairness::report(seed, &params, &results, charts.as_deref().unwrap_or_default());
             let verdict = lines.pop().unwrap_or_default();
@@ -217,14 +213,7 @@ fn testbed_grid(plan: &fairness_testbed::GridPlan, charts_beside: Option<&Path>)
     for (i, cell) in cells.into_iter().enumerate() {
         let prefix = format!("fl{}_{i}", std::process::id() % 100_000);
         let e = &cell.experiment;
-        let what = format!(
-            "{} N={} {} {} {}",
-            e.transfer.name(),
-            e.rtts.len(),
-            cell.senders(),
-            cell.server.name(),
-            cell.server.policy()
-        );
+        let what = format!("N={}", cell.columns().join(" "));
         let outcome = fairness_testbed::run_on_fresh_testbed(&prefix, e, cell.server);
         match &outcome {
             Ok(o) => {
@@ -263,16 +252,11 @@ fn testbed_grid(plan: &fairness_testbed::GridPlan, charts_beside: Option<&Path>)
     lines.extend(fairness_testbed::report(&results));
     lines.push(format!("(wall time {:.1} s)", started.elapsed().as_secs_f64()));
     if let Some(out) = charts_beside {
-        let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let stem = out.file_stem().map_or("fairness-testbed".into(), |s| s.to_string_lossy());
         // The tables are kept whatever happens to the charts.
-        match std::fs::create_dir_all(dir)
-            .map_err(|e| format!("creating {}: {e}", dir.display()))
-            .and_then(|()| fairness_testbed::write_charts(dir, &stem, &results))
-        {
+        match beside(out).and_then(|(dir, stem)| fairness_testbed::write_charts(dir, &stem, &results)) {
             Ok(charts) => {
                 for chart in &charts {
-                    eprintln!("fairway-lab: wrote {}", dir.join(&chart.file).display());
+                    eprintln!("fairway-lab: wrote {}", out.with_file_name(&chart.file).display());
                 }
                 lines.extend(fairness_testbed::chart_lines(&charts));
             }
@@ -298,6 +282,14 @@ fn today() -> String {
         .output()
         .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
         .unwrap_or_default()
+}
+
+/// Where charts beside the Markdown file `out` go: its directory (made if
+/// missing) and its file stem, which starts their names.
+fn beside(out: &Path) -> Result<(&Path, std::borrow::Cow<'_, str>), String> {
+    let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    Ok((dir, out.file_stem().map_or("fairness".into(), |s| s.to_string_lossy())))
 }
 
 /// Prints `text` and writes it to `out`.
