@@ -7,14 +7,11 @@
 //!   namespace testbed;
 //! - [`http`]: wrk against Fairway (AF_XDP and kernel backends) and nginx
 //!   on the namespace testbed;
-//! - [`kernel_address`]: the kernel's address on the testbed's `fw0`, for
-//!   the kernel-stack servers;
 //! - [`stats`]: medians over rounds.
 #![deny(missing_docs)]
 
 pub mod fairway_loopback;
 pub mod http;
-pub mod kernel_address;
 #[cfg(feature = "afxdp")]
 pub mod nic;
 pub mod smoltcp_loopback;

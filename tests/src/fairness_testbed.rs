@@ -55,7 +55,7 @@ use crate::nginx::{Nginx, Site, bytes_path};
 use crate::plot::{self, Panel, Series};
 use crate::real_peers::HTTP_PORT;
 use crate::served::{Served, curl_status};
-use crate::testbed::{self, LinkParams, SERVER_IF, Spawned, Testbed, TestbedConfig};
+use crate::testbed::{self, KernelAddress, LinkParams, SERVER_IF, Spawned, Testbed, TestbedConfig};
 
 /// The payload of a full segment with timestamps on a 1500-byte MTU.
 const MSS: u32 = 1448;
@@ -619,8 +619,8 @@ fn steady_goodput(client: usize, exp: &Experiment, samples: Vec<Sample>) -> Resu
 /// A server running on a testbed.
 enum Running {
     Fairway(Box<Served>),
-    Kernel { stop: Arc<AtomicBool>, thread: JoinHandle<std::io::Result<()>> },
-    Nginx { nginx: Nginx, _site: Site },
+    Kernel { stop: Arc<AtomicBool>, thread: JoinHandle<std::io::Result<()>>, _address: KernelAddress },
+    Nginx { nginx: Nginx, _site: Site, _address: KernelAddress },
 }
 
 impl Running {
@@ -652,7 +652,7 @@ impl Running {
                 Running::Fairway(Box::new(Served::start(tb, &[own.as_slice(), &common(policy)].concat())))
             }
             Server::Kernel(policy) => {
-                give_kernel_address(tb)?;
+                let address = KernelAddress::add(tb).map_err(|e| e.to_string())?;
                 let own = ["fairway", "--backend", "kernel", "--listen", &listen];
                 let args = [own.as_slice(), &common(policy)].concat();
                 let config = Config::load(args, None).map_err(|e| format!("kernel backend flags: {e}"))?;
@@ -663,14 +663,14 @@ impl Running {
                     std::thread::spawn(move || fairway_server::backend::kernel::serve(&config, flag))
                 })
                 .map_err(|e| e.to_string())?;
-                Running::Kernel { stop, thread }
+                Running::Kernel { stop, thread, _address: address }
             }
             Server::Nginx => {
-                give_kernel_address(tb)?;
+                let address = KernelAddress::add(tb).map_err(|e| e.to_string())?;
                 let addr = listen.parse().map_err(|e| format!("{listen}: {e}"))?;
                 let site = Site::create_sparse(ENDLESS, addr).map_err(|e| format!("nginx site: {e}"))?;
                 let nginx = site.start(&tb.server_ns()).map_err(|e| format!("starting nginx: {e}"))?;
-                Running::Nginx { nginx, _site: site }
+                Running::Nginx { nginx, _site: site, _address: address }
             }
         };
         let deadline = Instant::now() + Duration::from_secs(15);
@@ -691,30 +691,13 @@ impl Running {
     fn stop(self) {
         match self {
             Running::Fairway(served) => drop(served.stop()),
-            Running::Kernel { stop, thread } => {
+            Running::Kernel { stop, thread, .. } => {
                 stop.store(true, Ordering::Relaxed);
                 let _ = thread.join();
             }
             Running::Nginx { mut nginx, .. } => nginx.stop(),
         }
     }
-}
-
-/// The kernel servers need the server's address on `fw0` (Fairway over
-/// AF_XDP answers for it itself, so the testbed leaves it off), and must
-/// answer ARP for it on `fw0` only: the server namespace also reaches the
-/// switch through the TAP path, which bypasses the bottleneck, and by
-/// default Linux answers ARP for any of its addresses on any interface.
-fn give_kernel_address(tb: &Testbed) -> Result<(), String> {
-    let ns = tb.server_ns();
-    let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
-    for (what, cmd) in [
-        ("arp_ignore", ["sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1"].as_slice()),
-        ("ip addr add", ["ip", "addr", "add", &ip, "dev", SERVER_IF].as_slice()),
-    ] {
-        testbed::exec(&ns, cmd).and_then(|out| out.checked_as(what)).map_err(|e| e.to_string())?;
-    }
-    Ok(())
 }
 
 /// One whole run on a fresh testbed under `prefix`: the testbed up, the

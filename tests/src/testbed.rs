@@ -72,6 +72,7 @@
 
 mod config;
 mod error;
+mod kernel_address;
 pub mod netns;
 mod process;
 mod status;
@@ -90,6 +91,7 @@ pub use config::{
     parse_rate, parse_size, validate_prefix,
 };
 pub use error::TestbedError;
+pub use kernel_address::KernelAddress;
 pub use netns::{NetnsGuard, enter, in_netns, is_root, require_root};
 pub use process::{DEFAULT_TIMEOUT, ExecOutput, Spawned, exec, exec_timeout, spawn};
 pub use status::{EmulatorStatus, InterfaceStatus, NamespaceStatus, Status, XdpStatus, status};

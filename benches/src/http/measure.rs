@@ -14,7 +14,7 @@ use super::openloop::outcome::OpenLoopOutcome;
 use super::plan::{Case, Cores, PLAINTEXT_BODY, STATIC_BYTES, Server, server_command};
 use super::site::Site;
 use super::wrk::{self, WrkResult};
-use crate::kernel_address::KernelAddress;
+use fairway_tests::testbed::KernelAddress;
 
 /// How long a server has to answer its first request.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);

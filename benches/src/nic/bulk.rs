@@ -14,8 +14,8 @@ use fairway_tests::apps::responder::Responder;
 use fairway_tests::real_peers::{HTTP_PORT, Shards, parse_mac, server_addr, shard_config};
 use fairway_tests::testbed::{self, SERVER_IF, Testbed};
 
-use crate::kernel_address::KernelAddress;
 use fairway_tests::nginx::{Site, bytes_path};
+use fairway_tests::testbed::KernelAddress;
 
 /// How long a server has to answer its first request.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
