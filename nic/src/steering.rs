@@ -198,6 +198,15 @@ impl Fabric {
         &self.inboxes[usize::from(index)].stats
     }
 
+    /// Ends shard `index`'s sleep in [`Steered::wait`] (its application
+    /// has work that another thread woke), through the eventfd that
+    /// steered frames signal. Does nothing for a shard the fabric lacks.
+    pub fn wake(&self, index: u16) {
+        if let Some(inbox) = self.inboxes.get(usize::from(index)) {
+            signal(&inbox.wake);
+        }
+    }
+
     /// Copies `frame` into shard `to`'s inbox and wakes it. Returns whether
     /// it was queued (a full inbox or pool drops it, counted on `from`).
     fn pass(&self, from: u16, to: u16, frame: &[u8]) -> bool {
@@ -322,11 +331,13 @@ impl<D: Device> Device for Steered<D> {
 }
 
 impl<D: Wait + AsRawFd> Wait for Steered<D> {
-    /// Sleeps until the device or the inbox has frames. A frame already in
-    /// the inbox returns at once.
+    /// Sleeps until the device or the inbox has frames, or [`Fabric::wake`]
+    /// was called. A frame already in the inbox returns at once; so does a
+    /// signal sent before the call (the eventfd is drained after the wait,
+    /// not before, so a wake-up just before it is never lost: at worst one
+    /// wait returns early).
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         let inbox = self.inbox();
-        drain(&inbox.wake);
         if !inbox.frames.is_empty() {
             return Ok(());
         }
@@ -335,6 +346,9 @@ impl<D: Wait + AsRawFd> Wait for Steered<D> {
             libc::pollfd { fd: inbox.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
         ];
         poll(&mut fds, timeout)?;
+        if fds[1].revents != 0 {
+            drain(&inbox.wake);
+        }
         if fds[0].revents != 0 {
             // Let the device do its own part (AF_XDP wakes the kernel's
             // fill-ring processing in its wait): a zero timeout returns at once.
@@ -601,31 +615,50 @@ mod tests {
         assert_eq!(only.stats(), SteeringCounts::default());
     }
 
+    /// A device that never has a frame: its descriptor is an eventfd
+    /// nobody signals.
+    #[derive(Debug)]
+    struct Idle(OwnedFd);
+    impl Device for Idle {
+        fn max_frame_len(&self) -> usize {
+            1514
+        }
+        fn receive<F: FnMut(&[u8])>(&mut self, _: usize, _: F) -> usize {
+            0
+        }
+        fn transmit<F: FnMut(&mut [u8]) -> Option<usize>>(&mut self, _: usize, _: F) -> usize {
+            0
+        }
+    }
+    impl Wait for Idle {
+        fn wait(&mut self, _: Option<Duration>) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    impl AsRawFd for Idle {
+        fn as_raw_fd(&self) -> RawFd {
+            self.0.as_raw_fd()
+        }
+    }
+
+    #[test]
+    fn a_wake_ends_the_wait_even_when_sent_before_it() {
+        let fabric = Fabric::new(2, 4, 1514).unwrap();
+        let mut sleeper = Steered::new(Idle(eventfd().unwrap()), fabric.clone(), 1);
+        let started = std::time::Instant::now();
+        fabric.wake(1);
+        sleeper.wait(Some(Duration::from_secs(10))).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5), "a wake sent before the wait is not lost");
+        let waiter = std::thread::spawn(move || sleeper.wait(Some(Duration::from_secs(10))).unwrap());
+        std::thread::sleep(Duration::from_millis(50));
+        fabric.wake(1);
+        fabric.wake(7); // no such shard: nothing happens
+        waiter.join().unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5), "woken from another thread, not by the timeout");
+    }
+
     #[test]
     fn a_steered_frame_wakes_a_waiting_shard() {
-        #[derive(Debug)]
-        struct Idle(OwnedFd);
-        impl Device for Idle {
-            fn max_frame_len(&self) -> usize {
-                1514
-            }
-            fn receive<F: FnMut(&[u8])>(&mut self, _: usize, _: F) -> usize {
-                0
-            }
-            fn transmit<F: FnMut(&mut [u8]) -> Option<usize>>(&mut self, _: usize, _: F) -> usize {
-                0
-            }
-        }
-        impl Wait for Idle {
-            fn wait(&mut self, _: Option<Duration>) -> io::Result<()> {
-                Ok(())
-            }
-        }
-        impl AsRawFd for Idle {
-            fn as_raw_fd(&self) -> RawFd {
-                self.0.as_raw_fd()
-            }
-        }
         let fabric = Fabric::new(2, 4, 1514).unwrap();
         // An eventfd nobody signals: the device never becomes readable.
         let mut sleeper = Steered::new(Idle(eventfd().unwrap()), fabric.clone(), 1);

@@ -281,8 +281,8 @@ pub struct Options {
     #[arg(long, value_name = "N")]
     pub shards: Option<usize>,
 
-    /// Busy-poll for this many microseconds before sleeping on the device; 0 sleeps at once
-    /// [default: 50]
+    /// Busy-poll for this many microseconds before sleeping on the device (the kernel backend:
+    /// polls epoll without blocking); 0 sleeps at once [default: 50]
     #[arg(long, value_name = "US")]
     pub busy_poll_us: Option<u64>,
 

@@ -23,6 +23,7 @@
 pub mod backend;
 pub mod clock;
 pub mod config;
+pub mod host;
 pub mod http;
 pub mod logging;
 pub mod metrics;

@@ -8,13 +8,13 @@
 
 use std::process::ExitCode;
 
-use fairway_server::backend;
-use fairway_server::config::Config;
-use fairway_server::runtime::signals::stop_on_signals;
+use fairway::backend;
+use fairway::config::Config;
+use fairway::runtime::signals::stop_on_signals;
 
 fn main() -> ExitCode {
     let config = Config::from_env().unwrap_or_else(|e| e.exit());
-    if let Err(e) = fairway_server::logging::init(&config.log) {
+    if let Err(e) = fairway::logging::init(&config.log) {
         eprintln!("fairway: {e}");
         return ExitCode::from(2);
     }

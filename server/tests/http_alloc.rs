@@ -7,7 +7,7 @@
 
 use std::time::Duration as StdDuration;
 
-use fairway_server::http::{DateCache, HttpConfig, HttpConn, Site, StaticFiles};
+use fairway::http::{DateCache, HttpConfig, HttpConn, Site, StaticFiles};
 use fairway_stack::time::Instant;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 

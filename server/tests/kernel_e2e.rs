@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fairway_server::http::pattern_byte;
+use fairway::http::pattern_byte;
 use sha2::{Digest, Sha256};
 
 // ---------------------------------------------------------------------------

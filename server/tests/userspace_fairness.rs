@@ -14,14 +14,14 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration as StdDuration;
 
-use fairway_server::backend::connection_limit::ConnectionLimit;
-use fairway_server::backend::fairness::{ShareBoard, policy_for};
-use fairway_server::backend::userspace::{HttpApp, WindowControl};
-use fairway_server::config::{ClientWeights, Fairness};
-use fairway_server::http::HttpConfig;
-use fairway_server::metrics::MetricsHub;
-use fairway_server::runtime::{App, LoopStats};
-use fairway_server::site::ShardSite;
+use fairway::backend::connection_limit::ConnectionLimit;
+use fairway::backend::fairness::{ShareBoard, policy_for};
+use fairway::backend::userspace::{HttpApp, WindowControl};
+use fairway::config::{ClientWeights, Fairness};
+use fairway::http::HttpConfig;
+use fairway::metrics::MetricsHub;
+use fairway::runtime::{App, LoopStats};
+use fairway::site::ShardSite;
 use fairway_stack::time::{Duration, Instant};
 use fairway_stack::{Config, FlowStats, Handle, RecvError, Shard};
 

@@ -474,6 +474,20 @@ impl Shard {
         r
     }
 
+    /// Lends the received data at the front of the receive ring to `take`,
+    /// which returns how many bytes it used; those are consumed, as by
+    /// [`recv`](Self::recv), without a copy into a buffer of the caller's.
+    /// The slice is the ring's first contiguous part (call again for the
+    /// rest when it wraps). `Ok(0)` with nothing waiting means the peer
+    /// closed its side and everything has been read; an empty `take` result
+    /// with data waiting is `Ok(0)` too, so check what `take` saw.
+    pub fn recv_with(&mut self, h: Handle, take: impl FnOnce(&[u8]) -> usize) -> Result<usize, RecvError> {
+        let conn = Self::app_conn(&mut self.conns, h).ok_or(RecvError::InvalidHandle)?;
+        let r = conn.recv_with(&mut self.env.0, |first, _| take(first));
+        self.sync(h.0);
+        r
+    }
+
     /// Shuts down the sending side: a FIN follows the queued data.
     pub fn shutdown(&mut self, h: Handle) {
         if let Some(conn) = Self::app_conn(&mut self.conns, h) {

@@ -106,6 +106,21 @@ impl Duration {
     }
 }
 
+/// A std duration on this clock, saturating at about 584,000 years; sub-
+/// microsecond parts are dropped.
+impl From<core::time::Duration> for Duration {
+    fn from(d: core::time::Duration) -> Duration {
+        Duration::from_micros(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    }
+}
+
+/// This clock's span as a std duration.
+impl From<Duration> for core::time::Duration {
+    fn from(d: Duration) -> core::time::Duration {
+        core::time::Duration::from_micros(d.total_micros())
+    }
+}
+
 impl fmt::Display for Duration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.micros >= 1_000_000 {

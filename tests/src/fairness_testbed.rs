@@ -47,7 +47,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use fairway_server::config::Config;
+use fairway::config::Config;
 use fairway_stack::fairness::{jain_index, wire_factor};
 
 use crate::fairness::Chart;
@@ -660,7 +660,7 @@ impl Running {
                 let flag = Arc::clone(&stop);
                 // Threads inherit the namespace of the thread that starts them.
                 let thread = testbed::in_netns(&tb.server_ns(), move || {
-                    std::thread::spawn(move || fairway_server::backend::kernel::serve(&config, flag))
+                    std::thread::spawn(move || fairway::backend::kernel::serve(&config, flag))
                 })
                 .map_err(|e| e.to_string())?;
                 Running::Kernel { stop, thread, _address: address }

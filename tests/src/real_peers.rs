@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use fairway::runtime::shards::{ShardExit, join_all, spawn};
+use fairway::runtime::{App, LoopConfig};
 use fairway_nic::steering::{Fabric, SteeringCounts};
 use fairway_nic::{Device, Wait};
-use fairway_server::runtime::shards::{ShardExit, join_all, spawn};
-use fairway_server::runtime::{App, LoopConfig};
 use fairway_stack::steering::Steering;
 use fairway_stack::{Config, Shard};
 use sha2::{Digest, Sha256};

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use fairway_server::backend::userspace::{self, Running, ShardReport};
-use fairway_server::config::Config;
+use fairway::backend::userspace::{self, Running, ShardReport};
+use fairway::config::Config;
 use sha2::{Digest, Sha256};
 
 use crate::apps::hex;

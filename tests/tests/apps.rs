@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use fairway::runtime::LoopConfig;
+use fairway::runtime::shards::{join_all, spawn};
 use fairway_nic::socket_pair::socket_pair;
-use fairway_server::runtime::LoopConfig;
-use fairway_server::runtime::shards::{join_all, spawn};
 use fairway_stack::{Config, Shard};
 use fairway_tests::apps::fetcher::{FetchError, Fetched, Fetcher};
 use fairway_tests::apps::hex;

@@ -11,12 +11,12 @@ use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use fairway::runtime::signals::stop_on_signals;
 use fairway_benches::http::measure::{Bench, Outcome, Stop};
 use fairway_benches::http::openloop;
 use fairway_benches::http::plan::{Case, Cores, Server, cpu_list, select};
 use fairway_benches::http::report::{Report, Row, Summary, result_path, today};
 use fairway_benches::http::site::Site;
-use fairway_server::runtime::signals::stop_on_signals;
 use fairway_tests::testbed::{self, Testbed, TestbedConfig};
 
 const USAGE: &str = "\

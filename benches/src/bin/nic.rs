@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use fairway::runtime::signals::stop_on_signals;
 use fairway_benches::nic::bulk::Bulk;
 use fairway_benches::nic::pps::{Bench, Rate, SHARD_BATCH, TX_BUDGET, Window};
 use fairway_benches::stats::median;
 use fairway_benches::udp_frames::MIN_FRAME_LEN;
-use fairway_server::runtime::signals::stop_on_signals;
 use fairway_tests::nginx::Site;
 use fairway_tests::real_peers::server_addr;
 use fairway_tests::testbed::{self, SERVER_IF, Testbed, TestbedConfig};

@@ -7,7 +7,7 @@
 //! - [`Bench::afxdp_rx`]: a generator ([`transmit_loop`] on an AF_XDP
 //!   socket on the switch port `srv`) blasts prebuilt 64-byte UDP frames
 //!   into `fw0`; the shard is the server's own runtime loop
-//!   ([`fairway_server::runtime::run`]) over an [`AfXdp`] on `fw0` queue 0,
+//!   ([`fairway::runtime::run`]) over an [`AfXdp`] on `fw0` queue 0,
 //!   handing every frame to [`Shard::handle_frame`], which counts it as UDP
 //!   to a closed port and drops it (answering with a port unreachable only
 //!   as often as its ICMP rate limit allows).
@@ -30,11 +30,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use fairway::runtime::shards::pin_to_core;
+use fairway::runtime::{self, App, LoopConfig};
 use fairway_nic::afxdp::{AfXdp, AfXdpConfig, AfXdpStats};
 use fairway_nic::tap::Tap;
 use fairway_nic::{Device, Wait};
-use fairway_server::runtime::shards::pin_to_core;
-use fairway_server::runtime::{self, App, LoopConfig};
 use fairway_stack::time::Instant as StackInstant;
 use fairway_stack::{Drop, Event, Shard};
 use fairway_tests::real_peers::{parse_mac, shard_config};

@@ -1,27 +1,32 @@
 //! The kernel backend: HTTP over the kernel's TCP, one shard per core.
 //!
-//! Each shard is a thread pinned to its core with its own mio `Poll` and
-//! its own listener on `--listen`; the listeners share the port through
+//! Each shard is a thread pinned to its core running the same [loop]
+//! (crate::runtime) and [host](crate::host) as the userspace backends,
+//! over its own mio `Poll` ([`KernelPoll`]) and its own listener on
+//! `--listen` ([`KernelSockets`]); the listeners share the port through
 //! `SO_REUSEPORT`, so the kernel spreads new connections over the shards by
 //! their 4-tuple and a connection stays on the shard that accepted it.
 //! Shards share nothing but the connection limit, the metrics hub and
 //! window control's board of active weights.
-//! `--busy-poll-us`, `--itr-us` and `--batch` are the userspace backends'
-//! and do not apply here.
+//!
+//! The loop's knobs apply as on the userspace backends: `--batch` bounds
+//! the readiness events taken per turn (at least 16), `--itr-us`
+//! coalesces wake-ups, and `--busy-poll-us` polls (`epoll_wait` without a
+//! timeout) for that long before it sleeps.
 //!
 //! `--fairness`, `--capacity` and `--weight` apply: each shard runs the
 //! policy over its connections, each weighted as its client is, sensing
 //! through `TCP_INFO` and acting through the window clamp and the pacing
 //! limit ([`fairness`]).
 //!
-//! Shutdown: when the stop flag goes up, every shard closes its listener
-//! (so new connections are refused once all have), closes its idle
-//! connections, lets the busy ones finish their responses, and returns
-//! when they are done or `--shutdown-grace` has passed.
+//! Shutdown: when the stop flag goes up, every shard takes the connections
+//! the kernel has established (closing the listener would reset them),
+//! closes its listener (so new connections are refused once all have),
+//! closes its idle connections, lets the busy ones finish their responses,
+//! and returns when they are done or `--shutdown-grace` has passed.
 
-mod deadlines;
 mod fairness;
-mod shard;
+mod sockets;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -29,13 +34,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use socket2::{Domain, Protocol, Socket, Type};
-use tracing::{error, info};
+use tracing::info;
 
-use crate::backend::connection_limit::ConnectionLimit;
-use crate::backend::fairness::{ShareBoard, policy_for};
+pub use fairness::{Controller, FlowSense};
+pub use sockets::{KernelConn, KernelEvent, KernelListener, KernelPoll, KernelSockets};
+
+use super::connection_limit::ConnectionLimit;
+use super::fairness::{ShareBoard, policy_for};
+use super::{Running, report};
 use crate::config::Config;
+use crate::host::Host;
+use crate::host::wake::WakeQueue;
+use crate::http::HttpService;
 use crate::metrics::MetricsHub;
-use crate::runtime::shards::pin_to_core;
+use crate::runtime::shards::spawn_with;
 use crate::site::ShardSite;
 
 /// Connections the kernel queues per listener before they are accepted.
@@ -44,16 +56,28 @@ const BACKLOG: i32 = 1024;
 /// The most connections per shard listed in the per-flow metrics.
 const METRICS_FLOWS: usize = 64;
 
+/// The HTTP server on one kernel-backend shard.
+pub type KernelApp = Host<KernelSockets, HttpService, Controller>;
+
 /// Serves `config` on kernel sockets until `stop` is raised and the
 /// connections in flight are done (or `config.shutdown_grace` has passed).
-/// Logs the address it serves on once every listener is bound.
+///
+/// # Errors
+///
+/// As [`start`], or a shard's poll fails.
+pub fn serve(config: &Config, stop: Arc<AtomicBool>) -> io::Result<()> {
+    start(config, stop)?.wait().map(|_| ())
+}
+
+/// Binds every shard's listener and starts the shards; logs the address
+/// it serves on once every listener is bound.
 ///
 /// # Errors
 ///
 /// A listener cannot be bound (address in use, permission denied), the
-/// static root cannot be opened, a thread cannot be started, or a shard's
-/// poll fails; each as one line that says what was being done.
-pub fn serve(config: &Config, stop: Arc<AtomicBool>) -> io::Result<()> {
+/// static root cannot be opened, or a thread cannot be started; each as one
+/// line that says what was being done.
+pub fn start(config: &Config, stop: Arc<AtomicBool>) -> io::Result<Running> {
     let shards = u16::try_from(config.shards)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("--shards {} is too many", config.shards)))?;
     let (addr, listeners) = bind(config.listen, shards)?;
@@ -62,72 +86,39 @@ pub fn serve(config: &Config, stop: Arc<AtomicBool>) -> io::Result<()> {
     let hub = Arc::new(MetricsHub::new(shards, METRICS_FLOWS, "kernel").with_fairness(policy.name(), capacity));
     let board = Arc::new(ShareBoard::new(usize::from(shards)));
     let limit = Arc::new(ConnectionLimit::new(config.max_connections));
-    let mut parts = Vec::with_capacity(listeners.len());
+    let pin = std::thread::available_parallelism().is_ok_and(|n| n.get() >= usize::from(shards));
+    // Raised only when a shard fails, to stop the others at once; `stop`
+    // itself is the hosts' business (they drain, then finish).
+    let halt = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::with_capacity(listeners.len());
     for (index, listener) in (0..shards).zip(listeners) {
         let site = ShardSite::new(index, Arc::clone(&hub), config.root.as_deref(), METRICS_FLOWS).map_err(|e| {
             let root = config.root.as_deref().unwrap_or(std::path::Path::new("")).display();
             io::Error::new(e.kind(), format!("cannot open --root {root}: {e}"))
         })?;
-        parts.push(shard::ShardParts {
-            index,
-            listener: mio::net::TcpListener::from_std(listener),
-            site,
-            http: config.http(),
-            limit: Arc::clone(&limit),
-            max_sleep: config.runtime.max_sleep,
-            grace: config.shutdown_grace,
-            fairness: fairness::Controller::new(
-                policy.clone(),
-                capacity,
-                Arc::clone(&board),
-                usize::from(index),
-                config.weights.clone(),
-            ),
-        });
-    }
-    let pin = std::thread::available_parallelism().is_ok_and(|n| n.get() >= usize::from(shards));
-    let mut handles = Vec::with_capacity(parts.len());
-    for part in parts {
-        let shard_stop = Arc::clone(&stop);
-        let index = part.index;
-        let spawned = std::thread::Builder::new().name(format!("fairway-shard-{index}")).spawn(move || {
-            let stop = shard_stop;
-            if pin {
-                pin_to_core(usize::from(index));
-            }
-            let result = shard::run(part, &stop);
-            if let Err(e) = &result {
-                error!(shard = index, "shard stopped: {e}");
-                // The others drain and return too, so the error is reported.
-                stop.store(true, Ordering::Relaxed);
-            }
-            result
-        });
-        match spawned {
+        let window =
+            Controller::new(policy.clone(), capacity, Arc::clone(&board), usize::from(index), config.weights.clone());
+        let (http, grace, batch) = (config.http(), config.shutdown_grace, config.runtime.batch);
+        let (limit, stop) = (Arc::clone(&limit), Arc::clone(&stop));
+        let build = move || {
+            let poll = KernelPoll::new(batch)?;
+            let sockets = KernelSockets::new(poll.registry(), listener)?;
+            let wakes = WakeQueue::new(Some(poll.notifier()));
+            let app: KernelApp =
+                Host::with_service(HttpService::new(http), site, limit, stop, grace, wakes).with_window_control(window);
+            Ok((sockets, poll, app))
+        };
+        match spawn_with(index, pin, config.runtime, Arc::clone(&halt), build, report) {
             Ok(handle) => handles.push(handle),
             Err(e) => {
-                stop.store(true, Ordering::Relaxed);
-                join(handles)?;
+                halt.store(true, Ordering::Relaxed);
+                let _ = Running::new(handles, halt, hub, Some(addr)).wait();
                 return Err(io::Error::new(e.kind(), format!("cannot start shard {index}: {e}")));
             }
         }
     }
     info!("fairway: serving on http://{addr} (kernel backend, {shards} shards)");
-    join(handles)?;
-    info!("fairway: stopped");
-    Ok(())
-}
-
-/// Waits for every shard; the first error wins.
-fn join(handles: Vec<std::thread::JoinHandle<io::Result<()>>>) -> io::Result<()> {
-    let mut first = Ok(());
-    for handle in handles {
-        let result = handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        if first.is_ok() {
-            first = result;
-        }
-    }
-    first
+    Ok(Running::new(handles, halt, hub, Some(addr)))
 }
 
 /// Binds one listener per shard on `addr` (port 0: a free port, the same

@@ -1,8 +1,12 @@
 //! Where the server's connections come from: the kernel's TCP ([`kernel`],
 //! mio and `SO_REUSEPORT`), or the userspace stack over AF_XDP or TAP
-//! ([`userspace`]).
+//! ([`userspace`]). Either way each shard runs the same
+//! [loop](crate::runtime) and the same [host](crate::host); only the
+//! transport under the host differs.
+//!
 //! [`serve`] runs the one the configuration names until the stop flag goes
-//! up and the connections in flight are done.
+//! up and the connections in flight are done; [`start`] starts it and
+//! returns a [`Running`] to wait on.
 
 pub mod connection_limit;
 pub mod fairness;
@@ -11,10 +15,18 @@ pub mod kernel;
 pub mod userspace;
 
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use fairway_stack::Counters;
 
 use crate::config::{Backend, Config};
+use crate::host::{Host, Service, Transport, Windows};
+use crate::metrics::MetricsHub;
+use crate::runtime::LoopStats;
 
 /// Serves with `config.backend` until `stop` is raised (SIGINT/SIGTERM, see
 /// [`crate::runtime::signals::stop_on_signals`]) and in-flight requests are
@@ -25,8 +37,149 @@ use crate::config::{Backend, Config};
 /// The backend cannot start (address in use, no permission, no such
 /// interface) or fails while serving; one line that says why.
 pub fn serve(config: &Config, stop: Arc<AtomicBool>) -> io::Result<()> {
+    start(config, stop)?.wait()?;
+    tracing::info!("fairway: stopped");
+    Ok(())
+}
+
+/// Starts the backend `config` names and returns at once; the shards are
+/// running (and, on the kernel backend, listening) when it returns.
+///
+/// # Errors
+///
+/// As [`serve`], for what fails before any shard runs.
+pub fn start(config: &Config, stop: Arc<AtomicBool>) -> io::Result<Running> {
     match config.backend {
-        Backend::Kernel => kernel::serve(config, stop),
-        Backend::Afxdp | Backend::Tap => userspace::serve(config, stop),
+        Backend::Kernel => kernel::start(config, stop),
+        #[cfg(unix)]
+        Backend::Afxdp | Backend::Tap => userspace::start(config, stop),
+        #[cfg(not(unix))]
+        Backend::Afxdp | Backend::Tap => {
+            Err(io::Error::new(io::ErrorKind::Unsupported, "the userspace backends need Linux: use --backend kernel"))
+        }
     }
+}
+
+/// What one shard did, once it has ended.
+#[derive(Clone, Debug)]
+pub struct ShardReport {
+    /// The shard's index (and queue).
+    pub index: u16,
+    /// Its loop's counts.
+    pub stats: LoopStats,
+    /// Connections it accepted.
+    pub accepted: u64,
+    /// Connections it refused (the server-wide limit, or draining).
+    pub refused: u64,
+    /// Requests it answered.
+    pub requests: u64,
+    /// Its stack's counters (all zero on the kernel backend).
+    pub counters: Counters,
+}
+
+/// The shards of a started server.
+#[derive(Debug)]
+pub struct Running {
+    handles: Vec<JoinHandle<io::Result<ShardReport>>>,
+    halt: Arc<AtomicBool>,
+    hub: Arc<MetricsHub>,
+    local_addr: Option<SocketAddr>,
+}
+
+impl Running {
+    /// The shards of `handles`; `halt` stops their loops at once.
+    pub(crate) fn new(
+        handles: Vec<JoinHandle<io::Result<ShardReport>>>,
+        halt: Arc<AtomicBool>,
+        hub: Arc<MetricsHub>,
+        local_addr: Option<SocketAddr>,
+    ) -> Running {
+        Running { handles, halt, hub, local_addr }
+    }
+
+    /// The metrics every shard publishes into.
+    #[must_use]
+    pub fn hub(&self) -> &Arc<MetricsHub> {
+        &self.hub
+    }
+
+    /// The address the kernel backend's listeners are bound to (the port
+    /// chosen for `:0`); `None` on the userspace backends, which serve on
+    /// `--ip`.
+    #[must_use]
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addr
+    }
+
+    /// Whether every shard has ended.
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.handles.iter().all(JoinHandle::is_finished)
+    }
+
+    /// Stops every shard's loop at once, without draining (a failure's
+    /// way); the stop flag is the graceful one.
+    pub fn halt(&self) {
+        self.halt.store(true, Ordering::Relaxed);
+    }
+
+    /// Waits for every shard to end (after the stop flag, or a failure).
+    /// A shard that fails stops the others at once.
+    ///
+    /// # Errors
+    ///
+    /// The first shard's failure: its device's error, as that device put it.
+    ///
+    /// # Panics
+    ///
+    /// Re-raises a shard thread's panic.
+    pub fn wait(self) -> io::Result<Vec<ShardReport>> {
+        let Running { mut handles, halt, .. } = self;
+        let mut reports = Vec::with_capacity(handles.len());
+        let mut failure = None;
+        while !handles.is_empty() {
+            let Some(at) = handles.iter().position(JoinHandle::is_finished) else {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            };
+            let result = handles.swap_remove(at).join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            match result {
+                Ok(report) => reports.push(report),
+                Err(e) => {
+                    halt.store(true, Ordering::Relaxed);
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        reports.sort_by_key(|r| r.index);
+        failure.map_or(Ok(reports), Err)
+    }
+}
+
+/// A shard's report from how its loop ended and its host.
+pub(crate) fn report<T, S, W>(
+    index: u16,
+    result: io::Result<LoopStats>,
+    parts: Option<(T, Host<T, S, W>)>,
+) -> io::Result<ShardReport>
+where
+    T: Transport,
+    S: Service<T>,
+    W: Windows<T>,
+{
+    let stats = result?;
+    let Some((transport, host)) = parts else {
+        return Err(io::Error::other(format!("shard {index} ended without its state")));
+    };
+    if let Some(e) = host.listen_error() {
+        return Err(io::Error::other(format!("shard {index}: {e}")));
+    }
+    Ok(ShardReport {
+        index,
+        stats,
+        accepted: host.accepted(),
+        refused: host.refused(),
+        requests: host.site().metrics().requests(),
+        counters: transport.counters().cloned().unwrap_or_default(),
+    })
 }

@@ -31,29 +31,32 @@
 
 mod app;
 mod fairness;
+mod transport;
 
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use fairway_nic::steering::{Fabric, Steered};
 use fairway_nic::{Device, Wait};
+use fairway_stack::Shard;
 use fairway_stack::steering::Steering;
-use fairway_stack::{Counters, Shard};
 
 pub use app::HttpApp;
-pub use fairness::{SENSE_INTERVAL, WindowControl};
+pub use fairness::{FlowSense, SENSE_INTERVAL, WindowControl};
 
 use super::connection_limit::ConnectionLimit;
 use super::fairness::{ShareBoard, policy_for};
+use super::report;
+pub use super::{Running, ShardReport};
 
 use crate::config::{Backend, Config, IpPrefix};
+use crate::host::Host;
+use crate::host::wake::WakeQueue;
+use crate::http::HttpService;
 use crate::metrics::MetricsHub;
-use crate::runtime::LoopStats;
-use crate::runtime::shards::{ShardExit, spawn};
+use crate::runtime::shards::spawn_with;
 use crate::site::ShardSite;
 
 /// Frames each shard's steering inbox holds.
@@ -227,111 +230,25 @@ where
             let device = Steered::new(device, Arc::clone(&fabric), index);
             let shard = Shard::new(stack_config(&cfg, ip, mac, device.max_frame_len(), index, count));
             let site = ShardSite::new(index, shard_hub, cfg.root.as_deref(), MAX_FLOWS)?;
-            let app = HttpApp::new(site, cfg.http(), limit, stop, cfg.shutdown_grace)
-                .with_steering(fabric, index)
-                .with_window_control(window);
+            let notify = Arc::clone(&fabric);
+            let wakes = WakeQueue::new(Some(Box::new(move || notify.wake(index))));
+            let app: HttpApp =
+                Host::with_service(HttpService::new(cfg.http()), site, limit, stop, cfg.shutdown_grace, wakes)
+                    .with_steering(fabric, index)
+                    .with_window_control(window);
             Ok((shard, device, app))
         };
-        match spawn(index, true, config.runtime, Arc::clone(&halt), build) {
+        match spawn_with(index, true, config.runtime, Arc::clone(&halt), build, report) {
             Ok(handle) => handles.push(handle),
             Err(e) => {
                 halt.store(true, Ordering::Relaxed);
-                let _ = Running { handles, halt, hub }.wait();
+                let _ = Running::new(handles, halt, hub, None).wait();
                 return Err(e);
             }
         }
     }
     tracing::info!("serving HTTP on {}:80 with {count} shard(s) over {}", ip.addr, config.backend);
-    Ok(Running { handles, halt, hub })
-}
-
-/// The shards of a started server.
-#[derive(Debug)]
-pub struct Running {
-    handles: Vec<JoinHandle<ShardExit<HttpApp>>>,
-    halt: Arc<AtomicBool>,
-    hub: Arc<MetricsHub>,
-}
-
-/// What one shard did, once it has ended.
-#[derive(Clone, Debug)]
-pub struct ShardReport {
-    /// The shard's index (and queue).
-    pub index: u16,
-    /// Its loop's counts.
-    pub stats: LoopStats,
-    /// Connections it accepted.
-    pub accepted: u64,
-    /// Connections it refused at the server-wide limit.
-    pub refused: u64,
-    /// Requests it answered.
-    pub requests: u64,
-    /// Its stack's counters.
-    pub counters: Counters,
-}
-
-impl Running {
-    /// The metrics every shard publishes into.
-    #[must_use]
-    pub fn hub(&self) -> &Arc<MetricsHub> {
-        &self.hub
-    }
-
-    /// Whether every shard has ended.
-    #[must_use]
-    pub fn is_finished(&self) -> bool {
-        self.handles.iter().all(JoinHandle::is_finished)
-    }
-
-    /// Waits for every shard to end (after the stop flag, or a failure).
-    /// A shard that fails stops the others at once.
-    ///
-    /// # Errors
-    ///
-    /// The first shard's failure: its device's error, as that device put it.
-    ///
-    /// # Panics
-    ///
-    /// Re-raises a shard thread's panic.
-    pub fn wait(self) -> io::Result<Vec<ShardReport>> {
-        let Running { mut handles, halt, hub: _ } = self;
-        let mut reports = Vec::with_capacity(handles.len());
-        let mut failure = None;
-        while !handles.is_empty() {
-            let Some(at) = handles.iter().position(JoinHandle::is_finished) else {
-                std::thread::sleep(Duration::from_millis(5));
-                continue;
-            };
-            let exit = handles.swap_remove(at).join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            match report(exit) {
-                Ok(report) => reports.push(report),
-                Err(e) => {
-                    halt.store(true, Ordering::Relaxed);
-                    failure.get_or_insert(e);
-                }
-            }
-        }
-        reports.sort_by_key(|r| r.index);
-        failure.map_or(Ok(reports), Err)
-    }
-}
-
-fn report(exit: ShardExit<HttpApp>) -> io::Result<ShardReport> {
-    let stats = exit.result?;
-    let (Some(app), Some(shard)) = (exit.app, exit.shard) else {
-        return Err(io::Error::other(format!("shard {} ended without its state", exit.index)));
-    };
-    if let Some(e) = app.listen_error() {
-        return Err(io::Error::other(format!("shard {}: cannot listen on port 80: {e}", exit.index)));
-    }
-    Ok(ShardReport {
-        index: exit.index,
-        stats,
-        accepted: app.accepted(),
-        refused: app.refused(),
-        requests: app.site().metrics().requests(),
-        counters: shard.counters().clone(),
-    })
+    Ok(Running::new(handles, halt, hub, None))
 }
 
 #[cfg(test)]

@@ -106,6 +106,7 @@ mod parse;
 mod range;
 mod response;
 mod routes;
+mod service;
 mod window;
 
 #[cfg(test)]
@@ -116,6 +117,7 @@ use std::time::Duration;
 pub use body::pattern_byte;
 pub use conn::HttpConn;
 pub use date::DateCache;
+pub use service::HttpService;
 pub use static_files::StaticFiles;
 
 /// How the HTTP layer behaves; one per server, from the CLI or TOML.

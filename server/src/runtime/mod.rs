@@ -23,6 +23,7 @@ pub mod batch;
 pub mod shards;
 pub mod signals;
 
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -33,32 +34,125 @@ use fairway_stack::{Event, Shard};
 use crate::clock::{Clock, WallClock};
 pub use batch::AdaptiveBatch;
 
-/// What runs on a shard: the application side of the stack's API.
-pub trait App {
+/// What runs on a shard: the application side of the loop, acting through
+/// `T` (the userspace stack's [`Shard`], or kernel sockets) on its events
+/// `E`. The defaults are the stack's, so an application over a shard
+/// writes `impl App for MyApp`.
+pub trait App<T = Shard, E = Event> {
     /// Called once before the first turn (listen or connect here).
-    fn start(&mut self, shard: &mut Shard, now: Instant) {
-        let _ = (shard, now);
+    fn start(&mut self, transport: &mut T, now: Instant) {
+        let _ = (transport, now);
     }
 
-    /// Called for every event the shard raises, in order.
-    fn on_event(&mut self, shard: &mut Shard, now: Instant, event: Event);
+    /// Called for every event the transport raises, in order.
+    fn on_event(&mut self, transport: &mut T, now: Instant, event: E);
 
     /// Called once per turn after the events: send what is waiting, open
-    /// what is due.
-    fn poll(&mut self, shard: &mut Shard, now: Instant) {
-        let _ = (shard, now);
+    /// what is due, fire the application's own timers.
+    fn poll(&mut self, transport: &mut T, now: Instant) {
+        let _ = (transport, now);
+    }
+
+    /// When the application next needs a turn of its own (a timeout of
+    /// its connections, a woken task), if ever: the loop sleeps no longer.
+    /// Asked only when the loop is about to sleep; a time in the past keeps
+    /// it awake.
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
     }
 
     /// Called at the end of every turn with the loop's running counts: a
     /// place to publish metrics (at most now and then; it runs every turn).
-    fn after_turn(&mut self, shard: &mut Shard, now: Instant, stats: &LoopStats) {
-        let _ = (shard, now, stats);
+    fn after_turn(&mut self, transport: &mut T, now: Instant, stats: &LoopStats) {
+        let _ = (transport, now, stats);
     }
 
     /// The application has nothing more to do; the loop returns. A server
     /// never finishes; a client that fetched what it wanted does.
     fn finished(&self) -> bool {
         false
+    }
+}
+
+/// The I/O side of a shard loop, for the transport `T` the application
+/// acts through: a NIC queue under the userspace stack (every
+/// [`Device`] + [`Wait`], over a [`Shard`] or anything that lends one:
+/// [`AsShard`]), or a kernel socket poller
+/// ([`crate::backend::kernel::KernelPoll`]). Inputs are `receive` and
+/// `handle_timeout`, outputs `poll_event` and `transmit`, as in the stack.
+pub trait NetIo<T> {
+    /// What the application is told.
+    type Event;
+
+    /// Takes in up to `budget` units of input (frames, readiness) at
+    /// `now`; returns how many.
+    fn receive(&mut self, transport: &mut T, now: Instant, budget: usize) -> usize;
+
+    /// Fires the transport's due timers.
+    fn handle_timeout(&mut self, transport: &mut T, now: Instant);
+
+    /// The next event for the application.
+    fn poll_event(&mut self, transport: &mut T) -> Option<Self::Event>;
+
+    /// Sends up to `budget` units of output; returns how many.
+    fn transmit(&mut self, transport: &mut T, now: Instant, budget: usize) -> usize;
+
+    /// When the transport's next timer is due.
+    fn poll_timeout(&self, transport: &T) -> Option<Instant>;
+
+    /// Sleeps until input may be there, or `timeout`, or a signal.
+    ///
+    /// # Errors
+    ///
+    /// What the underlying poll reported (the loop stops then).
+    fn wait(&mut self, timeout: Duration) -> std::io::Result<()>;
+}
+
+/// Something that lends a [`Shard`]: the shard itself, or a shard shared
+/// with the tasks of an async executor.
+pub trait AsShard {
+    /// The shard, to act on.
+    fn shard_mut(&mut self) -> impl DerefMut<Target = Shard> + '_;
+    /// The shard, to look at.
+    fn shard_ref(&self) -> impl Deref<Target = Shard> + '_;
+}
+
+impl AsShard for Shard {
+    fn shard_mut(&mut self) -> impl DerefMut<Target = Shard> + '_ {
+        self
+    }
+    fn shard_ref(&self) -> impl Deref<Target = Shard> + '_ {
+        self
+    }
+}
+
+impl<D: Device + Wait, T: AsShard> NetIo<T> for D {
+    type Event = Event;
+
+    fn receive(&mut self, transport: &mut T, now: Instant, budget: usize) -> usize {
+        let mut shard = transport.shard_mut();
+        Device::receive(self, budget, |frame| shard.handle_frame(now, frame))
+    }
+
+    fn handle_timeout(&mut self, transport: &mut T, now: Instant) {
+        transport.shard_mut().handle_timeout(now);
+    }
+
+    fn poll_event(&mut self, transport: &mut T) -> Option<Event> {
+        transport.shard_mut().poll_event()
+    }
+
+    fn transmit(&mut self, transport: &mut T, now: Instant, budget: usize) -> usize {
+        let mut shard = transport.shard_mut();
+        Device::transmit(self, budget, |buf| shard.poll_transmit(now, buf))
+    }
+
+    fn poll_timeout(&self, transport: &T) -> Option<Instant> {
+        transport.shard_ref().poll_timeout()
+    }
+
+    fn wait(&mut self, timeout: Duration) -> std::io::Result<()> {
+        Wait::wait(self, Some(timeout))
     }
 }
 
@@ -170,48 +264,48 @@ impl LoopStats {
     }
 }
 
-/// Runs `app` on `shard` over `device` until `stop` is raised or the
-/// application finishes, on the wall clock.
+/// Runs `app` on `transport` over `net` (a shard over its device, say)
+/// until `stop` is raised or the application finishes, on the wall clock.
 ///
 /// # Errors
 ///
-/// What the device's [`Wait::wait`] reported (the loop stops then).
-pub fn run<D, A>(
-    shard: &mut Shard,
-    device: &mut D,
+/// What the device's [`NetIo::wait`] reported (the loop stops then).
+pub fn run<T, N, A>(
+    transport: &mut T,
+    net: &mut N,
     app: &mut A,
     config: &LoopConfig,
     stop: &AtomicBool,
 ) -> std::io::Result<LoopStats>
 where
-    D: Device + Wait,
-    A: App,
+    N: NetIo<T>,
+    A: App<T, N::Event>,
 {
-    run_with_clock(shard, device, app, config, stop, &mut WallClock)
+    run_with_clock(transport, net, app, config, stop, &mut WallClock)
 }
 
 /// [`run`] on any [`Clock`]: tests drive the loop in virtual time with it.
 ///
 /// # Errors
 ///
-/// What the device's [`Wait::wait`] reported (the loop stops then).
-pub fn run_with_clock<D, A, C>(
-    shard: &mut Shard,
-    device: &mut D,
+/// What the device's [`NetIo::wait`] reported (the loop stops then).
+pub fn run_with_clock<T, N, A, C>(
+    transport: &mut T,
+    net: &mut N,
     app: &mut A,
     config: &LoopConfig,
     stop: &AtomicBool,
     clock: &mut C,
 ) -> std::io::Result<LoopStats>
 where
-    D: Device + Wait,
-    A: App,
+    N: NetIo<T>,
+    A: App<T, N::Event>,
     C: Clock,
 {
     let tx_batch = config.batch.max(1);
     let mut rx_batch = AdaptiveBatch::new(config.batch, config.adaptive_batch);
     let mut stats = LoopStats::default();
-    app.start(shard, clock.now());
+    app.start(transport, clock.now());
     // Busy-polling: since when the loop has found nothing to do.
     let mut idle_since: Option<Instant> = None;
     // Coalescing: when the loop last woke, and whether it has worked since.
@@ -221,22 +315,22 @@ where
         stats.turns += 1;
         let now = clock.now();
         let budget = rx_batch.budget();
-        let received = device.receive(budget, |frame| shard.handle_frame(now, frame));
+        let received = net.receive(transport, now, budget);
         rx_batch.record(received);
         stats.record_receive(budget, received);
-        if shard.poll_timeout().is_some_and(|at| at <= now) {
-            shard.handle_timeout(now);
+        if net.poll_timeout(transport).is_some_and(|at| at <= now) {
+            net.handle_timeout(transport, now);
         }
         let mut events = 0u64;
-        while let Some(event) = shard.poll_event() {
-            app.on_event(shard, now, event);
+        while let Some(event) = net.poll_event(transport) {
+            app.on_event(transport, now, event);
             events += 1;
         }
-        app.poll(shard, now);
-        let sent = device.transmit(tx_batch, |buf| shard.poll_transmit(now, buf));
+        app.poll(transport, now);
+        let sent = net.transmit(transport, now, tx_batch);
         stats.frames_out += sent as u64;
         stats.events += events;
-        app.after_turn(shard, now, &stats);
+        app.after_turn(transport, now, &stats);
 
         if received > 0 || sent > 0 || events > 0 {
             // Work found after an idle turn without sleeping in between:
@@ -253,9 +347,8 @@ where
             continue;
         }
         let now = clock.now();
-        let timeout = shard
-            .poll_timeout()
-            .map_or(config.max_sleep, |at| std_duration(at.saturating_since(now)).min(config.max_sleep));
+        let due = [net.poll_timeout(transport), app.poll_timeout()].into_iter().flatten().min();
+        let timeout = due.map_or(config.max_sleep, |at| std_duration(at.saturating_since(now)).min(config.max_sleep));
         if timeout.is_zero() {
             continue;
         }
@@ -267,7 +360,7 @@ where
             clock.pause(pause);
         } else {
             stats.sleeps += 1;
-            device.wait(Some(timeout))?;
+            net.wait(timeout)?;
         }
         woke_at = clock.now();
         worked_since_wake = false;

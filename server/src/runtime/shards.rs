@@ -11,55 +11,88 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::thread::JoinHandle;
 
-use fairway_nic::{Device, Wait};
 use fairway_stack::Shard;
 
-use super::{App, LoopConfig, LoopStats, run};
+use super::{App, LoopConfig, LoopStats, NetIo, run};
 
 /// How one shard ended.
 #[derive(Debug)]
-pub struct ShardExit<A> {
+pub struct ShardExit<A, T = Shard> {
     /// The shard's index.
     pub index: u16,
     /// What the loop did, or why it could not start or stopped early.
     pub result: io::Result<LoopStats>,
-    /// The shard as it ended (counters, flows), if it was built.
-    pub shard: Option<Shard>,
+    /// The shard's transport as it ended (the stack's counters and flows),
+    /// if it was built.
+    pub shard: Option<T>,
     /// The application as it ended (what a client fetched, say), if built.
     pub app: Option<A>,
 }
 
 /// Starts shard `index` on a new thread named `fairway-shard-{index}`,
 /// pinned to core `index` when there is such a core and `pin` is set.
-/// `build` runs on that thread and makes the shard, its device and its
-/// application; an error from it ends the shard at once.
+/// `build` runs on that thread and makes the shard's transport (a
+/// `Shard`, say), its I/O (the shard's device) and its application; an
+/// error from it ends the shard at once.
 ///
 /// # Errors
 ///
 /// When the thread cannot be spawned.
-pub fn spawn<D, A, B>(
+pub fn spawn<T, N, A, B>(
     index: u16,
     pin: bool,
     config: LoopConfig,
     stop: Arc<AtomicBool>,
     build: B,
-) -> io::Result<JoinHandle<ShardExit<A>>>
+) -> io::Result<JoinHandle<ShardExit<A, T>>>
 where
-    D: Device + Wait,
-    A: App + Send + 'static,
-    B: FnOnce() -> io::Result<(Shard, D, A)> + Send + 'static,
+    T: Send + 'static,
+    N: NetIo<T>,
+    A: App<T, N::Event> + Send + 'static,
+    B: FnOnce() -> io::Result<(T, N, A)> + Send + 'static,
+{
+    spawn_with(index, pin, config, stop, build, |index, result, parts| {
+        let (shard, app) = parts.map_or((None, None), |(t, a)| (Some(t), Some(a)));
+        ShardExit { index, result, shard, app }
+    })
+}
+
+/// [`spawn`], with the shard's end told by `finish` on the shard's thread:
+/// the shard's index, how its loop ended, and its transport and
+/// application (if `build` made them), dropped there. So a transport or
+/// application that cannot leave its thread (an async executor's tasks)
+/// can still report.
+///
+/// # Errors
+///
+/// When the thread cannot be spawned.
+pub fn spawn_with<T, N, A, B, F, X>(
+    index: u16,
+    pin: bool,
+    config: LoopConfig,
+    stop: Arc<AtomicBool>,
+    build: B,
+    finish: F,
+) -> io::Result<JoinHandle<X>>
+where
+    N: NetIo<T>,
+    A: App<T, N::Event>,
+    B: FnOnce() -> io::Result<(T, N, A)> + Send + 'static,
+    F: FnOnce(u16, io::Result<LoopStats>, Option<(T, A)>) -> X + Send + 'static,
+    X: Send + 'static,
 {
     std::thread::Builder::new().name(format!("fairway-shard-{index}")).spawn(move || {
         if pin {
             pin_to_core(usize::from(index));
         }
-        let (mut shard, mut device, mut app) = match build() {
+        let (mut transport, mut net, mut app) = match build() {
             Ok(parts) => parts,
-            Err(err) => return ShardExit { index, result: Err(err), shard: None, app: None },
+            Err(err) => return finish(index, Err(err), None),
         };
-        let result = run(&mut shard, &mut device, &mut app, &config, &stop);
-        drop(device);
-        ShardExit { index, result, shard: Some(shard), app: Some(app) }
+        let result = run(&mut transport, &mut net, &mut app, &config, &stop);
+        // The device goes first: an AF_XDP device detaches its program.
+        drop(net);
+        finish(index, result, Some((transport, app)))
     })
 }
 
@@ -74,6 +107,6 @@ pub fn pin_to_core(index: usize) -> bool {
 /// # Panics
 ///
 /// Re-raises a shard thread's panic.
-pub fn join_all<A>(handles: Vec<JoinHandle<ShardExit<A>>>) -> Vec<ShardExit<A>> {
+pub fn join_all<A, T>(handles: Vec<JoinHandle<ShardExit<A, T>>>) -> Vec<ShardExit<A, T>> {
     handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
 }

@@ -192,7 +192,7 @@ fn the_stop_flag_ends_an_idle_loop_within_its_longest_sleep() {
 #[test]
 fn a_factory_error_ends_the_shard_with_it() {
     let stop = Arc::new(AtomicBool::new(false));
-    let handle = spawn::<SocketPairEnd, Echo, _>(0, false, LoopConfig::default(), stop, || {
+    let handle = spawn::<Shard, SocketPairEnd, Echo, _>(0, false, LoopConfig::default(), stop, || {
         Err(io::Error::other("no such interface: fw9"))
     })
     .unwrap();

@@ -5,7 +5,7 @@
 
 use std::net::SocketAddrV4;
 
-use fairway_server::runtime::App;
+use fairway::runtime::App;
 use fairway_stack::time::Instant;
 use fairway_stack::{ConnectionError, Event, Handle, Shard};
 use sha2::{Digest, Sha256};

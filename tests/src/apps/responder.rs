@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use fairway_server::runtime::App;
+use fairway::runtime::App;
 use fairway_stack::time::Instant;
 use fairway_stack::{Event, Handle, Listener, Shard};
 use sha2::{Digest, Sha256};

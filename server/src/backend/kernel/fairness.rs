@@ -85,8 +85,10 @@ use fairway_stack::time::{Duration, Instant};
 use mio::net::TcpStream;
 use tracing::debug;
 
+use super::sockets::{KernelConn, KernelSockets};
 use crate::backend::fairness::{BULK_BYTES, ShareBoard, classify};
 use crate::config::{ClientWeights, Weight};
+use crate::host::Windows;
 use crate::metrics::{FairFlow, ShardMetrics};
 
 /// How often a shard senses its flows and runs the policy (the policy
@@ -114,7 +116,7 @@ pub(super) struct KernelCaps {
 
 /// Window control's state of one connection, kept in its slot.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct FlowSense {
+pub struct FlowSense {
     /// 0 until the controller first looks at this connection.
     id: u64,
     /// Did I/O since the controller last looked.
@@ -171,7 +173,7 @@ pub(super) trait Flows {
 
 /// One shard's window control (see the [module documentation](self)).
 #[derive(Debug)]
-pub(super) struct Controller {
+pub struct Controller {
     policy: Policy,
     capacity: Option<u64>,
     board: Arc<ShareBoard>,
@@ -191,7 +193,8 @@ impl Controller {
     /// Window control for shard `shard` with `policy`, sharing
     /// `capacity` (bits per second; `None`: estimated) through `board`,
     /// each flow weighted as `weights` says of its client.
-    pub(super) fn new(
+    #[must_use]
+    pub fn new(
         policy: Policy,
         capacity: Option<u64>,
         board: Arc<ShareBoard>,
@@ -211,11 +214,6 @@ impl Controller {
             lifts: Vec::new(),
             caps: Vec::new(),
         }
-    }
-
-    /// When [`run`](Controller::run) wants to be called next.
-    pub(super) fn next_run(&self) -> Instant {
-        self.next_run
     }
 
     /// Senses `flows`, runs the policy, sets the caps that changed, and
@@ -291,6 +289,59 @@ impl Controller {
             })
         }));
     }
+}
+
+/// The host's open connections as the controller sees them.
+struct HostFlows<'a> {
+    sockets: &'a KernelSockets,
+    conns: &'a [Option<KernelConn>],
+    senses: &'a mut [FlowSense],
+}
+
+impl Flows for HostFlows<'_> {
+    fn slots(&self) -> usize {
+        self.conns.len()
+    }
+
+    fn flow(&mut self, i: usize) -> Option<(&TcpStream, &mut FlowSense)> {
+        let stream = self.sockets.stream((*self.conns.get(i)?)?)?;
+        Some((stream, self.senses.get_mut(i)?))
+    }
+}
+
+impl Windows<KernelSockets> for Controller {
+    type Sense = FlowSense;
+
+    fn opened(&mut self, sense: &mut FlowSense, peer: SocketAddr) {
+        sense.reset(peer.ip());
+    }
+
+    fn touch(sense: &mut FlowSense) {
+        sense.touch();
+    }
+
+    fn next_run(&self) -> Instant {
+        self.next_run
+    }
+
+    fn run(
+        &mut self,
+        now: Instant,
+        sockets: &mut KernelSockets,
+        conns: &[Option<KernelConn>],
+        senses: &mut [FlowSense],
+        metrics: &mut ShardMetrics,
+    ) {
+        if now >= self.next_run {
+            Controller::run(self, now, &mut HostFlows { sockets, conns, senses }, metrics);
+        }
+    }
+
+    /// Nothing to undo: the socket's caps go with it.
+    fn release(&mut self, _: &mut KernelSockets, _: KernelConn, _: &mut FlowSense) {}
+
+    /// [`run`](Controller::run) reports the flows as it senses them.
+    fn observe(&self, _: &KernelSockets, _: &mut ShardMetrics) {}
 }
 
 /// Updates `s` from `info` read at `now`; returns the flow's sample if it

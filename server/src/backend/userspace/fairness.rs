@@ -43,7 +43,7 @@
 //! Steady state allocates nothing: the driver's and the policy's tables
 //! keep their room, and the per-connection state lives in the app's slot.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use fairway_stack::fairness::{Capacity, Direction, Driver, DriverConfig, Policy};
@@ -52,6 +52,7 @@ use fairway_stack::{Handle, Shard};
 
 use crate::backend::fairness::{BULK_BYTES, ShareBoard, classify};
 use crate::config::ClientWeights;
+use crate::host::Windows;
 use crate::metrics::{FairFlow, ShardMetrics};
 
 /// How often the connections that did I/O are read to tell their direction.
@@ -59,7 +60,7 @@ pub const SENSE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Window control's state of one connection, kept in the app's slot.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct FlowSense {
+pub struct FlowSense {
     /// Did I/O since the last look.
     touched: bool,
     /// The direction the driver has it under, if it does.
@@ -209,5 +210,48 @@ impl WindowControl {
                 weight: sample.weight,
             })
         }));
+    }
+}
+
+impl Windows<Shard> for WindowControl {
+    type Sense = FlowSense;
+
+    fn opened(&mut self, sense: &mut FlowSense, _peer: SocketAddr) {
+        sense.reset();
+    }
+
+    fn touch(sense: &mut FlowSense) {
+        sense.touch();
+    }
+
+    fn next_run(&self) -> Instant {
+        self.next_sense.min(self.driver.poll_at())
+    }
+
+    fn run(
+        &mut self,
+        now: Instant,
+        shard: &mut Shard,
+        conns: &[Option<Handle>],
+        senses: &mut [FlowSense],
+        _: &mut ShardMetrics,
+    ) {
+        if self.sense_due(now) {
+            for (h, sense) in conns.iter().zip(senses.iter_mut()) {
+                if let Some(h) = h {
+                    self.sense(now, shard, *h, sense);
+                }
+            }
+            self.sensed(now);
+        }
+        self.run_if_due(now, shard);
+    }
+
+    fn release(&mut self, shard: &mut Shard, h: Handle, sense: &mut FlowSense) {
+        WindowControl::release(self, shard, h, sense);
+    }
+
+    fn observe(&self, shard: &Shard, metrics: &mut ShardMetrics) {
+        WindowControl::observe(self, shard, metrics);
     }
 }

@@ -764,6 +764,23 @@ impl Connection {
 
     /// Reads in-order data; `Ok(0)` is end of stream.
     pub fn recv(&mut self, buf: &mut [u8], env: &mut Env) -> Result<usize, crate::api::RecvError> {
+        self.recv_with(env, |first, second| {
+            let a = first.len().min(buf.len());
+            buf[..a].copy_from_slice(&first[..a]);
+            let b = second.len().min(buf.len() - a);
+            buf[a..a + b].copy_from_slice(&second[..b]);
+            a + b
+        })
+    }
+
+    /// Lends the in-order data to `take` as the ring holds it (one slice,
+    /// or two when it wraps) and consumes what it says it used (at most
+    /// both lengths); `Ok(0)` with nothing waiting is end of stream.
+    pub fn recv_with(
+        &mut self,
+        env: &mut Env,
+        take: impl FnOnce(&[u8], &[u8]) -> usize,
+    ) -> Result<usize, crate::api::RecvError> {
         use crate::api::RecvError;
         self.clear(flag::READ_NOTIFIED);
         if let Some(e) = self.error {
@@ -773,7 +790,9 @@ impl Connection {
             return if self.state.peer_finished() { Ok(0) } else { Err(RecvError::WouldBlock) };
         }
         let before = self.advertisable_window(env);
-        let n = self.rx.pop(buf);
+        let (first, second) = self.rx.peek(0, usize::MAX);
+        let n = take(first, second).min(first.len() + second.len());
+        self.rx.consume(n);
         if self.rx.is_empty() && self.reasm.is_empty() {
             self.release_rx(env);
         }

@@ -1,0 +1,388 @@
+//! Kernel sockets behind the [transport seam](crate::host::Transport), and
+//! the poller that is their side of the shard loop.
+//!
+//! [`KernelSockets`] holds one shard's `SO_REUSEPORT` listener and its
+//! accepted mio streams in slots named by generational [`KernelConn`]s,
+//! as the stack names its connections by `Handle`. mio is edge-triggered:
+//! a readiness event comes once per change, so each slot remembers whether
+//! its socket may still be readable or writable until a call says
+//! `WouldBlock`, and a call on a socket known to be drained answers
+//! `WouldBlock` without a syscall. That matters because the HTTP layer
+//! stops reading while its output window is full: the bytes left in the
+//! socket are read after the next flush, with no new event to say so.
+//!
+//! [`KernelPoll`] is the loop's [`NetIo`] for them: `receive` polls mio
+//! without blocking (or takes what the last `wait` brought), turning each
+//! readiness event into a [`KernelEvent`]; `wait` blocks in `epoll_wait`.
+//! Its [`mio::Waker`] ends that wait when another thread wakes the shard.
+
+use std::collections::VecDeque;
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fairway_stack::time::Instant;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Registry, Token};
+use tracing::{debug, warn};
+
+use crate::host::wake::Notifier;
+use crate::host::{HostEvent, Transport, TransportError};
+use crate::runtime::NetIo;
+
+/// The listener's token; a stream's is its slot index.
+const LISTENER: Token = Token(usize::MAX);
+/// The waker's token.
+const WAKER: Token = Token(usize::MAX - 1);
+
+/// A kernel connection's name: its slot and the slot's generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelConn {
+    index: u32,
+    generation: u32,
+}
+
+/// The shard's one listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelListener;
+
+/// What the poller tells the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelEvent {
+    /// The listener has connections waiting.
+    Acceptable,
+    /// The stream may be readable or writable, or has news (FIN, error).
+    Ready(KernelConn),
+}
+
+struct StreamSlot {
+    stream: Option<TcpStream>,
+    generation: u32,
+    /// Not known to be drained since the last readable event.
+    readable: bool,
+    /// Not known to be full since the last writable event.
+    writable: bool,
+}
+
+/// One shard's kernel sockets: see the [module documentation](self).
+pub struct KernelSockets {
+    registry: Registry,
+    listener: Option<TcpListener>,
+    slots: Vec<StreamSlot>,
+    free: Vec<u32>,
+    /// `accept` failed (out of file descriptors, say): try again once a
+    /// socket closes, since no new event may come for what waits.
+    accept_stalled: bool,
+    retry_accept: bool,
+}
+
+impl std::fmt::Debug for KernelSockets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelSockets").field("open", &(self.slots.len() - self.free.len())).finish_non_exhaustive()
+    }
+}
+
+impl KernelSockets {
+    /// The sockets of a shard whose poll's registry is `registry`, serving
+    /// `listener` (bound and listening already; registered by
+    /// [`listen`](Transport::listen)).
+    ///
+    /// # Errors
+    ///
+    /// The registry cannot be cloned.
+    pub fn new(registry: &Registry, listener: std::net::TcpListener) -> io::Result<KernelSockets> {
+        Ok(KernelSockets {
+            registry: registry.try_clone()?,
+            listener: Some(TcpListener::from_std(listener)),
+            slots: Vec::new(),
+            free: Vec::new(),
+            accept_stalled: false,
+            retry_accept: false,
+        })
+    }
+
+    /// The stream of `conn`, if it is open.
+    #[must_use]
+    pub fn stream(&self, conn: KernelConn) -> Option<&TcpStream> {
+        let slot = self.slots.get(conn.index as usize)?;
+        if slot.generation == conn.generation { slot.stream.as_ref() } else { None }
+    }
+
+    fn slot(&mut self, conn: KernelConn) -> Option<&mut StreamSlot> {
+        self.slots.get_mut(conn.index as usize).filter(|s| s.generation == conn.generation && s.stream.is_some())
+    }
+
+    /// A new stream into a free slot.
+    fn insert(&mut self, mut stream: TcpStream) -> io::Result<KernelConn> {
+        let index = match self.free.pop() {
+            Some(index) => index,
+            None => {
+                self.slots.push(StreamSlot { stream: None, generation: 0, readable: false, writable: false });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        if let Err(e) =
+            self.registry.register(&mut stream, Token(index as usize), Interest::READABLE | Interest::WRITABLE)
+        {
+            self.free.push(index);
+            return Err(e);
+        }
+        let slot = &mut self.slots[index as usize];
+        slot.stream = Some(stream);
+        // The request is often in already: read before waiting for an event.
+        slot.readable = true;
+        slot.writable = true;
+        Ok(KernelConn { index, generation: slot.generation })
+    }
+
+    /// Turns mio's event into the host's, noting the readiness it reports.
+    fn event(&mut self, event: &mio::event::Event) -> Option<KernelEvent> {
+        match event.token() {
+            LISTENER => Some(KernelEvent::Acceptable),
+            WAKER => None,
+            Token(i) => {
+                let slot = self.slots.get_mut(i).filter(|s| s.stream.is_some())?;
+                // Errors and hang-ups show up as readiness: the next call says what.
+                slot.readable |= event.is_readable() || event.is_read_closed() || event.is_error();
+                slot.writable |= event.is_writable() || event.is_write_closed() || event.is_error();
+                Some(KernelEvent::Ready(KernelConn { index: i as u32, generation: slot.generation }))
+            }
+        }
+    }
+}
+
+impl Transport for KernelSockets {
+    type Conn = KernelConn;
+    type Listener = KernelListener;
+    type Event = KernelEvent;
+
+    fn index(conn: KernelConn) -> usize {
+        conn.index as usize
+    }
+
+    fn classify(event: KernelEvent) -> HostEvent<KernelConn, KernelListener> {
+        match event {
+            KernelEvent::Acceptable => HostEvent::Acceptable(KernelListener),
+            KernelEvent::Ready(conn) => HostEvent::Ready(conn),
+        }
+    }
+
+    fn listen(&mut self, _port: u16) -> Result<KernelListener, String> {
+        let listener = self.listener.as_mut().ok_or("the listener was closed")?;
+        self.registry
+            .register(listener, LISTENER, Interest::READABLE)
+            .map_err(|e| format!("polling the listener: {e}"))?;
+        // Connections may have queued before registration: look at once.
+        self.retry_accept = true;
+        Ok(KernelListener)
+    }
+
+    /// Closes the listener, so the kernel sends new connections to the
+    /// shards still listening, or refuses them once all have stopped.
+    fn unlisten(&mut self, _: KernelListener) {
+        if let Some(mut listener) = self.listener.take() {
+            let _ = self.registry.deregister(&mut listener);
+        }
+    }
+
+    fn accept(&mut self, _: KernelListener) -> Option<(KernelConn, SocketAddr)> {
+        loop {
+            let listener = self.listener.as_ref()?;
+            match listener.accept() {
+                Ok((stream, peer)) => {
+                    if let Err(e) = stream.set_nodelay(true) {
+                        debug!("TCP_NODELAY: {e}");
+                    }
+                    match self.insert(stream) {
+                        Ok(conn) => return Some((conn, peer)),
+                        Err(e) => warn!("registering a connection: {e}"),
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+                Err(e) if matches!(e.kind(), ErrorKind::Interrupted | ErrorKind::ConnectionAborted) => {}
+                Err(e) => {
+                    warn!("accept: {e}");
+                    self.accept_stalled = true;
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn recv(&mut self, conn: KernelConn, buf: &mut [u8]) -> Result<usize, TransportError> {
+        let slot = self.slot(conn).ok_or(TransportError::Failed)?;
+        let Some(stream) = slot.stream.as_mut().filter(|_| slot.readable) else {
+            return Err(TransportError::WouldBlock);
+        };
+        loop {
+            match stream.read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    slot.readable = false;
+                    return Err(TransportError::WouldBlock);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Err(TransportError::Failed),
+            }
+        }
+    }
+
+    /// Reads into `scratch`, then lends it: the kernel has no ring to lend.
+    fn recv_with(
+        &mut self,
+        conn: KernelConn,
+        scratch: &mut [u8],
+        take: &mut dyn FnMut(&[u8]) -> usize,
+    ) -> Result<usize, TransportError> {
+        let n = self.recv(conn, scratch)?;
+        Ok(take(&scratch[..n]).min(n))
+    }
+
+    fn send(&mut self, conn: KernelConn, data: &[u8]) -> Result<usize, TransportError> {
+        let slot = self.slot(conn).ok_or(TransportError::Failed)?;
+        let Some(stream) = slot.stream.as_mut().filter(|_| slot.writable) else {
+            return Err(TransportError::WouldBlock);
+        };
+        loop {
+            match stream.write(data) {
+                Ok(0) if !data.is_empty() => return Err(TransportError::Failed),
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    slot.writable = false;
+                    return Err(TransportError::WouldBlock);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Err(TransportError::Failed),
+            }
+        }
+    }
+
+    fn shutdown(&mut self, conn: KernelConn) {
+        if let Some(stream) = self.slot(conn).and_then(|s| s.stream.as_ref()) {
+            let _ = stream.shutdown(Shutdown::Write);
+        }
+    }
+
+    fn close(&mut self, conn: KernelConn) {
+        let Some(slot) = self.slot(conn) else { return };
+        let Some(mut stream) = slot.stream.take() else { return };
+        slot.generation = slot.generation.wrapping_add(1);
+        slot.readable = false;
+        slot.writable = false;
+        let _ = self.registry.deregister(&mut stream);
+        drop(stream);
+        self.free.push(conn.index);
+        if std::mem::take(&mut self.accept_stalled) {
+            self.retry_accept = true;
+        }
+    }
+
+    /// A zero linger time: closing sends a reset, not a FIN.
+    fn abort(&mut self, conn: KernelConn) {
+        if let Some(stream) = self.stream(conn) {
+            let _ = socket2::SockRef::from(stream).set_linger(Some(Duration::ZERO));
+        }
+        self.close(conn);
+    }
+}
+
+/// One shard's poll: see the [module documentation](self).
+pub struct KernelPoll {
+    poll: Poll,
+    events: Events,
+    /// The last `wait` filled `events`: `receive` takes them.
+    fresh: bool,
+    queue: VecDeque<KernelEvent>,
+    waker: Arc<mio::Waker>,
+}
+
+impl std::fmt::Debug for KernelPoll {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelPoll").field("queued", &self.queue.len()).finish_non_exhaustive()
+    }
+}
+
+impl KernelPoll {
+    /// A poll taking up to `batch` events at a time.
+    ///
+    /// # Errors
+    ///
+    /// The epoll instance or its waker cannot be made.
+    pub fn new(batch: usize) -> io::Result<KernelPoll> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER)?);
+        let batch = batch.max(16);
+        Ok(KernelPoll {
+            poll,
+            events: Events::with_capacity(batch),
+            fresh: false,
+            queue: VecDeque::with_capacity(batch),
+            waker,
+        })
+    }
+
+    /// The registry sockets are registered with.
+    #[must_use]
+    pub fn registry(&self) -> &Registry {
+        self.poll.registry()
+    }
+
+    /// Ends this poll's wait from any thread.
+    #[must_use]
+    pub fn notifier(&self) -> Notifier {
+        let waker = Arc::clone(&self.waker);
+        Box::new(move || {
+            let _ = waker.wake();
+        })
+    }
+
+    fn poll(&mut self, timeout: Duration) -> io::Result<()> {
+        match self.poll.poll(&mut self.events, Some(timeout)) {
+            Err(e) if e.kind() != ErrorKind::Interrupted => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl NetIo<KernelSockets> for KernelPoll {
+    type Event = KernelEvent;
+
+    fn receive(&mut self, sockets: &mut KernelSockets, _: Instant, _budget: usize) -> usize {
+        if !std::mem::take(&mut self.fresh) && self.poll(Duration::ZERO).is_err() {
+            self.events.clear();
+        }
+        let mut count = 0;
+        for event in &self.events {
+            count += 1;
+            if let Some(event) = sockets.event(event) {
+                self.queue.push_back(event);
+            }
+        }
+        self.events.clear();
+        count
+    }
+
+    fn handle_timeout(&mut self, _: &mut KernelSockets, _: Instant) {}
+
+    fn poll_event(&mut self, sockets: &mut KernelSockets) -> Option<KernelEvent> {
+        if std::mem::take(&mut sockets.retry_accept) {
+            return Some(KernelEvent::Acceptable);
+        }
+        self.queue.pop_front()
+    }
+
+    fn transmit(&mut self, _: &mut KernelSockets, _: Instant, _: usize) -> usize {
+        0
+    }
+
+    fn poll_timeout(&self, _: &KernelSockets) -> Option<Instant> {
+        None
+    }
+
+    fn wait(&mut self, timeout: Duration) -> io::Result<()> {
+        self.poll(timeout)?;
+        self.fresh = true;
+        Ok(())
+    }
+}

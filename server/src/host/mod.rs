@@ -1,0 +1,716 @@
+//! The connection host: everything between a backend's connections and the
+//! application that serves them, written once for every backend.
+//!
+//! ```text
+//! userspace conn (Shard + Handle) ─┐                   ┌─▶ HTTP/1.1 + Handler   (crate::http)
+//! kernel conn (mio stream) ────────┴─ Transport ─▶ Host ┤
+//!                                                       └─▶ async executor       (crate::rt)
+//! ```
+//!
+//! A [`Host`] is a [`runtime::App`](crate::runtime::App) over any
+//! [`Transport`]. It owns, per shard:
+//!
+//! - **the connection slots**, by the transport's dense index, each with its
+//!   [`Service`]'s session (an `HttpConn`, say) taken from a pool and given
+//!   back, so steady state allocates nothing, and a [`Waker`] made once per
+//!   slot, which a handler keeps to be driven again later;
+//! - **the drive**: a connection's event hands it to the service, which
+//!   reads and writes as far as the transport allows and says how it went
+//!   ([`Next`]);
+//! - **one timer mechanism**: the stack's [`TimerWheel`], one entry per
+//!   slot (the session's deadline while it is open, the end of its linger
+//!   after), whose next expiry the loop's sleep includes
+//!   ([`App::poll_timeout`](crate::runtime::App::poll_timeout)), so a
+//!   timeout fires on time;
+//! - **lingering close**: a connection the service is done with has its
+//!   sending side shut (FIN after the response) and its input read and
+//!   dropped until the peer's FIN, [`LINGER_TIME`] or [`LINGER_BYTES`],
+//!   and only then is closed: closing with unread input resets it, and a
+//!   reset can destroy the answer on its way (a 431 to an oversized head, a
+//!   response behind `Connection: close` with a pipelined request after it);
+//! - **the connection limit** (shared by every shard) and the metrics of
+//!   connections opened, closed and refused;
+//! - **draining**: once the stop flag is up, pending connections are taken,
+//!   the listener closed, idle connections closed, busy ones given until
+//!   the grace period's end, then reset;
+//! - **window control's sensing** ([`Windows`]), the backend's own acting.
+//!
+//! The service never sees a slot, a timer or a listener; the transport
+//! never sees HTTP.
+
+mod transport;
+pub mod wake;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Waker;
+
+use fairway_nic::steering::Fabric;
+use fairway_stack::time::{Duration, Instant};
+use fairway_stack::timer_wheel::TimerWheel;
+use tracing::info;
+
+pub use transport::{HostEvent, Transport, TransportError};
+use wake::{IdWaker, TASK, WakeQueue};
+
+use crate::backend::connection_limit::ConnectionLimit;
+use crate::metrics::{MetricsHub, PUBLISH_INTERVAL, ShardMetrics};
+use crate::runtime::{App, LoopStats};
+use crate::site::ShardSite;
+
+/// How long a finished connection waits for the peer's FIN.
+pub const LINGER_TIME: Duration = Duration::from_secs(2);
+
+/// How much input a finished connection reads and drops before it gives
+/// up on the peer's FIN and closes (a reset, if more is coming).
+pub const LINGER_BYTES: usize = 1 << 20;
+
+/// Where lingering input is read and dropped, and what a transport without
+/// a ring of its own reads into first.
+const SCRATCH: usize = 16 * 1024;
+
+/// How a service's turn with a connection ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// It goes on.
+    Keep,
+    /// Everything it will send is queued: linger, then close.
+    Close,
+    /// The transport failed, or the service gives up: reset it now.
+    Abort,
+}
+
+/// What a service is given for one connection's turn.
+pub struct Cx<'a, T: Transport> {
+    /// The backend's connections.
+    pub transport: &'a mut T,
+    /// This one.
+    pub conn: T::Conn,
+    /// The loop's time.
+    pub now: Instant,
+    /// What the shard's connections share (date, files, metrics).
+    pub site: &'a mut ShardSite,
+    /// Wakes this connection's slot: the host drives it again soon after.
+    pub waker: &'a Waker,
+    /// Its slot's index (dense, reused after it closes).
+    pub slot: u32,
+    /// The server is shutting down: a connection between requests closes.
+    pub draining: bool,
+    /// Room for a transport's [`recv_with`](Transport::recv_with).
+    pub scratch: &'a mut [u8],
+}
+
+/// What runs on each connection of a [`Host`]: the HTTP layer with a
+/// handler, or the async executor's reactor.
+pub trait Service<T: Transport> {
+    /// A connection's state, pooled by the host.
+    type Session;
+
+    /// A new session, for the pool (called only when it is empty).
+    fn session(&mut self) -> Self::Session;
+
+    /// A connection from `peer` was admitted into `s`; it may have input
+    /// already. Drive it as far as it goes.
+    fn open(&mut self, s: &mut Self::Session, cx: &mut Cx<'_, T>, peer: SocketAddr) -> Next;
+
+    /// The connection had an event, or its slot was woken: drive it.
+    fn drive(&mut self, s: &mut Self::Session, cx: &mut Cx<'_, T>) -> Next;
+
+    /// Its [`deadline`](Self::deadline) has passed (or passed it by): act
+    /// on what is due, then drive it.
+    fn timeout(&mut self, s: &mut Self::Session, cx: &mut Cx<'_, T>) -> Next;
+
+    /// When to call [`timeout`](Self::timeout).
+    fn deadline(&self, s: &Self::Session) -> Option<Instant>;
+
+    /// Nothing in progress: a draining server closes it now.
+    fn is_idle(&self, s: &Self::Session) -> bool;
+
+    /// The connection is gone (closed, reset or cut); the session goes
+    /// back to the pool.
+    fn closed(&mut self, s: &mut Self::Session) {
+        let _ = s;
+    }
+
+    /// Once per loop turn, after the events: the service's own work.
+    fn poll(&mut self, transport: &mut T, site: &mut ShardSite, now: Instant) {
+        let _ = (transport, site, now);
+    }
+
+    /// A task id (without [`TASK`]) was woken.
+    fn woken(&mut self, task: u32) {
+        let _ = task;
+    }
+
+    /// When the service next needs a turn, if it has work of its own.
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+
+    /// The server began to drain.
+    fn begin_drain(&mut self) {}
+
+    /// Work remains that is not a connection's (tasks still running): a
+    /// draining shard waits for it within the grace period.
+    fn busy(&self) -> bool {
+        false
+    }
+}
+
+/// Window control over a host's connections: sensing what flows they
+/// carry and acting through the backend. `()` is none.
+pub trait Windows<T: Transport> {
+    /// Its state of one connection, kept beside the slot.
+    type Sense: Default;
+
+    /// A connection from `peer` was admitted.
+    fn opened(&mut self, sense: &mut Self::Sense, peer: SocketAddr);
+
+    /// The connection did I/O.
+    fn touch(sense: &mut Self::Sense);
+
+    /// When [`run`](Self::run) is next due.
+    fn next_run(&self) -> Instant;
+
+    /// Senses the open connections (`conns[i]` is slot `i`'s, if open, and
+    /// `senses[i]` its state) and runs the policy, when due.
+    fn run(
+        &mut self,
+        now: Instant,
+        transport: &mut T,
+        conns: &[Option<T::Conn>],
+        senses: &mut [Self::Sense],
+        metrics: &mut ShardMetrics,
+    );
+
+    /// The connection is about to be reset: let go of it now (a closed one
+    /// is let go once the backend no longer shows it).
+    fn release(&mut self, transport: &mut T, conn: T::Conn, sense: &mut Self::Sense);
+
+    /// Adds what the policy sees to the metrics.
+    fn observe(&self, transport: &T, metrics: &mut ShardMetrics);
+}
+
+impl<T: Transport> Windows<T> for () {
+    type Sense = ();
+    fn opened(&mut self, (): &mut (), _: SocketAddr) {}
+    fn touch((): &mut ()) {}
+    fn next_run(&self) -> Instant {
+        Instant::from_micros(u64::MAX)
+    }
+    fn run(&mut self, _: Instant, _: &mut T, _: &[Option<T::Conn>], _: &mut [()], _: &mut ShardMetrics) {}
+    fn release(&mut self, _: &mut T, _: T::Conn, (): &mut ()) {}
+    fn observe(&self, _: &T, _: &mut ShardMetrics) {}
+}
+
+/// Where a slot's connection is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Served.
+    Open,
+    /// Done: its sending side is shut; input is dropped until the peer's
+    /// FIN, `until`, or [`LINGER_BYTES`].
+    Lingering { until: Instant, dropped: usize },
+}
+
+struct Slot<C, S> {
+    conn: C,
+    phase: Phase,
+    session: S,
+}
+
+/// A slot's waker, made once and kept while the host lives.
+struct SlotWaker {
+    mark: Arc<IdWaker>,
+    waker: Waker,
+}
+
+/// The host of one shard's connections. See the [module
+/// documentation](self).
+pub struct Host<T: Transport, S: Service<T>, W: Windows<T> = ()> {
+    port: u16,
+    listener: Option<T::Listener>,
+    listen_error: Option<String>,
+    service: S,
+    site: ShardSite,
+    hub: Arc<MetricsHub>,
+    limit: Arc<ConnectionLimit>,
+    stop: Arc<AtomicBool>,
+    grace: Duration,
+    window: Option<W>,
+    steering: Option<(Arc<Fabric>, u16)>,
+
+    slots: Vec<Option<Slot<T::Conn, S::Session>>>,
+    /// Slot `i`'s connection while it is open (window control's view).
+    open: Vec<Option<T::Conn>>,
+    senses: Vec<W::Sense>,
+    wakers: Vec<SlotWaker>,
+    pool: Vec<S::Session>,
+    timers: TimerWheel,
+    wakes: Arc<WakeQueue>,
+    woken: Vec<u32>,
+    scratch: Box<[u8]>,
+
+    active: usize,
+    drain_until: Option<Instant>,
+    finished: bool,
+    next_observe: Instant,
+    accepted: u64,
+    refused: u64,
+}
+
+impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
+    /// A host running `service` on its shard's connections, whose site is
+    /// `site`; connections counted against `limit`; shutting down within
+    /// `grace` once `stop` is raised. It listens on port 80 (see
+    /// [`with_port`](Self::with_port)) and wakes its loop through `wakes`.
+    #[must_use]
+    pub fn with_service(
+        service: S,
+        site: ShardSite,
+        limit: Arc<ConnectionLimit>,
+        stop: Arc<AtomicBool>,
+        grace: std::time::Duration,
+        wakes: Arc<WakeQueue>,
+    ) -> Host<T, S, W> {
+        let hub = Arc::clone(site.hub());
+        Host {
+            port: 80,
+            listener: None,
+            listen_error: None,
+            service,
+            site,
+            hub,
+            limit,
+            stop,
+            grace: grace.into(),
+            window: None,
+            steering: None,
+            slots: Vec::new(),
+            open: Vec::new(),
+            senses: Vec::new(),
+            wakers: Vec::new(),
+            pool: Vec::new(),
+            timers: TimerWheel::new(Instant::ZERO),
+            wakes,
+            woken: Vec::with_capacity(64),
+            scratch: vec![0; SCRATCH].into_boxed_slice(),
+            active: 0,
+            drain_until: None,
+            finished: false,
+            next_observe: Instant::ZERO,
+            accepted: 0,
+            refused: 0,
+        }
+    }
+
+    /// Listens on `port` instead of 80 (backends with a listener of their
+    /// own ignore it).
+    #[must_use]
+    pub fn with_port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Reports shard `index`'s steering counters from `fabric` in the
+    /// metrics.
+    #[must_use]
+    pub fn with_steering(mut self, fabric: Arc<Fabric>, index: u16) -> Self {
+        self.steering = Some((fabric, index));
+        self
+    }
+
+    /// Runs window control over the connections.
+    #[must_use]
+    pub fn with_window_control(mut self, window: W) -> Self {
+        self.window = Some(window);
+        self
+    }
+
+    /// Window control, if the host runs it.
+    #[must_use]
+    pub fn window_control(&self) -> Option<&W> {
+        self.window.as_ref()
+    }
+
+    /// The service.
+    #[must_use]
+    pub fn service(&self) -> &S {
+        &self.service
+    }
+
+    /// The service, mutably.
+    pub fn service_mut(&mut self) -> &mut S {
+        &mut self.service
+    }
+
+    /// The shard's site: its metrics and files.
+    #[must_use]
+    pub fn site(&self) -> &ShardSite {
+        &self.site
+    }
+
+    /// The queue this host's wakers push to.
+    #[must_use]
+    pub fn wakes(&self) -> &Arc<WakeQueue> {
+        &self.wakes
+    }
+
+    /// Connections accepted (refused ones not included).
+    #[must_use]
+    pub fn accepted(&self) -> u64 {
+        self.accepted
+    }
+
+    /// Connections refused (the server-wide limit, or draining).
+    #[must_use]
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+
+    /// Connections held now, lingering ones included.
+    #[must_use]
+    pub fn open_connections(&self) -> usize {
+        self.active
+    }
+
+    /// The connections served now (not lingering), for monitoring.
+    pub fn handles(&self) -> impl Iterator<Item = T::Conn> + '_ {
+        self.open.iter().flatten().copied()
+    }
+
+    /// Why the host could not listen, if it could not (it is finished then).
+    #[must_use]
+    pub fn listen_error(&self) -> Option<&str> {
+        self.listen_error.as_deref()
+    }
+
+    /// Whether the stop flag has been seen and the host is draining.
+    #[must_use]
+    pub fn draining(&self) -> bool {
+        self.drain_until.is_some()
+    }
+
+    /// Accepts everything the listener has.
+    fn accept_all(&mut self, t: &mut T, now: Instant, listener: T::Listener) {
+        while let Some((conn, peer)) = t.accept(listener) {
+            self.admit(t, now, conn, peer);
+        }
+    }
+
+    /// Serves a new connection, or refuses it (the limit, or draining).
+    fn admit(&mut self, t: &mut T, now: Instant, conn: T::Conn, peer: SocketAddr) {
+        if self.listener.is_none() || !self.limit.try_acquire() {
+            t.abort(conn);
+            self.refused += 1;
+            self.site.metrics_mut().connection_refused();
+            return;
+        }
+        let i = T::index(conn);
+        self.grow(i);
+        if self.slots[i].is_some() {
+            // A name the backend no longer knows: it reused the slot.
+            self.release(i);
+        }
+        let session = match self.pool.pop() {
+            Some(session) => session,
+            None => self.service.session(),
+        };
+        self.slots[i] = Some(Slot { conn, phase: Phase::Open, session });
+        self.open[i] = Some(conn);
+        if let Some(window) = &mut self.window {
+            window.opened(&mut self.senses[i], peer);
+        }
+        self.active += 1;
+        self.accepted += 1;
+        self.site.metrics_mut().connection_opened();
+        let next = self.with_cx(t, i, now, |service, session, cx| service.open(session, cx, peer));
+        self.settle(t, i, now, next);
+    }
+
+    /// Makes room for slot `i` and its waker.
+    fn grow(&mut self, i: usize) {
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, || None);
+            self.open.resize(i + 1, None);
+            self.senses.resize_with(i + 1, W::Sense::default);
+        }
+        while self.wakers.len() <= i {
+            let (mark, waker) = IdWaker::new(&self.wakes, self.wakers.len() as u32);
+            self.wakers.push(SlotWaker { mark, waker });
+        }
+    }
+
+    /// Runs `f` on slot `i`'s session with the connection's context. The
+    /// slot must be open.
+    fn with_cx<R>(
+        &mut self,
+        t: &mut T,
+        i: usize,
+        now: Instant,
+        f: impl FnOnce(&mut S, &mut S::Session, &mut Cx<'_, T>) -> R,
+    ) -> R {
+        let draining = self.drain_until.is_some();
+        let Host { slots, service, site, wakers, scratch, .. } = self;
+        let slot = slots[i].as_mut().expect("an occupied slot");
+        let mut cx =
+            Cx { transport: t, conn: slot.conn, now, site, waker: &wakers[i].waker, slot: i as u32, draining, scratch };
+        f(service, &mut slot.session, &mut cx)
+    }
+
+    /// Slot `i` if it holds `conn`.
+    fn slot_of(&self, conn: T::Conn) -> Option<usize> {
+        let i = T::index(conn);
+        self.slots.get(i)?.as_ref().filter(|s| s.conn == conn).map(|_| i)
+    }
+
+    /// Drives slot `i` after an event or a wake.
+    fn drive(&mut self, t: &mut T, i: usize, now: Instant) {
+        let Some(slot) = self.slots.get(i).and_then(Option::as_ref) else { return };
+        match slot.phase {
+            Phase::Open => {
+                if self.window.is_some() {
+                    W::touch(&mut self.senses[i]);
+                }
+                let next = self.with_cx(t, i, now, |service, session, cx| service.drive(session, cx));
+                self.settle(t, i, now, next);
+            }
+            Phase::Lingering { .. } => self.drop_input(t, i),
+        }
+    }
+
+    /// Acts on how slot `i`'s turn ended.
+    fn settle(&mut self, t: &mut T, i: usize, now: Instant, next: Next) {
+        let Some(slot) = self.slots[i].as_ref() else { return };
+        match next {
+            Next::Keep => match self.service.deadline(&slot.session) {
+                Some(at) if self.timers.deadline(i as u32) != Some(at) => self.timers.schedule(i as u32, at),
+                Some(_) => {}
+                None => {
+                    self.timers.cancel(i as u32);
+                }
+            },
+            Next::Close => self.linger(t, i, now),
+            Next::Abort => {
+                let conn = slot.conn;
+                if let Some(window) = &mut self.window {
+                    window.release(t, conn, &mut self.senses[i]);
+                }
+                t.abort(conn);
+                self.release(i);
+            }
+        }
+    }
+
+    /// Shuts slot `i`'s sending side and drops its input until the peer's
+    /// FIN or the linger's end.
+    fn linger(&mut self, t: &mut T, i: usize, now: Instant) {
+        let Some(slot) = self.slots[i].as_mut() else { return };
+        t.shutdown(slot.conn);
+        let until = now + LINGER_TIME;
+        slot.phase = Phase::Lingering { until, dropped: 0 };
+        self.open[i] = None;
+        self.timers.schedule(i as u32, until);
+        self.drop_input(t, i);
+    }
+
+    /// Reads and drops a lingering slot's input; closes it at the peer's
+    /// FIN, an error, or [`LINGER_BYTES`].
+    fn drop_input(&mut self, t: &mut T, i: usize) {
+        let Some(slot) = self.slots[i].as_mut() else { return };
+        let Phase::Lingering { dropped, .. } = &mut slot.phase else { return };
+        loop {
+            match t.recv(slot.conn, &mut self.scratch) {
+                Ok(0) | Err(TransportError::Failed) => break,
+                Ok(n) => {
+                    *dropped += n;
+                    if *dropped > LINGER_BYTES {
+                        break;
+                    }
+                }
+                Err(TransportError::WouldBlock) => return,
+            }
+        }
+        t.close(slot.conn);
+        self.release(i);
+    }
+
+    /// Empties slot `i`: its session back to the pool, its place in the
+    /// limit given back. The transport is done with the connection.
+    fn release(&mut self, i: usize) {
+        let Some(mut slot) = self.slots[i].take() else { return };
+        self.service.closed(&mut slot.session);
+        self.pool.push(slot.session);
+        self.open[i] = None;
+        self.timers.cancel(i as u32);
+        self.active -= 1;
+        self.limit.release();
+        self.site.metrics_mut().connection_closed();
+    }
+
+    /// Handles every slot whose timer is due.
+    fn fire_timers(&mut self, t: &mut T, now: Instant) {
+        while let Some(id) = self.timers.pop_expired(now) {
+            let i = id as usize;
+            let Some(slot) = self.slots.get(i).and_then(Option::as_ref) else { continue };
+            match slot.phase {
+                Phase::Open => {
+                    let next = self.with_cx(t, i, now, |service, session, cx| service.timeout(session, cx));
+                    self.settle(t, i, now, next);
+                }
+                Phase::Lingering { until, .. } if until <= now => {
+                    t.close(slot.conn);
+                    self.release(i);
+                }
+                Phase::Lingering { until, .. } => self.timers.schedule(id, until),
+            }
+        }
+    }
+
+    /// Drives every woken slot, and hands woken tasks to the service.
+    fn run_wakes(&mut self, t: &mut T, now: Instant) {
+        self.wakes.awake();
+        let mut woken = std::mem::take(&mut self.woken);
+        self.wakes.drain_into(&mut woken);
+        for &id in &woken {
+            if id & TASK != 0 {
+                self.service.woken(id & !TASK);
+            } else if self.wakers.get(id as usize).is_some_and(|w| w.mark.take()) {
+                self.drive(t, id as usize, now);
+            }
+        }
+        woken.clear();
+        self.woken = woken;
+    }
+
+    /// The stop flag was seen: take what the listener has, stop listening,
+    /// close the idle connections.
+    fn begin_drain(&mut self, t: &mut T, now: Instant) {
+        if let Some(listener) = self.listener {
+            self.accept_all(t, now, listener);
+            t.unlisten(listener);
+        }
+        self.listener = None;
+        self.drain_until = Some(now + self.grace);
+        self.service.begin_drain();
+        for i in 0..self.slots.len() {
+            let idle =
+                self.slots[i].as_ref().is_some_and(|s| s.phase == Phase::Open && self.service.is_idle(&s.session));
+            if idle {
+                self.linger(t, i, now);
+            }
+        }
+    }
+
+    /// The grace period is over: reset what is left.
+    fn abort_all(&mut self, t: &mut T) {
+        let mut cut = 0;
+        for i in 0..self.slots.len() {
+            if let Some(slot) = &self.slots[i] {
+                let conn = slot.conn;
+                if let Some(window) = &mut self.window {
+                    window.release(t, conn, &mut self.senses[i]);
+                }
+                t.abort(conn);
+                self.release(i);
+                cut += 1;
+            }
+        }
+        if cut > 0 {
+            info!(
+                shard = self.site.metrics().shard(),
+                "{cut} connection(s) still busy at the end of the grace period were closed"
+            );
+        }
+    }
+
+    fn observe(&mut self, t: &T, stats: &LoopStats) {
+        let metrics = self.site.metrics_mut();
+        t.observe(metrics, &mut self.slots.iter().flatten().map(|s| s.conn));
+        metrics.observe_loop(stats);
+        if let Some((fabric, index)) = &self.steering {
+            metrics.observe_steering(fabric.stats(*index).snapshot());
+        }
+        if let Some(window) = &self.window {
+            window.observe(t, metrics);
+        }
+    }
+}
+
+impl<T: Transport, S: Service<T>, W: Windows<T>> App<T, T::Event> for Host<T, S, W> {
+    fn start(&mut self, t: &mut T, now: Instant) {
+        self.timers = TimerWheel::new(now);
+        match t.listen(self.port) {
+            Ok(listener) => self.listener = Some(listener),
+            Err(e) => {
+                tracing::error!(port = self.port, "cannot listen: {e}");
+                self.listen_error = Some(e);
+                self.finished = true;
+            }
+        }
+    }
+
+    fn on_event(&mut self, t: &mut T, now: Instant, event: T::Event) {
+        match T::classify(event) {
+            HostEvent::Acceptable(listener) => self.accept_all(t, now, listener),
+            HostEvent::Ready(conn) => {
+                if let Some(i) = self.slot_of(conn) {
+                    self.drive(t, i, now);
+                }
+            }
+            HostEvent::Failed(conn) => match self.slot_of(conn) {
+                Some(i) => {
+                    t.close(conn);
+                    self.release(i);
+                }
+                None => t.close(conn),
+            },
+            HostEvent::Other => {}
+        }
+    }
+
+    fn poll(&mut self, t: &mut T, now: Instant) {
+        if self.drain_until.is_none() && self.stop.load(Ordering::Relaxed) {
+            self.begin_drain(t, now);
+        }
+        self.run_wakes(t, now);
+        self.fire_timers(t, now);
+        self.service.poll(t, &mut self.site, now);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        if !self.wakes.about_to_sleep() {
+            return Some(Instant::ZERO);
+        }
+        let window = self.window.as_ref().filter(|_| self.active > 0).map(W::next_run);
+        [self.timers.next_wakeup(), self.service.poll_timeout(), self.drain_until, window].into_iter().flatten().min()
+    }
+
+    fn after_turn(&mut self, t: &mut T, now: Instant, stats: &LoopStats) {
+        self.site.tick();
+        if let Some(window) = &mut self.window {
+            window.run(now, t, &self.open, &mut self.senses, self.site.metrics_mut());
+        }
+        if now >= self.next_observe {
+            self.observe(t, stats);
+            self.next_observe = now + Duration::from(PUBLISH_INTERVAL);
+        }
+        self.site.metrics_mut().publish_if_due(&self.hub, now);
+        if let Some(until) = self.drain_until {
+            if now >= until && (self.active > 0 || self.service.busy()) {
+                // Their resets go out on the next turn, which then finishes.
+                self.abort_all(t);
+                self.drain_until = Some(now);
+            } else if self.active == 0 && !self.service.busy() && (now >= until || t.delivered()) {
+                self.finished = true;
+                self.observe(t, stats);
+                self.hub.publish(self.site.metrics());
+            }
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.finished
+    }
+}

@@ -1,0 +1,142 @@
+//! The transport seam: what the [host](super) asks of a backend's
+//! connections, written once and implemented by the userspace stack
+//! (`Shard` and its `Handle`s, [`crate::backend::userspace`]) and by kernel
+//! sockets ([`crate::backend::kernel::KernelSockets`]).
+//!
+//! The contract is the stack's own, epoll-style and edge-triggered:
+//!
+//! - an event that names a connection ([`HostEvent::Ready`]) means it may
+//!   have input, room for output, or news (a FIN): the host calls
+//!   [`recv`](Transport::recv) and [`send`](Transport::send) until they say
+//!   [`TransportError::WouldBlock`], and only then waits for the next event;
+//! - `recv` returning `Ok(0)` is the peer's FIN, after everything it sent;
+//! - a connection name is generational: once closed, it never reaches a
+//!   later connection, so a stale event is ignored, not misdelivered.
+//!
+//! Nothing here allocates; a transport's calls are as cheap as its
+//! backend's (a ring copy on the stack, one syscall on the kernel).
+
+use std::fmt;
+use std::net::SocketAddr;
+
+use fairway_stack::Counters;
+
+use crate::metrics::ShardMetrics;
+
+/// Why a transport call did not move bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportError {
+    /// Nothing to read, or no room to write, now: wait for the next event.
+    WouldBlock,
+    /// The connection failed (reset, timed out) or is gone: stop using it.
+    Failed,
+}
+
+/// What an event means to the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostEvent<C, L> {
+    /// The listener has connections to accept.
+    Acceptable(L),
+    /// The connection may have input, output room or a FIN.
+    Ready(C),
+    /// The connection failed; the host releases it.
+    Failed(C),
+    /// Nothing for the host.
+    Other,
+}
+
+/// A backend's connections, as the host drives them. See the [module
+/// documentation](self) for the contract.
+pub trait Transport {
+    /// A connection's name: generational, cheap to copy.
+    type Conn: Copy + Eq + fmt::Debug;
+    /// A listening socket's name.
+    type Listener: Copy + fmt::Debug;
+    /// What the backend's loop hands the application.
+    type Event: Copy + fmt::Debug;
+
+    /// A small dense number for indexing per-connection state; reused after
+    /// the connection is closed.
+    fn index(conn: Self::Conn) -> usize;
+
+    /// What `event` means to the host.
+    fn classify(event: Self::Event) -> HostEvent<Self::Conn, Self::Listener>;
+
+    /// Starts listening on `port` (a backend with a listener bound in
+    /// advance hands that one out and ignores the port).
+    ///
+    /// # Errors
+    ///
+    /// Why it cannot, in one line.
+    fn listen(&mut self, port: u16) -> Result<Self::Listener, String>;
+
+    /// Stops listening: connections not yet accepted are refused.
+    fn unlisten(&mut self, listener: Self::Listener);
+
+    /// Takes the next connection the listener has established, with the
+    /// peer's address.
+    fn accept(&mut self, listener: Self::Listener) -> Option<(Self::Conn, SocketAddr)>;
+
+    /// Reads into `buf`: the count, `Ok(0)` at the peer's FIN.
+    ///
+    /// # Errors
+    ///
+    /// [`TransportError::WouldBlock`] when nothing is there yet.
+    fn recv(&mut self, conn: Self::Conn, buf: &mut [u8]) -> Result<usize, TransportError>;
+
+    /// Lends the received bytes at the front of the connection's input to
+    /// `take`, which returns how many it used; they are then consumed. The
+    /// slice may be only part of what is waiting (a ring's first segment);
+    /// call again for the rest. `Ok(0)` from an empty input is the peer's
+    /// FIN. A backend without a receive ring of its own reads at most
+    /// `scratch.len()` bytes into `scratch` first (one copy more) and lends
+    /// those, so the caller sizes `scratch` to what `take` can use: what it
+    /// leaves of them is lost.
+    ///
+    /// # Errors
+    ///
+    /// As [`recv`](Self::recv).
+    fn recv_with(
+        &mut self,
+        conn: Self::Conn,
+        scratch: &mut [u8],
+        take: &mut dyn FnMut(&[u8]) -> usize,
+    ) -> Result<usize, TransportError>;
+
+    /// Queues `data` to send: how much was taken (maybe less than all).
+    ///
+    /// # Errors
+    ///
+    /// [`TransportError::WouldBlock`] when nothing fits now.
+    fn send(&mut self, conn: Self::Conn, data: &[u8]) -> Result<usize, TransportError>;
+
+    /// Shuts the sending side: a FIN follows what is queued. Input still
+    /// arrives.
+    fn shutdown(&mut self, conn: Self::Conn);
+
+    /// Closes the connection; its name is invalid afterwards. Queued output
+    /// is still delivered; unread input makes it a reset, so the host
+    /// lingers first (see the [host](super)).
+    fn close(&mut self, conn: Self::Conn);
+
+    /// Resets the connection at once; its name is invalid afterwards.
+    fn abort(&mut self, conn: Self::Conn);
+
+    /// Whether everything closed connections queued has been delivered, so a
+    /// shutting-down shard may stop (the kernel delivers it after the
+    /// process is gone; the userspace stack only while its loop runs).
+    fn delivered(&self) -> bool {
+        true
+    }
+
+    /// The userspace stack's counters, where there is one.
+    fn counters(&self) -> Option<&Counters> {
+        None
+    }
+
+    /// Adds the backend's own counters, and what it knows of `conns` (the
+    /// shard's connections), to the shard's metrics.
+    fn observe(&self, metrics: &mut ShardMetrics, conns: &mut dyn Iterator<Item = Self::Conn>) {
+        let _ = (metrics, conns);
+    }
+}
