@@ -7,7 +7,9 @@
 
 use std::time::Duration as StdDuration;
 
-use fairway::http::{DateCache, HttpConfig, HttpConn, Site, StaticFiles};
+use std::task::Waker;
+
+use fairway::http::{DateCache, Env, HttpConfig, HttpConn, Router, Site, StaticFiles, builtin};
 use fairway_stack::time::Instant;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
@@ -48,7 +50,7 @@ const REQUESTS: [&[u8]; 3] = [
 /// Runs `rounds` rounds of the three requests: one at a time through
 /// `recv_buf`/`on_recv`, then the three pipelined through `on_input`.
 /// Returns the bytes sent.
-fn run(conn: &mut HttpConn, site: &mut CountingSite, now: &mut Instant, rounds: u64) -> u64 {
+fn run(conn: &mut HttpConn, site: &mut CountingSite, app: &mut Router, now: &mut Instant, rounds: u64) -> u64 {
     let mut pipelined = [0u8; 512];
     let mut len = 0;
     for r in REQUESTS {
@@ -61,19 +63,19 @@ fn run(conn: &mut HttpConn, site: &mut CountingSite, now: &mut Instant, rounds: 
             *now += fairway_stack::time::Duration::from_micros(100);
             site.date.update(1_700_000_000 + now.total_micros() / 1_000_000);
             conn.recv_buf()[..r.len()].copy_from_slice(r);
-            conn.on_recv(r.len(), *now, site);
-            sent += flush(conn, site, *now);
+            conn.on_recv(r.len(), *now, &mut Env { site, handler: app, waker: Waker::noop() });
+            sent += flush(conn, site, app, *now);
         }
-        assert_eq!(conn.on_input(&pipelined[..len], *now, site), len);
-        sent += flush(conn, site, *now);
+        assert_eq!(conn.on_input(&pipelined[..len], *now, &mut Env { site, handler: app, waker: Waker::noop() }), len);
+        sent += flush(conn, site, app, *now);
     }
     sent
 }
 
-fn flush(conn: &mut HttpConn, site: &mut CountingSite, now: Instant) -> u64 {
+fn flush(conn: &mut HttpConn, site: &mut CountingSite, app: &mut Router, now: Instant) -> u64 {
     let mut sent = 0;
     loop {
-        let out = conn.output(now, site);
+        let out = conn.output(now, &mut Env { site, handler: app, waker: Waker::noop() });
         if out.is_empty() {
             return sent;
         }
@@ -96,12 +98,14 @@ fn steady_state_keep_alive_requests_allocate_nothing() {
     let mut now = Instant::from_secs(1);
     conn.reset(now);
 
-    let warm_bytes = run(&mut conn, &mut site, &mut now, 100);
+    // The built-in endpoints, as a handler under their router, as the server runs them.
+    let mut app = builtin(&HttpConfig::default());
+    let warm_bytes = run(&mut conn, &mut site, &mut app, &mut now, 100);
     assert_eq!((site.ok, site.other), (600, 0));
 
     // 10,002 requests: 1,667 rounds of six.
     let region = Region::new(GLOBAL);
-    let bytes = run(&mut conn, &mut site, &mut now, 1_667);
+    let bytes = run(&mut conn, &mut site, &mut app, &mut now, 1_667);
     let stats = region.change();
 
     assert_eq!((site.ok, site.other), (600 + 10_002, 0));

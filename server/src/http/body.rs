@@ -45,8 +45,14 @@ pub(crate) enum Body {
     Pattern { next: u64, end: u64 },
     /// A static file.
     File { file: OpenFile, next: u64, end: u64 },
-    /// The connection's text buffer (metrics).
+    /// The connection's text buffer (metrics, a copied body).
     Text { next: usize, end: usize },
+    /// Bytes that live as long as the program.
+    Static { bytes: &'static [u8], next: usize },
+    /// Written by the handler's `produce` (the connection frames it):
+    /// `remaining` bytes if the length is known, chunked if `chunked`;
+    /// `done` once only the last chunk is left to write.
+    Produced { remaining: Option<u64>, chunked: bool, done: bool },
 }
 
 impl Body {
@@ -87,6 +93,15 @@ impl Body {
                 *next += n;
                 (n, *next == *end)
             }
+            Body::Static { bytes, next } => {
+                let rest = &bytes[*next..];
+                let n = out.len().min(rest.len());
+                out[..n].copy_from_slice(&rest[..n]);
+                *next += n;
+                (n, *next == bytes.len())
+            }
+            // The connection asks the handler itself.
+            Body::Produced { .. } => return Ok(0),
         };
         if done {
             *self = Body::None;

@@ -79,15 +79,33 @@ impl ChunkedDecoder {
     /// Decodes from `input`, handing chunk data to `data`, and returns how
     /// many bytes of `input` it used. Stops at the end of the body, so what
     /// follows in `input` (a pipelined request) is left alone.
+    #[cfg(test)]
     pub(crate) fn decode(&mut self, input: &[u8], mut data: impl FnMut(&[u8])) -> Result<usize, ChunkError> {
+        self.decode_taking(input, |d| {
+            data(d);
+            d.len()
+        })
+    }
+
+    /// As `decode`, but `data` says how much of each piece it took, and
+    /// decoding stops after a piece it did not take whole: the rest of it
+    /// is left in `input` (back-pressure), to be offered again.
+    pub(crate) fn decode_taking(
+        &mut self,
+        input: &[u8],
+        mut data: impl FnMut(&[u8]) -> usize,
+    ) -> Result<usize, ChunkError> {
         let mut at = 0;
         while at < input.len() && self.state != State::Done {
             if let State::Data { remaining } = self.state {
-                let take = remaining.min((input.len() - at) as u64) as usize;
-                data(&input[at..at + take]);
+                let offer = remaining.min((input.len() - at) as u64) as usize;
+                let take = data(&input[at..at + offer]).min(offer);
                 at += take;
                 let remaining = remaining - take as u64;
                 self.state = if remaining == 0 { State::DataCr } else { State::Data { remaining } };
+                if take < offer {
+                    break;
+                }
                 continue;
             }
             self.state = self.step(input[at])?;

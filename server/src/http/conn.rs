@@ -1,32 +1,40 @@
 //! [`HttpConn`]: one connection's state machine. The contract it keeps (how a
-//! driver calls it, and why) is written once, in the [module docs](super).
+//! driver calls it, and why) is written once, in the [module docs](super);
+//! what it asks of the application, in the [handler docs](super::handler).
 //!
 //! Inside, a connection is an input buffer, an output window, the body of the
 //! response being streamed (if any), and where it is in reading requests:
 //!
 //! ```text
-//!   Head ──head──▶ (answered now) ──no body──▶ Head
-//!    │                   └──body──▶ Body (read and dropped) ──▶ Head
-//!    └──/upload──▶ Body (hashed) ──▶ Answer (waits for window room) ──▶ Head
+//!   Head ──head: handler.request──▶ answered ──▶ Body (dropped) ──▶ Head
+//!    │                 ├─read_body / collect_body──▶ Body (to the handler) ──▶ Answer ──body_end──▶ Head
+//!    │                 └─defer──▶ Body (dropped) ──▶ Deferred ──resume (when woken)──▶ Head
 //!   any refusal, Connection: close, EOF ──▶ Closing (flush, then close)
 //! ```
 //!
 //! A request head is parsed only when the window has room for the largest
 //! head and inline body ([`RESERVE`]) and no earlier response is still
-//! streaming, which is what keeps pipelined responses in order; a request
-//! body is read (dropped or hashed) whatever the window holds.
+//! streaming or waiting for its handler, which is what keeps pipelined
+//! responses in order; a request body is read (dropped, or handed to the
+//! handler) whatever the window holds, unless the handler holds it back.
+//!
+//! Every handler call is made under `catch_unwind`: a handler that panics
+//! costs its connection a 500 (or a reset, once its head is out), never the
+//! shard.
 
+use std::net::SocketAddr;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::task::Waker;
 use std::time::Duration as StdDuration;
 
 use fairway_stack::time::{Duration, Instant};
-use sha2::{Digest, Sha256};
 
 use crate::http::body::Body;
 use crate::http::chunked::{ChunkError, ChunkedDecoder};
+use crate::http::handler::{Context, Exchange, Handler, Produce, Reply, ReplyKind, Request, Response};
 use crate::http::input::Input;
 use crate::http::parse::{self, Framing, Head, HeadLimits, MAX_HEADERS, Method};
 use crate::http::response::{CONTINUE, Common, MAX_FIELD, MAX_INLINE_BODY, MAX_RESPONSE_HEAD, Persistence};
-use crate::http::routes::{self, Answer, Ctx, Dispatch};
 use crate::http::window::ByteWindow;
 use crate::http::{HttpConfig, Site};
 
@@ -38,17 +46,49 @@ const RESERVE: usize = CONTINUE.len() + MAX_RESPONSE_HEAD + MAX_INLINE_BODY;
 const MIN_INPUT: usize = 1024;
 const MIN_OUTPUT: usize = 4096;
 
+/// A chunk's size line as this layer writes it: eight hex digits (leading
+/// zeros are allowed, RFC 9112 §7.1) and CRLF; and the CRLF after its data.
+const CHUNK_HEAD: usize = 10;
+const CHUNK_TAIL: usize = 2;
+/// The last chunk and the end of the (empty) trailer section.
+const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+/// What a connection's calls need from around it: the shard's site, the
+/// application, and the waker that has the connection driven again.
+pub struct Env<'a> {
+    /// The shard's date, files and metrics.
+    pub site: &'a mut dyn Site,
+    /// The application.
+    pub handler: &'a mut dyn Handler,
+    /// Wakes the connection (kept by handlers that answer later).
+    pub waker: &'a Waker,
+}
+
+/// An exchange the handler has taken on, and what its answer will say.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    id: Exchange,
+    /// When its request's first byte arrived.
+    started: Instant,
+    persistence: Persistence,
+    head_only: bool,
+    http10: bool,
+    /// Its answer is due by then (503 after).
+    due: Instant,
+}
+
 /// Where the connection is in reading requests.
 #[derive(Debug)]
 enum Reading {
     /// Waiting for (the rest of) a request head.
     Head,
-    /// Reading a request's body: an upload's is hashed, any other's dropped
-    /// (its request was answered when its head arrived).
-    Body { framing: BodyFraming, upload: Option<Upload> },
-    /// An upload's body is in (`status` 200) or was refused: its answer
-    /// waits for window room and for the responses before it.
-    Answer { status: u16, upload: Upload },
+    /// Reading a request's body into `sink`; `after` says what then.
+    Body { framing: BodyFraming, sink: Sink, after: After },
+    /// A body for the handler is in (`status` 200) or was refused: its
+    /// answer waits for window room and for the responses before it.
+    Answer { pending: Pending, status: u16, collected: bool },
+    /// The handler deferred its answer.
+    Deferred { pending: Pending },
     /// No more requests are read; the connection closes once its output is
     /// flushed.
     Closing,
@@ -60,37 +100,61 @@ enum BodyFraming {
     Chunked { decoder: ChunkedDecoder, seen: u64 },
 }
 
-/// An `/upload` in progress; the digest is the connection's.
+/// Where a request body goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sink {
+    /// Nowhere: its request was answered, or will be without it.
+    Drop,
+    /// To [`Handler::body`], piece by piece.
+    Stream,
+    /// Into the connection's collection buffer, for [`Handler::body_end`].
+    Collect,
+}
+
+/// What follows a request body.
 #[derive(Clone, Copy, Debug)]
-struct Upload {
-    /// When its request's first byte arrived.
-    started: Instant,
-    persistence: Persistence,
-    count: u64,
+enum After {
+    /// The next request (this one was answered).
+    Head,
+    /// [`Handler::body_end`].
+    Answer(Pending),
+    /// Waiting for [`Handler::resume`].
+    Defer(Pending),
 }
 
 /// One HTTP/1.1 connection, transport-agnostic, reused across connections.
 /// See the [module docs](super) for the calling sequence.
 pub struct HttpConn {
     limits: HeadLimits,
-    max_bytes: u64,
     header_timeout: Duration,
     idle_timeout: Duration,
+    response_timeout: Duration,
+    max_collect: usize,
     server: &'static [u8],
 
     input: Input,
     out: ByteWindow,
     /// The rest of the response being streamed into `out`.
     body: Body,
-    /// The `/metrics` text, rendered here and streamed from here.
+    /// Bodies rendered or copied for streaming (the metrics text).
     text: Vec<u8>,
+    /// A request body gathered for [`Handler::body_end`].
+    collected: Vec<u8>,
     /// This request's `Date`, copied from the site so the site can be
     /// borrowed mutably while the head is written.
     date: [u8; MAX_FIELD],
     date_len: usize,
-    sha: Sha256,
 
     reading: Reading,
+    /// The exchange the handler holds (deferred, reading, streaming), if any.
+    held: Option<Exchange>,
+    /// Exchanges that ended before the handler finished them: it is told
+    /// at the next call that has it.
+    to_cancel: Option<Exchange>,
+    /// The connection's slot (exchange ids) and peer.
+    slot: u32,
+    seq: u32,
+    peer: Option<SocketAddr>,
     /// The last head parse found only part of a head: the header timeout runs.
     awaiting_head: bool,
     /// Work is waiting for window room (see [`wants_output`](Self::wants_output)).
@@ -103,10 +167,6 @@ pub struct HttpConn {
     /// bytes or took some (the idle timeout runs from there).
     last_now: Instant,
     last_progress: Instant,
-}
-
-fn micros(d: StdDuration) -> Duration {
-    Duration::from_micros(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 fn std_duration(d: Duration) -> StdDuration {
@@ -124,18 +184,24 @@ impl HttpConn {
                 max_head: cfg.max_head,
                 max_body: cfg.max_body,
             },
-            max_bytes: cfg.max_bytes,
-            header_timeout: micros(cfg.header_timeout),
-            idle_timeout: micros(cfg.idle_timeout),
+            header_timeout: cfg.header_timeout.into(),
+            idle_timeout: cfg.idle_timeout.into(),
+            response_timeout: cfg.response_timeout.into(),
+            max_collect: cfg.max_collect,
             server: cfg.server_name.as_bytes(),
             input: Input::new(cfg.max_head.max(MIN_INPUT)),
             out: ByteWindow::new(cfg.output_window.max(MIN_OUTPUT)),
             body: Body::None,
             text: Vec::new(),
+            collected: Vec::new(),
             date: [0; MAX_FIELD],
             date_len: 0,
-            sha: Sha256::new(),
             reading: Reading::Head,
+            held: None,
+            to_cancel: None,
+            slot: 0,
+            seq: 0,
+            peer: None,
             awaiting_head: false,
             blocked: false,
             eof: false,
@@ -146,18 +212,37 @@ impl HttpConn {
     }
 
     /// Makes this a fresh connection accepted at `now`, keeping its buffers.
+    /// Call [`finish`](Self::finish) first if it served one before.
     pub fn reset(&mut self, now: Instant) {
         self.input.reset();
         self.out.clear();
         self.body = Body::None;
         self.text.clear();
+        self.collected.clear();
         self.reading = Reading::Head;
+        self.held = None;
+        self.to_cancel = None;
         self.awaiting_head = false;
         self.blocked = false;
         self.eof = false;
         self.aborted = false;
         self.last_now = now;
         self.last_progress = now;
+    }
+
+    /// Names the connection for its exchanges (its host slot) and says who
+    /// the peer is; both reach handlers through their [`Context`].
+    pub fn attach(&mut self, slot: u32, peer: Option<SocketAddr>) {
+        self.slot = slot;
+        self.peer = peer;
+    }
+
+    /// The connection is gone: tells `handler` of the exchange it still
+    /// held, if any, so it can let go of it.
+    pub fn finish(&mut self, handler: &mut dyn Handler) {
+        for ex in [self.to_cancel.take(), self.held.take()].into_iter().flatten() {
+            let _ = catch_unwind(AssertUnwindSafe(|| handler.cancel(ex)));
+        }
     }
 
     /// Whether the driver should read from the peer: the connection still
@@ -175,22 +260,22 @@ impl HttpConn {
 
     /// `n` bytes were read into [`recv_buf`](Self::recv_buf) at `now`:
     /// parses every complete request, answers it, queues responses in order.
-    pub fn on_recv(&mut self, n: usize, now: Instant, site: &mut dyn Site) {
+    pub fn on_recv(&mut self, n: usize, now: Instant, env: &mut Env<'_>) {
         self.last_now = now;
         if n == 0 || !self.wants_input() {
             return;
         }
         self.input.commit(n, now);
         self.last_progress = now;
-        self.advance(now, site);
+        self.advance(now, env);
     }
 
-    /// [`recv_buf`](Self::recv_buf) and [`on_recv`](Self::on_recv) in one,
-    /// copying from `data`. Returns how many bytes were taken: fewer than
-    /// `data.len()` when the input buffer is full because the output window
-    /// is (offer the rest again after a flush). Once the connection reads no
+    /// Feeds `data` (copied into the input buffer) and returns how much was
+    /// taken: less than `data.len()` when the input buffer is full because
+    /// the output window is, or the handler holds its body back (offer the
+    /// rest again after a flush or a wake). Once the connection reads no
     /// more requests, all of `data` is taken and dropped. Never panics.
-    pub fn on_input(&mut self, data: &[u8], now: Instant, site: &mut dyn Site) -> usize {
+    pub fn on_input(&mut self, data: &[u8], now: Instant, env: &mut Env<'_>) -> usize {
         let mut taken = 0;
         while taken < data.len() {
             if self.aborted || self.eof || matches!(self.reading, Reading::Closing) {
@@ -202,7 +287,7 @@ impl HttpConn {
                 break;
             }
             spare[..n].copy_from_slice(&data[taken..taken + n]);
-            self.on_recv(n, now, site);
+            self.on_recv(n, now, env);
             taken += n;
         }
         taken
@@ -219,10 +304,11 @@ impl HttpConn {
     }
 
     /// Bytes to send next; empty when there are none. May answer requests
-    /// that were waiting for window room, so it takes the site and the time.
-    pub fn output(&mut self, now: Instant, site: &mut dyn Site) -> &[u8] {
+    /// that were waiting for window room (or for their handler), so it
+    /// takes the environment and the time.
+    pub fn output(&mut self, now: Instant, env: &mut Env<'_>) -> &[u8] {
         self.last_now = now;
-        self.advance(now, site);
+        self.advance(now, env);
         if self.aborted { &[] } else { self.out.filled() }
     }
 
@@ -263,14 +349,21 @@ impl HttpConn {
     }
 
     /// When to call [`on_timeout`](Self::on_timeout): the header timeout of
-    /// a head in progress, or the idle timeout.
+    /// a head in progress, a deferred answer's due time, or the idle
+    /// timeout.
     #[must_use]
     pub fn deadline(&self) -> Option<Instant> {
         if self.aborted {
             return None;
         }
-        let idle = self.last_progress + self.idle_timeout;
-        Some(self.header_deadline().map_or(idle, |header| header.min(idle)))
+        let mut at = self.last_progress + self.idle_timeout;
+        if let Some(header) = self.header_deadline() {
+            at = at.min(header);
+        }
+        if let Reading::Deferred { pending } = &self.reading {
+            at = at.min(pending.due);
+        }
+        Some(at)
     }
 
     fn header_deadline(&self) -> Option<Instant> {
@@ -280,22 +373,34 @@ impl HttpConn {
         self.input.first_arrival().map(|first| first + self.header_timeout)
     }
 
-    /// A deadline passed: a head that took too long is answered 408 (and the
-    /// connection closes after it); an idle connection closes silently.
-    pub fn on_timeout(&mut self, now: Instant, site: &mut dyn Site) {
+    /// A deadline passed: a head that took too long is answered 408, an
+    /// answer the handler did not give in time 503 (and the connection
+    /// closes after either); an idle connection closes silently.
+    pub fn on_timeout(&mut self, now: Instant, env: &mut Env<'_>) {
         self.last_now = now;
+        self.flush_cancel(env.handler);
         if self.aborted {
             return;
         }
+        let room = !self.body.is_some() && self.out.room() >= RESERVE;
         if let Some(deadline) = self.header_deadline()
             && now >= deadline
-            && !self.body.is_some()
-            && self.out.room() >= RESERVE
+            && room
         {
             let started = self.input.first_arrival().unwrap_or(now);
             self.input.clear();
             self.awaiting_head = false;
-            self.refuse(408, started, now, site);
+            self.refuse(408, started, now, env.site);
+            return;
+        }
+        if let Reading::Deferred { pending } = self.reading
+            && now >= pending.due
+            && room
+        {
+            self.to_cancel = self.held.take();
+            self.flush_cancel(env.handler);
+            self.input.clear();
+            self.refuse(503, pending.started, now, env.site);
             return;
         }
         if now >= self.last_progress + self.idle_timeout {
@@ -303,8 +408,17 @@ impl HttpConn {
         }
     }
 
-    /// Stops reading requests; what is queued is still flushed.
+    /// Stops reading requests; what is queued is still flushed. An exchange
+    /// the handler was reading or deferring ends unanswered.
     fn close_reading(&mut self) {
+        if matches!(
+            self.reading,
+            Reading::Body { after: After::Answer(_) | After::Defer(_), .. }
+                | Reading::Answer { .. }
+                | Reading::Deferred { .. }
+        ) {
+            self.to_cancel = self.held.take().or(self.to_cancel);
+        }
         self.reading = Reading::Closing;
         self.input.clear();
         self.awaiting_head = false;
@@ -316,16 +430,26 @@ impl HttpConn {
         self.body = Body::None;
         self.out.clear();
         self.close_reading();
+        self.to_cancel = self.held.take().or(self.to_cancel);
     }
 
-    /// Does everything the buffered input and the window's room allow.
-    fn advance(&mut self, now: Instant, site: &mut dyn Site) {
+    /// Tells the handler of an exchange that ended without it.
+    fn flush_cancel(&mut self, handler: &mut dyn Handler) {
+        if let Some(ex) = self.to_cancel.take() {
+            let _ = catch_unwind(AssertUnwindSafe(|| handler.cancel(ex)));
+        }
+    }
+
+    /// Does everything the buffered input, the window's room and the
+    /// handler allow.
+    fn advance(&mut self, now: Instant, env: &mut Env<'_>) {
+        self.flush_cancel(env.handler);
         self.blocked = false;
         loop {
             if self.aborted {
                 return;
             }
-            self.stream_body();
+            self.stream_body(now, env);
             match self.reading {
                 Reading::Closing => {
                     self.input.clear();
@@ -344,7 +468,7 @@ impl HttpConn {
                         self.blocked = true;
                         return;
                     }
-                    if !self.read_head(now, site) {
+                    if !self.read_head(now, env) {
                         if self.eof {
                             self.close_reading(); // this head will never be whole
                         } else {
@@ -354,27 +478,40 @@ impl HttpConn {
                     }
                 }
                 Reading::Body { .. } => {
-                    if !self.read_body() {
-                        if self.eof {
+                    if !self.read_body(now, env) {
+                        if self.eof && self.input.is_empty() {
                             self.close_reading();
                         }
                         return;
                     }
                 }
-                Reading::Answer { status, upload } => {
+                Reading::Answer { pending, status, collected } => {
                     if self.body.is_some() || self.out.room() < RESERVE {
                         self.blocked = true;
                         return;
                     }
-                    self.answer_upload(status, upload, now, site);
+                    self.answer_body(pending, status, collected, now, env);
+                }
+                Reading::Deferred { pending } => {
+                    if self.body.is_some() || self.out.room() < RESERVE {
+                        self.blocked = true;
+                        return;
+                    }
+                    if !self.resume(pending, now, env) {
+                        return;
+                    }
                 }
             }
         }
     }
 
     /// Moves as much of the streamed body into the window as fits.
-    fn stream_body(&mut self) {
+    fn stream_body(&mut self, now: Instant, env: &mut Env<'_>) {
         if !self.body.is_some() {
+            return;
+        }
+        if matches!(self.body, Body::Produced { .. }) {
+            self.produce(now, env);
             return;
         }
         let half = self.out.capacity() / 2;
@@ -393,6 +530,84 @@ impl HttpConn {
         }
     }
 
+    /// Asks the handler for more of a streamed body, framing it as chunks
+    /// when its length is unknown.
+    fn produce(&mut self, now: Instant, env: &mut Env<'_>) {
+        let Body::Produced { remaining, chunked, done } = self.body else { return };
+        let Some(id) = self.held else {
+            self.body = Body::None;
+            return;
+        };
+        let half = self.out.capacity() / 2;
+        let spare = self.out.spare(half);
+        if done {
+            // Only the last chunk is left to write.
+            if spare.len() >= LAST_CHUNK.len() {
+                spare[..LAST_CHUNK.len()].copy_from_slice(LAST_CHUNK);
+                self.out.commit(LAST_CHUNK.len());
+                self.body = Body::None;
+                self.held = None;
+            }
+            return;
+        }
+        let (head, tail) = if chunked { (CHUNK_HEAD, CHUNK_TAIL) } else { (0, 0) };
+        if spare.len() <= head + tail {
+            return;
+        }
+        let mut room = spare.len() - head - tail;
+        if let Some(r) = remaining {
+            room = room.min(usize::try_from(r).unwrap_or(usize::MAX));
+        }
+        let mut cx = Context { exchange: id, now, waker: env.waker, peer: self.peer, site: &mut *env.site };
+        let handler = &mut *env.handler;
+        let dst = &mut spare[head..head + room];
+        let produced = catch_unwind(AssertUnwindSafe(|| handler.produce(&mut cx, dst)));
+        let (n, end) = match produced {
+            Ok(Produce::Pending) => return,
+            Ok(Produce::Data(n)) => (n.min(room), false),
+            Ok(Produce::End(n)) => (n.min(room), true),
+            Err(_) => {
+                // Its head is out: the peer learns of it from the reset.
+                self.held = None;
+                self.abort();
+                return;
+            }
+        };
+        if chunked && n > 0 {
+            let mut size = [0u8; CHUNK_HEAD];
+            for (i, digit) in size[..8].iter_mut().enumerate() {
+                *digit = b"0123456789abcdef"[(n >> (28 - 4 * i)) & 0xf];
+            }
+            size[8..].copy_from_slice(b"\r\n");
+            spare[..CHUNK_HEAD].copy_from_slice(&size);
+            spare[CHUNK_HEAD + n..CHUNK_HEAD + n + CHUNK_TAIL].copy_from_slice(b"\r\n");
+            self.out.commit(CHUNK_HEAD + n + CHUNK_TAIL);
+        } else if !chunked {
+            self.out.commit(n);
+        }
+        if n > 0 {
+            self.last_progress = now;
+        }
+        let remaining = remaining.map(|r| r - n as u64);
+        match (end || remaining == Some(0), remaining) {
+            (false, _) => self.body = Body::Produced { remaining, chunked, done: false },
+            (true, Some(r)) if r > 0 => {
+                // It ended short of the length its head promised.
+                self.body = Body::None;
+                self.held = None;
+                self.close_reading();
+            }
+            (true, _) if chunked => {
+                self.body = Body::Produced { remaining, chunked, done: true };
+                self.produce(now, env);
+            }
+            (true, _) => {
+                self.body = Body::None;
+                self.held = None;
+            }
+        }
+    }
+
     /// RFC 9112 §2.2: empty lines before a request line are ignored. They
     /// are dropped here so a stray CRLF after a body starts no head timer.
     fn skip_empty_lines(&mut self) {
@@ -400,18 +615,18 @@ impl HttpConn {
         self.input.consume(n);
     }
 
-    /// Parses the head at the front of the input and answers it (all but an
-    /// upload). Returns false when the head is not whole yet.
-    fn read_head(&mut self, now: Instant, site: &mut dyn Site) -> bool {
+    /// Parses the head at the front of the input and hands it to the
+    /// handler. Returns false when the head is not whole yet.
+    fn read_head(&mut self, now: Instant, env: &mut Env<'_>) -> bool {
         let started = self.input.first_arrival().unwrap_or(now);
-        self.copy_date(site);
+        self.copy_date(env.site);
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let req = match parse::parse_head(self.input.filled(), &mut headers, &self.limits) {
             Ok(Head::Partial) => return false,
             Ok(Head::Complete(req)) => req,
             Err(reject) => {
                 self.input.clear();
-                self.refuse(reject.status(), started, now, site);
+                self.refuse(reject.status(), started, now, env.site);
                 return true;
             }
         };
@@ -420,7 +635,7 @@ impl HttpConn {
             (true, true) => Persistence::KeepAlive,
             (true, false) => Persistence::Default,
         };
-        let (framing, head_len) = (req.framing, req.head_len);
+        let (framing, head_len, http10) = (req.framing, req.head_len, req.http10);
         let head_only = req.method == Method::Head;
         let mut at = 0;
         if req.expect_continue && framing != Framing::None {
@@ -431,49 +646,154 @@ impl HttpConn {
             spare[..CONTINUE.len()].copy_from_slice(CONTINUE);
             at = CONTINUE.len();
         }
-        let ctx = Ctx {
+        self.seq = self.seq.wrapping_add(1);
+        let id = Exchange::new(self.slot, self.seq);
+        let pending =
+            Pending { id, started, persistence, head_only, http10, due: now + self.response_timeout };
+        let res = Response {
             out: &mut self.out.spare(RESERVE)[at..],
             common: Common { server: self.server, date: &self.date[..self.date_len] },
             persistence,
             head_only,
+            http10,
             text: &mut self.text,
         };
-        let dispatch = routes::dispatch(&req, ctx, site, self.max_bytes);
+        let mut cx = Context { exchange: id, now, waker: env.waker, peer: self.peer, site: &mut *env.site };
+        let handler = &mut *env.handler;
+        let reply = catch_unwind(AssertUnwindSafe(|| handler.request(&mut cx, &Request { head: &req }, res)));
+        drop(req);
         self.out.commit(at);
         self.input.consume(head_len);
-        let upload = match dispatch {
-            Dispatch::Upload => {
-                Digest::reset(&mut self.sha);
-                Some(Upload { started, persistence, count: 0 })
-            }
-            Dispatch::Answer(answer) => {
-                if !self.queue(answer, started, now, site) {
-                    return true;
-                }
-                if persistence == Persistence::Close {
-                    // Its body, if any, need not be read: nothing follows.
-                    self.close_reading();
-                    return true;
-                }
-                None
-            }
-        };
         let framing = match framing {
             Framing::None => BodyFraming::Length { remaining: 0 },
             Framing::Length(n) => BodyFraming::Length { remaining: n },
             Framing::Chunked => BodyFraming::Chunked { decoder: ChunkedDecoder::default(), seen: 0 },
         };
-        self.reading = Reading::Body { framing, upload };
+        let Ok(Reply(reply)) = reply else {
+            self.input.clear();
+            self.refuse(500, started, now, env.site);
+            return true;
+        };
+        match reply {
+            ReplyKind::Answer { .. } => {
+                if !self.apply(Reply(reply), pending, now, env.site) {
+                    return true;
+                }
+                if matches!(self.reading, Reading::Closing) {
+                    // Its body, if any, need not be read: nothing follows.
+                    return true;
+                }
+                self.reading = Reading::Body { framing, sink: Sink::Drop, after: After::Head };
+            }
+            ReplyKind::ReadBody | ReplyKind::Collect => {
+                let sink = if matches!(reply, ReplyKind::Collect) { Sink::Collect } else { Sink::Stream };
+                if sink == Sink::Collect
+                    && matches!(framing, BodyFraming::Length { remaining } if remaining > self.max_collect as u64)
+                {
+                    self.input.clear();
+                    self.refuse_exchange(id, 413, started, now, env);
+                    return true;
+                }
+                self.collected.clear();
+                self.held = Some(id);
+                self.reading = Reading::Body { framing, sink, after: After::Answer(pending) };
+            }
+            ReplyKind::Defer => {
+                self.held = Some(id);
+                self.reading = Reading::Body { framing, sink: Sink::Drop, after: After::Defer(pending) };
+            }
+        }
         true
     }
 
+    /// Acts on a reply that answers (or defers) `pending`. Returns false
+    /// when the connection can no longer go on (the answer did not fit).
+    fn apply(&mut self, reply: Reply, pending: Pending, now: Instant, site: &mut dyn Site) -> bool {
+        match reply.0 {
+            ReplyKind::Answer { status, len: Some(len), body, close } => {
+                self.out.commit(len);
+                let streaming = matches!(body, Body::Produced { .. });
+                self.body = body;
+                self.held = streaming.then_some(pending.id);
+                site.record(status, std_duration(now - pending.started));
+                // Answered: nothing of it is left to cancel.
+                self.reading = Reading::Head;
+                if close || pending.persistence == Persistence::Close {
+                    self.close_reading();
+                }
+                true
+            }
+            ReplyKind::Answer { len: None, .. } => {
+                // A head over its room, or a header the server refuses.
+                self.held = None;
+                self.input.clear();
+                self.refuse(500, pending.started, now, site);
+                true
+            }
+            ReplyKind::Defer => {
+                self.held = Some(pending.id);
+                self.reading = Reading::Deferred { pending };
+                true
+            }
+            ReplyKind::ReadBody | ReplyKind::Collect => {
+                // The body was read already: a handler bug.
+                self.to_cancel = Some(pending.id);
+                self.held = None;
+                self.input.clear();
+                self.refuse(500, pending.started, now, site);
+                true
+            }
+        }
+    }
+
     /// Reads what the input holds of a request body. Returns false when it
-    /// needs more input.
-    fn read_body(&mut self) -> bool {
-        let Reading::Body { framing, upload } = &mut self.reading else { return false };
+    /// needs more input (or the handler holds the rest back).
+    fn read_body(&mut self, now: Instant, env: &mut Env<'_>) -> bool {
+        let Reading::Body { framing, sink, after } = &mut self.reading else { return false };
+        let (sink, after) = (*sink, *after);
+        let id = match after {
+            After::Answer(p) | After::Defer(p) => p.id,
+            After::Head => Exchange::new(self.slot, self.seq),
+        };
         let max_body = self.limits.max_body;
-        let sha = &mut self.sha;
+        let max_collect = self.max_collect;
         let input = &mut self.input;
+        let collected = &mut self.collected;
+        let handler = &mut *env.handler;
+        let mut cx = Context { exchange: id, now, waker: env.waker, peer: self.peer, site: &mut *env.site };
+        let mut over = false;
+        let mut panicked = false;
+        let mut held_back = false;
+        // Hands one piece of body to the sink; returns how much it took.
+        let mut take = |data: &[u8]| -> usize {
+            match sink {
+                Sink::Drop => data.len(),
+                Sink::Collect => {
+                    if collected.len() + data.len() > max_collect {
+                        over = true;
+                    } else {
+                        collected.extend_from_slice(data);
+                    }
+                    data.len()
+                }
+                Sink::Stream => {
+                    if panicked || data.is_empty() {
+                        return data.len();
+                    }
+                    match catch_unwind(AssertUnwindSafe(|| handler.body(&mut cx, data))) {
+                        Ok(n) => {
+                            let n = n.min(data.len());
+                            held_back |= n < data.len();
+                            n
+                        }
+                        Err(_) => {
+                            panicked = true;
+                            data.len()
+                        }
+                    }
+                }
+            }
+        };
         // Some(status) once the body is done (200) or refused.
         let outcome = match framing {
             BodyFraming::Length { remaining: 0 } => Some(200),
@@ -481,13 +801,10 @@ impl HttpConn {
                 if input.is_empty() {
                     return false;
                 }
-                let take = input.len().min(usize::try_from(*remaining).unwrap_or(usize::MAX));
-                if let Some(upload) = upload {
-                    sha.update(&input.filled()[..take]);
-                    upload.count += take as u64;
-                }
-                input.consume(take);
-                *remaining -= take as u64;
+                let offer = input.len().min(usize::try_from(*remaining).unwrap_or(usize::MAX));
+                let used = take(&input.filled()[..offer]);
+                input.consume(used);
+                *remaining -= used as u64;
                 (*remaining == 0).then_some(200)
             }
             BodyFraming::Chunked { decoder, seen } => {
@@ -496,16 +813,11 @@ impl HttpConn {
                 } else if input.is_empty() {
                     return false;
                 } else {
-                    let hashing = upload.is_some();
-                    let result = decoder.decode(input.filled(), |data| {
-                        *seen += data.len() as u64;
-                        if hashing {
-                            sha.update(data);
-                        }
+                    let result = decoder.decode_taking(input.filled(), |data| {
+                        let used = take(data);
+                        *seen += used as u64;
+                        used
                     });
-                    if let Some(upload) = upload {
-                        upload.count = *seen;
-                    }
                     match result {
                         Err(ChunkError::Malformed | ChunkError::SizeLineTooLong | ChunkError::TrailersTooLarge) => {
                             Some(400)
@@ -519,67 +831,129 @@ impl HttpConn {
                 }
             }
         };
-        let Some(status) = outcome else { return true };
-        match (*upload, status) {
-            (Some(upload), _) => self.reading = Reading::Answer { status, upload },
-            (None, 200) => self.reading = Reading::Head,
+        let outcome = match outcome {
+            _ if panicked => Some(500),
+            _ if over => Some(413),
+            outcome => outcome,
+        };
+        let Some(status) = outcome else {
+            if held_back {
+                // The handler wakes the connection when it takes more.
+                return false;
+            }
+            return true;
+        };
+        if panicked {
+            // No cancel for a handler that panicked: it is not called again
+            // for this exchange.
+            self.held = None;
+        }
+        match (after, status) {
+            (After::Head, 200) => self.reading = Reading::Head,
             // A dropped body that breaks its framing: its request is
             // answered already, so the connection just closes.
-            (None, _) => self.close_reading(),
+            (After::Head, _) => self.close_reading(),
+            (After::Answer(pending), _) => {
+                self.reading = Reading::Answer { pending, status, collected: sink == Sink::Collect };
+            }
+            (After::Defer(pending), 200) => self.reading = Reading::Deferred { pending },
+            (After::Defer(pending), _) => self.reading = Reading::Answer { pending, status, collected: false },
         }
         true
     }
 
-    /// Queues an upload's answer, or its refusal.
-    fn answer_upload(&mut self, status: u16, upload: Upload, now: Instant, site: &mut dyn Site) {
+    /// Asks the handler to answer a request whose body is in, or refuses it.
+    fn answer_body(&mut self, pending: Pending, status: u16, collected: bool, now: Instant, env: &mut Env<'_>) {
         if status != 200 {
             self.input.clear();
-            self.refuse(status, upload.started, now, site);
+            self.refuse_exchange(pending.id, status, pending.started, now, env);
             return;
         }
-        self.copy_date(site);
-        let digest = self.sha.finalize_reset();
-        let ctx = Ctx {
+        self.copy_date(env.site);
+        let res = Response {
             out: self.out.spare(RESERVE),
             common: Common { server: self.server, date: &self.date[..self.date_len] },
-            persistence: upload.persistence,
-            head_only: false,
+            persistence: pending.persistence,
+            head_only: pending.head_only,
+            http10: pending.http10,
             text: &mut self.text,
         };
-        let answer = routes::upload_answer(ctx, upload.count, digest.as_slice());
-        if self.queue(answer, upload.started, now, site) && upload.persistence != Persistence::Close {
-            self.reading = Reading::Head;
-        } else {
-            self.close_reading();
+        let body = if collected { &self.collected[..] } else { &[] };
+        let mut cx = Context { exchange: pending.id, now, waker: env.waker, peer: self.peer, site: &mut *env.site };
+        let handler = &mut *env.handler;
+        let reply = catch_unwind(AssertUnwindSafe(|| handler.body_end(&mut cx, body, res)));
+        self.held = None;
+        match reply {
+            Ok(reply) => {
+                self.apply(reply, pending, now, env.site);
+            }
+            Err(_) => {
+                self.input.clear();
+                self.refuse(500, pending.started, now, env.site);
+            }
         }
+    }
+
+    /// Asks the handler of a deferred exchange to answer. Returns whether it
+    /// did (or failed): false while it still defers.
+    fn resume(&mut self, pending: Pending, now: Instant, env: &mut Env<'_>) -> bool {
+        self.copy_date(env.site);
+        let res = Response {
+            out: self.out.spare(RESERVE),
+            common: Common { server: self.server, date: &self.date[..self.date_len] },
+            persistence: pending.persistence,
+            head_only: pending.head_only,
+            http10: pending.http10,
+            text: &mut self.text,
+        };
+        let mut cx = Context { exchange: pending.id, now, waker: env.waker, peer: self.peer, site: &mut *env.site };
+        let handler = &mut *env.handler;
+        match catch_unwind(AssertUnwindSafe(|| handler.resume(&mut cx, res))) {
+            Ok(Reply(ReplyKind::Defer)) => false,
+            Ok(reply) => {
+                self.apply(reply, pending, now, env.site);
+                true
+            }
+            Err(_) => {
+                self.held = None;
+                self.input.clear();
+                self.refuse(500, pending.started, now, env.site);
+                true
+            }
+        }
+    }
+
+    /// Refuses an exchange the handler holds: it is told, then `status` is
+    /// answered and the connection closes.
+    fn refuse_exchange(&mut self, id: Exchange, status: u16, started: Instant, now: Instant, env: &mut Env<'_>) {
+        if self.held == Some(id) {
+            self.held = None;
+            let _ = catch_unwind(AssertUnwindSafe(|| env.handler.cancel(id)));
+        }
+        self.refuse(status, started, now, env.site);
     }
 
     /// Answers `status` and closes after it: the input cannot be trusted.
     fn refuse(&mut self, status: u16, started: Instant, now: Instant, site: &mut dyn Site) {
         self.copy_date(site);
-        let ctx = Ctx {
+        let res = Response {
             out: self.out.spare(RESERVE),
             common: Common { server: self.server, date: &self.date[..self.date_len] },
             persistence: Persistence::Close,
             head_only: false,
+            http10: false,
             text: &mut self.text,
         };
-        let answer = routes::error(ctx, status);
-        self.queue(answer, started, now, site);
-        self.close_reading();
-    }
-
-    /// Commits an answer written into the window and records it. Returns
-    /// false (and aborts) if it did not fit, which the reserve rules out.
-    fn queue(&mut self, answer: Answer, started: Instant, now: Instant, site: &mut dyn Site) -> bool {
-        let Some(len) = answer.len else {
-            self.abort();
-            return false;
-        };
-        self.out.commit(len);
-        self.body = answer.body;
-        site.record(answer.status, std_duration(now - started));
-        true
+        match res.error(status).0 {
+            ReplyKind::Answer { status, len: Some(len), body, .. } => {
+                self.out.commit(len);
+                self.body = body;
+                site.record(status, std_duration(now - started));
+                self.close_reading();
+            }
+            // The reserve rules this out.
+            _ => self.abort(),
+        }
     }
 
     fn copy_date(&mut self, site: &dyn Site) {

@@ -94,7 +94,10 @@
 //! - A static file that cannot be read to the end once its head is out
 //!   (it shrank) ends the connection after what was sent.
 
+pub mod builtin;
 pub mod date;
+pub mod handler;
+pub mod router;
 pub mod static_files;
 
 mod body;
@@ -105,7 +108,6 @@ mod json;
 mod parse;
 mod range;
 mod response;
-mod routes;
 mod service;
 mod window;
 
@@ -115,8 +117,11 @@ mod tests;
 use std::time::Duration;
 
 pub use body::pattern_byte;
-pub use conn::HttpConn;
+pub use builtin::builtin;
+pub use conn::{Env, HttpConn};
 pub use date::DateCache;
+pub use handler::{Context, Exchange, ExchangeMap, Handler, Head, Method, Produce, Reply, Request, Response};
+pub use router::{FnHandler, Methods, Router, handler_fn};
 pub use service::HttpService;
 pub use static_files::StaticFiles;
 
@@ -139,6 +144,12 @@ pub struct HttpConfig {
     /// without a response; so is one whose peer stops reading or stops
     /// sending a body for this long.
     pub idle_timeout: Duration,
+    /// A deferred answer ([`Handler`]) must come within this time of its
+    /// request's head; later → 503 and close.
+    pub response_timeout: Duration,
+    /// The largest request body a handler may gather whole
+    /// (`collect_body`); larger → 413.
+    pub max_collect: usize,
     /// The `Server` header's value (printable ASCII; cut to 64 bytes).
     pub server_name: &'static str,
     /// The output window: responses are written into it and bodies streamed
@@ -156,6 +167,8 @@ impl Default for HttpConfig {
             max_bytes: 1 << 30,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            response_timeout: Duration::from_secs(30),
+            max_collect: 64 * 1024,
             server_name: "fairway",
             output_window: 32 * 1024,
         }

@@ -80,6 +80,12 @@ pub(crate) enum Framing {
 #[derive(Debug)]
 pub(crate) struct Request<'h, 'b> {
     pub method: Method,
+    /// The method as sent.
+    pub method_name: &'b str,
+    /// The request target as sent.
+    pub target: &'b str,
+    /// The query, without its `?`.
+    pub query: Option<&'b str>,
     /// The path, without query or fragment; always starts with `/`.
     pub path: &'b str,
     pub http10: bool,
@@ -142,6 +148,7 @@ pub(crate) fn parse_head<'h, 'b>(
     let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
         return Err(Reject::BadRequest);
     };
+    let method_name = method;
     let method = match method {
         "GET" => Method::Get,
         "HEAD" => Method::Head,
@@ -159,6 +166,9 @@ pub(crate) fn parse_head<'h, 'b>(
     };
     Ok(Head::Complete(Request {
         method,
+        method_name,
+        target,
+        query: query_of(target),
         path,
         http10,
         keep_alive: !fields.close && (!http10 || fields.keep_alive),
@@ -212,6 +222,12 @@ fn origin_path(target: &str) -> Option<&str> {
     }
     let end = target.find(['?', '#']).unwrap_or(target.len());
     Some(&target[..end])
+}
+
+/// The query of a target, without its `?` or a fragment.
+fn query_of(target: &str) -> Option<&str> {
+    let (_, rest) = target.split_once('?')?;
+    Some(rest.split_once('#').map_or(rest, |(query, _)| query))
 }
 
 /// What the field lines say about framing and the connection.

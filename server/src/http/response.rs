@@ -34,20 +34,44 @@ pub(crate) const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 #[must_use]
 pub(crate) fn reason(status: u16) -> &'static str {
     match status {
+        100 => "Continue",
         200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
         206 => "Partial Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
         304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
         400 => "Bad Request",
+        401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        406 => "Not Acceptable",
         408 => "Request Timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        411 => "Length Required",
+        412 => "Precondition Failed",
         413 => "Content Too Large",
         414 => "URI Too Long",
+        415 => "Unsupported Media Type",
         416 => "Range Not Satisfiable",
+        422 => "Unprocessable Content",
+        429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         501 => "Not Implemented",
-        _ => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        500 => "Internal Server Error",
+        505 => "HTTP Version Not Supported",
+        // RFC 9112 §4: a reason phrase may be empty; clients go by the code.
+        _ => "",
     }
 }
 
@@ -97,6 +121,11 @@ impl<'a> ByteWriter<'a> {
     /// Bytes written so far.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// Bytes that still fit.
+    pub(crate) fn room(&self) -> usize {
+        if self.overflow { 0 } else { self.buf.len() - self.len }
     }
 
     /// What was written, or `None` if anything did not fit.

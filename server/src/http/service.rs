@@ -1,53 +1,79 @@
 //! [`HttpService`]: the HTTP layer as a [host](crate::host) service, the
 //! same on every backend. Each connection's session is a pooled
-//! [`HttpConn`]; driving it is the sequence in the [module
-//! docs](super#driving-a-connection), over the host's transport.
+//! [`HttpConn`] answered by the service's [`Handler`]; driving it is the
+//! sequence in the [module docs](super#driving-a-connection), over the
+//! host's transport.
 
 use std::net::SocketAddr;
 
 use fairway_stack::time::Instant;
 
 use crate::host::{Cx, Next, Service, Transport, TransportError};
-use crate::http::{HttpConfig, HttpConn};
+use crate::http::{Env, Handler, HttpConfig, HttpConn, Router, builtin};
 
-/// HTTP/1.1 on every connection of a host.
-#[derive(Clone, Debug)]
-pub struct HttpService {
+/// HTTP/1.1 on every connection of a host, answered by `H` (the built-in
+/// endpoints by default).
+#[derive(Debug)]
+pub struct HttpService<H = Router> {
     http: HttpConfig,
+    handler: H,
 }
 
-impl HttpService {
-    /// HTTP as `http` says.
+impl HttpService<Router> {
+    /// HTTP as `http` says, serving the built-in endpoints
+    /// ([`builtin`](crate::http::builtin())).
     #[must_use]
-    pub fn new(http: HttpConfig) -> HttpService {
-        HttpService { http }
+    pub fn new(http: HttpConfig) -> HttpService<Router> {
+        let handler = builtin(&http);
+        HttpService { http, handler }
     }
 }
 
-impl<T: Transport> Service<T> for HttpService {
+impl<H: Handler> HttpService<H> {
+    /// HTTP as `http` says, answered by `handler`.
+    #[must_use]
+    pub fn with_handler(http: HttpConfig, handler: H) -> HttpService<H> {
+        HttpService { http, handler }
+    }
+
+    /// The handler.
+    #[must_use]
+    pub fn handler(&self) -> &H {
+        &self.handler
+    }
+
+    /// The handler, mutably.
+    pub fn handler_mut(&mut self) -> &mut H {
+        &mut self.handler
+    }
+}
+
+impl<T: Transport, H: Handler> Service<T> for HttpService<H> {
     type Session = HttpConn;
 
     fn session(&mut self) -> HttpConn {
         HttpConn::new(&self.http)
     }
 
-    fn open(&mut self, conn: &mut HttpConn, cx: &mut Cx<'_, T>, _peer: SocketAddr) -> Next {
+    fn open(&mut self, conn: &mut HttpConn, cx: &mut Cx<'_, T>, peer: SocketAddr) -> Next {
         conn.reset(cx.now);
+        conn.attach(cx.slot, Some(peer));
         // Data may have come with the handshake's last ACK.
-        drive(conn, cx)
+        drive(conn, cx, &mut self.handler)
     }
 
     fn drive(&mut self, conn: &mut HttpConn, cx: &mut Cx<'_, T>) -> Next {
-        drive(conn, cx)
+        drive(conn, cx, &mut self.handler)
     }
 
     fn timeout(&mut self, conn: &mut HttpConn, cx: &mut Cx<'_, T>) -> Next {
         if conn.deadline().is_some_and(|at| at <= cx.now) {
-            conn.on_timeout(cx.now, cx.site);
+            let mut env = Env { site: &mut *cx.site, handler: &mut self.handler, waker: cx.waker };
+            conn.on_timeout(cx.now, &mut env);
         }
-        // Flushes a 408, closes an idle connection, or leaves the deadline
-        // that replaced this one to be armed.
-        drive(conn, cx)
+        // Flushes a 408 or 503, closes an idle connection, or leaves the
+        // deadline that replaced this one to be armed.
+        drive(conn, cx, &mut self.handler)
     }
 
     fn deadline(&self, conn: &HttpConn) -> Option<Instant> {
@@ -57,13 +83,18 @@ impl<T: Transport> Service<T> for HttpService {
     fn is_idle(&self, conn: &HttpConn) -> bool {
         conn.is_idle()
     }
+
+    fn closed(&mut self, conn: &mut HttpConn) {
+        conn.finish(&mut self.handler);
+    }
 }
 
 /// Drives one connection as far as it goes now: read while it wants input,
 /// flush, and again while either made progress (a flush can free room for
 /// requests held back).
-fn drive<T: Transport>(conn: &mut HttpConn, cx: &mut Cx<'_, T>) -> Next {
+fn drive<T: Transport>(conn: &mut HttpConn, cx: &mut Cx<'_, T>, handler: &mut dyn Handler) -> Next {
     let (now, c) = (cx.now, cx.conn);
+    let mut env = Env { site: &mut *cx.site, handler, waker: cx.waker };
     loop {
         let mut progress = false;
         while conn.wants_input() {
@@ -73,7 +104,7 @@ fn drive<T: Transport>(conn: &mut HttpConn, cx: &mut Cx<'_, T>) -> Next {
                     break;
                 }
                 Ok(n) => {
-                    conn.on_recv(n, now, cx.site);
+                    conn.on_recv(n, now, &mut env);
                     progress = true;
                 }
                 Err(TransportError::WouldBlock) => break,
@@ -81,7 +112,7 @@ fn drive<T: Transport>(conn: &mut HttpConn, cx: &mut Cx<'_, T>) -> Next {
             }
         }
         loop {
-            let out = conn.output(now, cx.site);
+            let out = conn.output(now, &mut env);
             if out.is_empty() {
                 break;
             }

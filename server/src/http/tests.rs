@@ -12,23 +12,53 @@ use super::*;
 
 const DATE: &str = "Sun, 06 Nov 1994 08:49:37 GMT";
 
-/// A site with a fixed date, canned metrics, and a record of every response.
+/// A site with a fixed date, canned metrics, and a record of every response,
+/// serving the built-in endpoints.
 struct TestSite {
+    parts: SiteParts,
+    app: Router,
+    waker: std::task::Waker,
+}
+
+/// What the site keeps of its own: files and the records of responses.
+struct SiteParts {
     files: Option<StaticFiles>,
     records: Vec<(u16, StdDuration)>,
 }
 
+impl std::ops::Deref for TestSite {
+    type Target = SiteParts;
+    fn deref(&self) -> &SiteParts {
+        &self.parts
+    }
+}
+
+impl std::ops::DerefMut for TestSite {
+    fn deref_mut(&mut self) -> &mut SiteParts {
+        &mut self.parts
+    }
+}
+
 impl TestSite {
     fn new() -> TestSite {
-        TestSite { files: None, records: Vec::new() }
+        TestSite {
+            parts: SiteParts { files: None, records: Vec::new() },
+            app: builtin(&config()),
+            waker: std::task::Waker::noop().clone(),
+        }
     }
 
     fn statuses(&self) -> Vec<u16> {
         self.records.iter().map(|r| r.0).collect()
     }
+
+    /// What a connection's calls need: this site and its handler.
+    fn env(&mut self) -> Env<'_> {
+        Env { site: &mut self.parts, handler: &mut self.app, waker: &self.waker }
+    }
 }
 
-impl Site for TestSite {
+impl Site for SiteParts {
     fn now_date(&self) -> &[u8] {
         DATE.as_bytes()
     }
@@ -54,6 +84,8 @@ fn config() -> HttpConfig {
         max_bytes: 1 << 20,
         header_timeout: StdDuration::from_secs(10),
         idle_timeout: StdDuration::from_secs(60),
+        response_timeout: StdDuration::from_secs(30),
+        max_collect: 64 * 1024,
         server_name: "fairway",
         output_window: 4096,
     }
@@ -69,7 +101,7 @@ fn conn() -> HttpConn {
 #[track_caller]
 fn drain(c: &mut HttpConn, now: Instant, site: &mut TestSite, out: &mut Vec<u8>) {
     loop {
-        let bytes = c.output(now, site);
+        let bytes = c.output(now, &mut site.env());
         if bytes.is_empty() {
             break;
         }
@@ -87,7 +119,7 @@ fn feed(c: &mut HttpConn, site: &mut TestSite, input: &[u8], now: Instant) -> Ve
     let mut out = Vec::new();
     let mut rest = input;
     loop {
-        let n = c.on_input(rest, now, site);
+        let n = c.on_input(rest, now, &mut site.env());
         rest = &rest[n..];
         let before = out.len();
         drain(c, now, site, &mut out);
@@ -396,10 +428,10 @@ fn a_full_window_holds_back_input() {
     let mut c = conn();
     let req = b"GET /bytes/100000 HTTP/1.1\r\nHost: x\r\n\r\n".repeat(100);
     // Nothing is drained: the window fills, then the input buffer does.
-    let taken = c.on_input(&req, Instant::ZERO, &mut site);
+    let taken = c.on_input(&req, Instant::ZERO, &mut site.env());
     assert!(taken < req.len(), "took all {taken}");
     assert!(!c.wants_input() && c.wants_output());
-    assert_eq!(c.on_input(&req[taken..], Instant::ZERO, &mut site), 0);
+    assert_eq!(c.on_input(&req[taken..], Instant::ZERO, &mut site.env()), 0);
     let mut out = Vec::new();
     drain(&mut c, Instant::ZERO, &mut site, &mut out);
     out.extend(feed(&mut c, &mut site, &req[taken..], Instant::ZERO));
@@ -413,7 +445,7 @@ fn eof_answers_what_came_and_then_closes() {
     let mut site = TestSite::new();
     let mut c = conn();
     let input = b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\nGET /json HTTP/1.1\r\nHost: x\r\n\r\nGET /hal";
-    assert_eq!(c.on_input(input, Instant::ZERO, &mut site), input.len());
+    assert_eq!(c.on_input(input, Instant::ZERO, &mut site.env()), input.len());
     c.on_eof(Instant::ZERO);
     assert!(!c.wants_input());
     let mut out = Vec::new();
@@ -526,9 +558,9 @@ fn slowloris_gets_408_after_the_header_timeout() {
     assert_eq!(c.deadline(), Some(t(11)), "from the head's first byte");
     feed(&mut c, &mut site, b"TP/1.1\r\nHo", t(5));
     assert_eq!(c.deadline(), Some(t(11)));
-    c.on_timeout(t(10), &mut site);
+    c.on_timeout(t(10), &mut site.env());
     assert!(!c.wants_output(), "early: nothing");
-    c.on_timeout(t(11), &mut site);
+    c.on_timeout(t(11), &mut site.env());
     let mut out = Vec::new();
     drain(&mut c, t(11), &mut site, &mut out);
     let r = one(&out);
@@ -542,17 +574,17 @@ fn idle_means_nothing_in_progress() {
     let mut site = TestSite::new();
     let mut c = conn();
     assert!(c.is_idle(), "a fresh connection");
-    c.on_input(b"GET /plaintext HTTP/1.1\r\nHo", Instant::ZERO, &mut site);
+    c.on_input(b"GET /plaintext HTTP/1.1\r\nHo", Instant::ZERO, &mut site.env());
     assert!(!c.is_idle(), "a head partly read");
-    c.on_input(b"st: x\r\n\r\n", Instant::ZERO, &mut site);
+    c.on_input(b"st: x\r\n\r\n", Instant::ZERO, &mut site.env());
     assert!(!c.is_idle(), "a response queued");
     let mut out = Vec::new();
     drain(&mut c, Instant::ZERO, &mut site, &mut out);
     assert!(c.is_idle(), "the response is out");
-    c.on_input(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nab", Instant::ZERO, &mut site);
+    c.on_input(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nab", Instant::ZERO, &mut site.env());
     drain(&mut c, Instant::ZERO, &mut site, &mut out);
     assert!(!c.is_idle(), "a body partly read");
-    c.on_input(b"cde", Instant::ZERO, &mut site);
+    c.on_input(b"cde", Instant::ZERO, &mut site.env());
     drain(&mut c, Instant::ZERO, &mut site, &mut out);
     assert!(c.is_idle(), "the upload is answered");
     c.on_eof(Instant::ZERO);
@@ -567,11 +599,11 @@ fn idle_connections_close_silently() {
     assert_eq!(c.deadline(), Some(t(60)));
     feed(&mut c, &mut site, b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", t(30));
     assert_eq!(c.deadline(), Some(t(90)), "from the last exchange");
-    c.on_timeout(t(89), &mut site);
+    c.on_timeout(t(89), &mut site.env());
     assert!(!c.should_close());
-    c.on_timeout(t(90), &mut site);
+    c.on_timeout(t(90), &mut site.env());
     assert!(c.should_close() && !c.wants_output() && c.deadline().is_none());
-    assert!(c.output(t(90), &mut site).is_empty());
+    assert!(c.output(t(90), &mut site.env()).is_empty());
     assert_eq!(site.statuses(), [200], "no response to an idle close");
 
     // A stray CRLF between requests starts no header timer.
@@ -581,8 +613,8 @@ fn idle_connections_close_silently() {
 
     // A peer that stops reading is idle too.
     let mut c = conn();
-    c.on_input(b"GET /bytes/100000 HTTP/1.1\r\nHost: x\r\n\r\n", t(0), &mut site);
-    c.on_timeout(t(60), &mut site);
+    c.on_input(b"GET /bytes/100000 HTTP/1.1\r\nHost: x\r\n\r\n", t(0), &mut site.env());
+    c.on_timeout(t(60), &mut site.env());
     assert!(c.should_close());
 }
 
@@ -590,7 +622,7 @@ fn idle_connections_close_silently() {
 fn a_reset_connection_is_new() {
     let mut site = TestSite::new();
     let mut c = conn();
-    c.on_input(b"GET /bytes/100000 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /", Instant::ZERO, &mut site);
+    c.on_input(b"GET /bytes/100000 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /", Instant::ZERO, &mut site.env());
     c.reset(Instant::from_secs(5));
     assert!(!c.wants_output() && !c.close_after_flush() && c.wants_input());
     assert_eq!(c.deadline(), Some(Instant::from_secs(65)));
@@ -637,7 +669,9 @@ fn file_site(name: &str) -> (TempDir, TestSite) {
     std::os::unix::fs::symlink(Path::new("../outside"), tmp.0.join("root/out")).unwrap();
     std::os::unix::fs::symlink(Path::new("docs/a.txt"), tmp.0.join("root/inside.txt")).unwrap();
     let files = StaticFiles::new(tmp.0.join("root")).unwrap();
-    (tmp, TestSite { files: Some(files), records: Vec::new() })
+    let mut site = TestSite::new();
+    site.files = Some(files);
+    (tmp, site)
 }
 
 fn get(site: &mut TestSite, path: &str, extra: &str) -> Response {
@@ -801,7 +835,7 @@ proptest! {
         for piece in input.chunks(step) {
             out.extend(feed(&mut c, &mut site, piece, Instant::ZERO));
         }
-        c.on_timeout(Instant::from_secs(11), &mut site);
+        c.on_timeout(Instant::from_secs(11), &mut site.env());
         drain(&mut c, Instant::from_secs(11), &mut site, &mut out);
         c.on_eof(Instant::from_secs(11));
         drain(&mut c, Instant::from_secs(11), &mut site, &mut out);
@@ -815,16 +849,16 @@ fn idle_only_between_requests_with_nothing_to_send() {
     let mut c = conn();
     assert!(c.is_idle(), "a fresh connection");
     // Part of a head: a request is in progress.
-    assert_eq!(c.on_input(b"GET /plaintext HTTP/1.1\r\nHo", Instant::ZERO, &mut site), 27);
+    assert_eq!(c.on_input(b"GET /plaintext HTTP/1.1\r\nHo", Instant::ZERO, &mut site.env()), 27);
     assert!(!c.is_idle());
     // The rest: answered, but not sent yet.
-    c.on_input(b"st: x\r\n\r\n", Instant::ZERO, &mut site);
+    c.on_input(b"st: x\r\n\r\n", Instant::ZERO, &mut site.env());
     assert!(!c.is_idle() && c.wants_output());
     let mut out = Vec::new();
     drain(&mut c, Instant::ZERO, &mut site, &mut out);
     assert!(c.is_idle(), "answered and flushed");
     // An upload whose body is still arriving is in progress.
-    c.on_input(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345", Instant::ZERO, &mut site);
+    c.on_input(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345", Instant::ZERO, &mut site.env());
     drain(&mut c, Instant::ZERO, &mut site, &mut out);
     assert!(!c.is_idle());
     // Closing connections are never idle: they are ending on their own.
