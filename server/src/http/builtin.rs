@@ -234,10 +234,11 @@ fn ranged(
 mod tests {
     use crate::http::response::reason;
 
+    /// Error answers write their reason phrase and a newline into 48 bytes.
     #[test]
-    fn reason_bodies_fit() {
-        for status in [200, 206, 304, 400, 403, 404, 405, 408, 413, 414, 416, 431, 500, 501, 503] {
-            assert!(reason(status).len() + 1 <= 48, "{status}");
+    fn every_reason_phrase_fits_an_error_body() {
+        for status in 100..600 {
+            assert!(reason(status).len() < 48, "{status}");
         }
     }
 }

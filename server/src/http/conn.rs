@@ -648,8 +648,7 @@ impl HttpConn {
         }
         self.seq = self.seq.wrapping_add(1);
         let id = Exchange::new(self.slot, self.seq);
-        let pending =
-            Pending { id, started, persistence, head_only, http10, due: now + self.response_timeout };
+        let pending = Pending { id, started, persistence, head_only, http10, due: now + self.response_timeout };
         let res = Response {
             out: &mut self.out.spare(RESERVE)[at..],
             common: Common { server: self.server, date: &self.date[..self.date_len] },
@@ -661,7 +660,6 @@ impl HttpConn {
         let mut cx = Context { exchange: id, now, waker: env.waker, peer: self.peer, site: &mut *env.site };
         let handler = &mut *env.handler;
         let reply = catch_unwind(AssertUnwindSafe(|| handler.request(&mut cx, &Request { head: &req }, res)));
-        drop(req);
         self.out.commit(at);
         self.input.consume(head_len);
         let framing = match framing {

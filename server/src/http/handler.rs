@@ -345,7 +345,12 @@ pub(crate) enum ReplyKind {
     /// A head (and maybe an inline body) was written: `len` bytes of the
     /// response's room (`None`: it did not fit, or a header was bad), the
     /// rest of the body to come from `body`.
-    Answer { status: u16, len: Option<usize>, body: Body, close: bool },
+    Answer {
+        status: u16,
+        len: Option<usize>,
+        body: Body,
+        close: bool,
+    },
     ReadBody,
     Collect,
     Defer,
@@ -439,7 +444,8 @@ impl<'a> Head<'a> {
     /// answer a 500.
     #[must_use]
     pub fn header(mut self, name: &str, value: &[u8]) -> Head<'a> {
-        let token = !name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b));
+        let token =
+            !name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b));
         let clean = !value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0);
         if !token || !clean {
             self.bad = true;

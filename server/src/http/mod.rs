@@ -112,6 +112,8 @@ mod service;
 mod window;
 
 #[cfg(test)]
+mod handler_tests;
+#[cfg(test)]
 mod tests;
 
 use std::time::Duration;

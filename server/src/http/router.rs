@@ -17,9 +17,7 @@
 
 use std::ops::BitOr;
 
-use crate::http::handler::{
-    Context, Exchange, ExchangeMap, Handler, Head, Method, Produce, Reply, Request, Response,
-};
+use crate::http::handler::{Context, Exchange, ExchangeMap, Handler, Head, Method, Produce, Reply, Request, Response};
 use crate::http::response::{ByteWriter, reason};
 
 /// A set of methods a route answers.

@@ -10,30 +10,30 @@ use sha2::{Digest, Sha256};
 
 use super::*;
 
-const DATE: &str = "Sun, 06 Nov 1994 08:49:37 GMT";
+pub(super) const DATE: &str = "Sun, 06 Nov 1994 08:49:37 GMT";
 
 /// A site with a fixed date, canned metrics, and a record of every response,
 /// serving the built-in endpoints.
-struct TestSite {
+pub(super) struct TestSite<H = Router> {
     parts: SiteParts,
-    app: Router,
+    pub(super) app: H,
     waker: std::task::Waker,
 }
 
 /// What the site keeps of its own: files and the records of responses.
-struct SiteParts {
-    files: Option<StaticFiles>,
-    records: Vec<(u16, StdDuration)>,
+pub(super) struct SiteParts {
+    pub(super) files: Option<StaticFiles>,
+    pub(super) records: Vec<(u16, StdDuration)>,
 }
 
-impl std::ops::Deref for TestSite {
+impl<H> std::ops::Deref for TestSite<H> {
     type Target = SiteParts;
     fn deref(&self) -> &SiteParts {
         &self.parts
     }
 }
 
-impl std::ops::DerefMut for TestSite {
+impl<H> std::ops::DerefMut for TestSite<H> {
     fn deref_mut(&mut self) -> &mut SiteParts {
         &mut self.parts
     }
@@ -41,19 +41,27 @@ impl std::ops::DerefMut for TestSite {
 
 impl TestSite {
     fn new() -> TestSite {
-        TestSite {
-            parts: SiteParts { files: None, records: Vec::new() },
-            app: builtin(&config()),
-            waker: std::task::Waker::noop().clone(),
-        }
+        TestSite::with(builtin(&config()))
+    }
+}
+
+impl<H: Handler> TestSite<H> {
+    /// A site whose requests `app` answers, woken through `waker`.
+    pub(super) fn with(app: H) -> TestSite<H> {
+        TestSite { parts: SiteParts { files: None, records: Vec::new() }, app, waker: std::task::Waker::noop().clone() }
     }
 
-    fn statuses(&self) -> Vec<u16> {
+    /// The same, with a waker of the test's.
+    pub(super) fn with_waker(app: H, waker: std::task::Waker) -> TestSite<H> {
+        TestSite { waker, ..TestSite::with(app) }
+    }
+
+    pub(super) fn statuses(&self) -> Vec<u16> {
         self.records.iter().map(|r| r.0).collect()
     }
 
     /// What a connection's calls need: this site and its handler.
-    fn env(&mut self) -> Env<'_> {
+    pub(super) fn env(&mut self) -> Env<'_> {
         Env { site: &mut self.parts, handler: &mut self.app, waker: &self.waker }
     }
 }
@@ -76,7 +84,7 @@ impl Site for SiteParts {
     }
 }
 
-fn config() -> HttpConfig {
+pub(super) fn config() -> HttpConfig {
     HttpConfig {
         max_request_line: 256,
         max_head: 1024,
@@ -91,7 +99,7 @@ fn config() -> HttpConfig {
     }
 }
 
-fn conn() -> HttpConn {
+pub(super) fn conn() -> HttpConn {
     let mut c = HttpConn::new(&config());
     c.reset(Instant::ZERO);
     c
@@ -99,7 +107,7 @@ fn conn() -> HttpConn {
 
 /// Takes everything the connection has to send.
 #[track_caller]
-fn drain(c: &mut HttpConn, now: Instant, site: &mut TestSite, out: &mut Vec<u8>) {
+pub(super) fn drain<H: Handler>(c: &mut HttpConn, now: Instant, site: &mut TestSite<H>, out: &mut Vec<u8>) {
     loop {
         let bytes = c.output(now, &mut site.env());
         if bytes.is_empty() {
@@ -115,7 +123,7 @@ fn drain(c: &mut HttpConn, now: Instant, site: &mut TestSite, out: &mut Vec<u8>)
 /// Feeds `input` at `now` (offering again what was refused after each
 /// flush) and returns everything sent.
 #[track_caller]
-fn feed(c: &mut HttpConn, site: &mut TestSite, input: &[u8], now: Instant) -> Vec<u8> {
+pub(super) fn feed<H: Handler>(c: &mut HttpConn, site: &mut TestSite<H>, input: &[u8], now: Instant) -> Vec<u8> {
     let mut out = Vec::new();
     let mut rest = input;
     loop {
@@ -138,14 +146,14 @@ fn once(site: &mut TestSite, input: &str) -> (Vec<u8>, HttpConn) {
 }
 
 #[derive(Debug)]
-struct Response {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+pub(super) struct Response {
+    pub(super) status: u16,
+    pub(super) headers: Vec<(String, String)>,
+    pub(super) body: Vec<u8>,
 }
 
 impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }
@@ -154,7 +162,7 @@ impl Response {
 /// i-th final response answers a HEAD (so has no body). Checks what every
 /// response carries: Server and Date.
 #[track_caller]
-fn responses(bytes: &[u8], head_only: &[bool]) -> Vec<Response> {
+pub(super) fn responses(bytes: &[u8], head_only: &[bool]) -> Vec<Response> {
     let mut rest = bytes;
     let mut all = Vec::new();
     let mut finals = 0;
@@ -183,10 +191,22 @@ fn responses(bytes: &[u8], head_only: &[bool]) -> Vec<Response> {
         assert_eq!(r.header("Date"), Some(DATE), "{head}");
         let skip_body = head_only.get(finals).copied().unwrap_or(false) || status == 304;
         finals += 1;
-        if !skip_body {
-            let len: usize = r.header("Content-Length").expect("a length").parse().unwrap();
+        if skip_body {
+        } else if let Some(len) = r.header("Content-Length") {
+            let len: usize = len.parse().unwrap();
             r.body = rest[..len].to_vec();
             rest = &rest[len..];
+        } else if r.header("Transfer-Encoding") == Some("chunked") {
+            let mut decoder = crate::http::chunked::ChunkedDecoder::default();
+            let mut body = Vec::new();
+            let used = decoder.decode(rest, |d| body.extend_from_slice(d)).expect("chunked framing");
+            assert!(decoder.is_done(), "the chunked body ends: {}", String::from_utf8_lossy(rest));
+            r.body = body;
+            rest = &rest[used..];
+        } else {
+            // Delimited by the close.
+            r.body = rest.to_vec();
+            rest = &[];
         }
         all.push(r);
     }
@@ -194,7 +214,7 @@ fn responses(bytes: &[u8], head_only: &[bool]) -> Vec<Response> {
 }
 
 #[track_caller]
-fn one(bytes: &[u8]) -> Response {
+pub(super) fn one(bytes: &[u8]) -> Response {
     let mut all = responses(bytes, &[]);
     assert_eq!(all.len(), 1, "{}", String::from_utf8_lossy(bytes));
     all.remove(0)
@@ -622,7 +642,11 @@ fn idle_connections_close_silently() {
 fn a_reset_connection_is_new() {
     let mut site = TestSite::new();
     let mut c = conn();
-    c.on_input(b"GET /bytes/100000 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /", Instant::ZERO, &mut site.env());
+    c.on_input(
+        b"GET /bytes/100000 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /",
+        Instant::ZERO,
+        &mut site.env(),
+    );
     c.reset(Instant::from_secs(5));
     assert!(!c.wants_output() && !c.close_after_flush() && c.wants_input());
     assert_eq!(c.deadline(), Some(Instant::from_secs(65)));
