@@ -21,6 +21,19 @@ pub fn now() -> Instant {
     Instant::from_micros(origin().elapsed().as_micros().min(u128::from(u64::MAX)) as u64)
 }
 
+/// A std instant on the stack's clock (the origin if it is before it).
+#[must_use]
+pub fn from_std(at: std::time::Instant) -> Instant {
+    Instant::from_micros(at.saturating_duration_since(origin()).as_micros().min(u128::from(u64::MAX)) as u64)
+}
+
+/// An instant on the stack's clock as a std instant (the inverse of
+/// [`from_std`]).
+#[must_use]
+pub fn to_std(at: Instant) -> std::time::Instant {
+    origin() + std::time::Duration::from_micros(at.total_micros())
+}
+
 /// How long from now until `deadline`, as a std duration (zero if past).
 #[must_use]
 pub fn until(deadline: Instant) -> std::time::Duration {
@@ -61,5 +74,6 @@ mod tests {
         let b = std::thread::spawn(now).join().unwrap();
         assert!(b.saturating_since(a).total_micros() >= 2_000);
         assert_eq!(until(a), std::time::Duration::ZERO);
+        assert_eq!(from_std(to_std(b)), b, "the two clocks map onto each other");
     }
 }

@@ -522,6 +522,17 @@ impl Config {
         }
     }
 
+    /// Every setting at its default: the kernel backend on 127.0.0.1:8080,
+    /// one shard per core, the built-in endpoints' limits.
+    ///
+    /// # Panics
+    ///
+    /// Never: the defaults are valid.
+    #[must_use]
+    pub fn defaults() -> Config {
+        Options::default().resolve(None).expect("the defaults are a valid configuration")
+    }
+
     /// The configuration from the process's arguments and `RUST_LOG`.
     ///
     /// # Errors

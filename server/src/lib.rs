@@ -27,5 +27,10 @@ pub mod host;
 pub mod http;
 pub mod logging;
 pub mod metrics;
+pub mod net;
+pub mod rt;
 pub mod runtime;
+pub mod server;
 pub mod site;
+
+pub use server::{Builder, Server, ServerHandle};

@@ -8,9 +8,8 @@
 
 use std::process::ExitCode;
 
-use fairway::backend;
+use fairway::Server;
 use fairway::config::Config;
-use fairway::runtime::signals::stop_on_signals;
 
 fn main() -> ExitCode {
     let config = Config::from_env().unwrap_or_else(|e| e.exit());
@@ -18,15 +17,8 @@ fn main() -> ExitCode {
         eprintln!("fairway: {e}");
         return ExitCode::from(2);
     }
-    let stop = match stop_on_signals() {
-        Ok(stop) => stop,
-        Err(e) => {
-            eprintln!("fairway: cannot handle SIGINT/SIGTERM: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     tracing::debug!(?config, "configuration");
-    match backend::serve(&config, stop) {
+    match Server::builder().config(config).run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fairway: {e}");

@@ -41,12 +41,14 @@ pub use sockets::{KernelConn, KernelEvent, KernelListener, KernelPoll, KernelSoc
 
 use super::connection_limit::ConnectionLimit;
 use super::fairness::{ShareBoard, policy_for};
-use super::{Running, report};
+use super::{Application, Running, report};
 use crate::config::Config;
-use crate::host::Host;
 use crate::host::wake::WakeQueue;
+use crate::host::{Host, Service, Transport, Windows};
 use crate::http::HttpService;
 use crate::metrics::MetricsHub;
+use crate::rt::{AsyncService, OnShared, Shared};
+use crate::runtime::NetIo;
 use crate::runtime::shards::spawn_with;
 use crate::site::ShardSite;
 
@@ -59,6 +61,20 @@ const METRICS_FLOWS: usize = 64;
 /// The HTTP server on one kernel-backend shard.
 pub type KernelApp = Host<KernelSockets, HttpService, Controller>;
 
+/// What a kernel shard's application is made with, on the shard's thread.
+pub(crate) struct KernelParts {
+    /// The shard's sockets (its listener registered with its poll).
+    pub sockets: KernelSockets,
+    /// What its connections share.
+    pub site: ShardSite,
+    pub limit: Arc<ConnectionLimit>,
+    pub stop: Arc<AtomicBool>,
+    /// The shard's wake-up queue, notified through its poll.
+    pub wakes: Arc<WakeQueue>,
+    /// Window control over its connections.
+    pub window: Controller,
+}
+
 /// Serves `config` on kernel sockets until `stop` is raised and the
 /// connections in flight are done (or `config.shutdown_grace` has passed).
 ///
@@ -69,8 +85,8 @@ pub fn serve(config: &Config, stop: Arc<AtomicBool>) -> io::Result<()> {
     start(config, stop)?.wait().map(|_| ())
 }
 
-/// Binds every shard's listener and starts the shards; logs the address
-/// it serves on once every listener is bound.
+/// Binds every shard's listener and starts the shards serving the built-in
+/// endpoints; logs the address it serves on once every listener is bound.
 ///
 /// # Errors
 ///
@@ -78,6 +94,55 @@ pub fn serve(config: &Config, stop: Arc<AtomicBool>) -> io::Result<()> {
 /// static root cannot be opened, or a thread cannot be started; each as one
 /// line that says what was being done.
 pub fn start(config: &Config, stop: Arc<AtomicBool>) -> io::Result<Running> {
+    start_app(config, stop, &Application::Builtin)
+}
+
+/// [`start`] with `app` on every shard.
+///
+/// # Errors
+///
+/// As [`start`].
+pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> io::Result<Running> {
+    let (http, grace) = (config.http(), config.shutdown_grace);
+    match app {
+        Application::Builtin => start_with(config, stop, move |p: KernelParts| {
+            let host: KernelApp =
+                Host::with_service(HttpService::new(http.clone()), p.site, p.limit, p.stop, grace, p.wakes)
+                    .with_window_control(p.window);
+            (p.sockets, host)
+        }),
+        Application::Handler(make) => {
+            let make = Arc::clone(make);
+            start_with(config, stop, move |p: KernelParts| {
+                let service = HttpService::with_handler(http.clone(), make());
+                let host =
+                    Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes).with_window_control(p.window);
+                (p.sockets, host)
+            })
+        }
+        Application::Async(make) => {
+            let make = Arc::clone(make);
+            start_with(config, stop, move |p: KernelParts| {
+                let sockets = Shared::new(p.sockets);
+                let service = AsyncService::new(&sockets, Arc::clone(&p.wakes), &http, make());
+                let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
+                    .with_window_control(OnShared(p.window));
+                (sockets, host)
+            })
+        }
+    }
+}
+
+/// Starts one shard per listener, each running the host `make` builds on
+/// its thread over transport `T`.
+fn start_with<T, S, W, F>(config: &Config, stop: Arc<AtomicBool>, make: F) -> io::Result<Running>
+where
+    T: Transport + 'static,
+    KernelPoll: NetIo<T, Event = T::Event>,
+    S: Service<T> + 'static,
+    W: Windows<T> + 'static,
+    F: Fn(KernelParts) -> (T, Host<T, S, W>) + Send + Sync + 'static,
+{
     let shards = u16::try_from(config.shards)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("--shards {} is too many", config.shards)))?;
     let (addr, listeners) = bind(config.listen, shards)?;
@@ -87,6 +152,7 @@ pub fn start(config: &Config, stop: Arc<AtomicBool>) -> io::Result<Running> {
     let board = Arc::new(ShareBoard::new(usize::from(shards)));
     let limit = Arc::new(ConnectionLimit::new(config.max_connections));
     let pin = std::thread::available_parallelism().is_ok_and(|n| n.get() >= usize::from(shards));
+    let make = Arc::new(make);
     // Raised only when a shard fails, to stop the others at once; `stop`
     // itself is the hosts' business (they drain, then finish).
     let halt = Arc::new(AtomicBool::new(false));
@@ -98,15 +164,14 @@ pub fn start(config: &Config, stop: Arc<AtomicBool>) -> io::Result<Running> {
         })?;
         let window =
             Controller::new(policy.clone(), capacity, Arc::clone(&board), usize::from(index), config.weights.clone());
-        let (http, grace, batch) = (config.http(), config.shutdown_grace, config.runtime.batch);
-        let (limit, stop) = (Arc::clone(&limit), Arc::clone(&stop));
+        let batch = config.runtime.batch;
+        let (limit, stop, make) = (Arc::clone(&limit), Arc::clone(&stop), Arc::clone(&make));
         let build = move || {
             let poll = KernelPoll::new(batch)?;
             let sockets = KernelSockets::new(poll.registry(), listener)?;
             let wakes = WakeQueue::new(Some(poll.notifier()));
-            let app: KernelApp =
-                Host::with_service(HttpService::new(http), site, limit, stop, grace, wakes).with_window_control(window);
-            Ok((sockets, poll, app))
+            let (transport, host) = make(KernelParts { sockets, site, limit, stop, wakes, window });
+            Ok((transport, poll, host))
         };
         match spawn_with(index, pin, config.runtime, Arc::clone(&halt), build, report) {
             Ok(handle) => handles.push(handle),

@@ -25,8 +25,33 @@ use fairway_stack::Counters;
 
 use crate::config::{Backend, Config};
 use crate::host::{Host, Service, Transport, Windows};
+use crate::http::Handler;
 use crate::metrics::MetricsHub;
+use crate::rt::MainTask;
 use crate::runtime::LoopStats;
+
+/// What a server runs on each shard.
+#[derive(Clone, Default)]
+pub enum Application {
+    /// The built-in endpoints ([`crate::http::builtin`]).
+    #[default]
+    Builtin,
+    /// A [`Handler`] per shard, made on the shard's thread.
+    Handler(Arc<dyn Fn() -> Box<dyn Handler> + Send + Sync>),
+    /// An async application: the main task of each shard, made on its
+    /// thread, run by the shard's executor ([`crate::rt`]).
+    Async(Arc<dyn Fn() -> MainTask + Send + Sync>),
+}
+
+impl std::fmt::Debug for Application {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Application::Builtin => "Builtin",
+            Application::Handler(_) => "Handler",
+            Application::Async(_) => "Async",
+        })
+    }
+}
 
 /// Serves with `config.backend` until `stop` is raised (SIGINT/SIGTERM, see
 /// [`crate::runtime::signals::stop_on_signals`]) and in-flight requests are
@@ -49,10 +74,19 @@ pub fn serve(config: &Config, stop: Arc<AtomicBool>) -> io::Result<()> {
 ///
 /// As [`serve`], for what fails before any shard runs.
 pub fn start(config: &Config, stop: Arc<AtomicBool>) -> io::Result<Running> {
+    start_app(config, stop, &Application::Builtin)
+}
+
+/// [`start`] with `app` on every shard.
+///
+/// # Errors
+///
+/// As [`serve`], for what fails before any shard runs.
+pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> io::Result<Running> {
     match config.backend {
-        Backend::Kernel => kernel::start(config, stop),
+        Backend::Kernel => kernel::start_app(config, stop, app),
         #[cfg(unix)]
-        Backend::Afxdp | Backend::Tap => userspace::start(config, stop),
+        Backend::Afxdp | Backend::Tap => userspace::start_app(config, stop, app),
         #[cfg(not(unix))]
         Backend::Afxdp | Backend::Tap => {
             Err(io::Error::new(io::ErrorKind::Unsupported, "the userspace backends need Linux: use --backend kernel"))
@@ -180,6 +214,6 @@ where
         accepted: host.accepted(),
         refused: host.refused(),
         requests: host.site().metrics().requests(),
-        counters: transport.counters().cloned().unwrap_or_default(),
+        counters: transport.counters().unwrap_or_default(),
     })
 }

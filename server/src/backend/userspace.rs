@@ -48,14 +48,16 @@ pub use fairness::{FlowSense, SENSE_INTERVAL, WindowControl};
 
 use super::connection_limit::ConnectionLimit;
 use super::fairness::{ShareBoard, policy_for};
-use super::report;
+use super::{Application, report};
 pub use super::{Running, ShardReport};
 
 use crate::config::{Backend, Config, IpPrefix};
-use crate::host::Host;
 use crate::host::wake::WakeQueue;
+use crate::host::{Host, Service, Transport, Windows};
 use crate::http::HttpService;
 use crate::metrics::MetricsHub;
+use crate::rt::{AsyncService, OnShared, Shared};
+use crate::runtime::AsShard;
 use crate::runtime::shards::spawn_with;
 use crate::site::ShardSite;
 
@@ -92,6 +94,15 @@ pub fn serve(config: &Config, stop: Arc<AtomicBool>) -> io::Result<()> {
 ///
 /// As [`serve`], for what fails before any shard runs.
 pub fn start(config: &Config, stop: Arc<AtomicBool>) -> io::Result<Running> {
+    start_app(config, stop, &Application::Builtin)
+}
+
+/// [`start`] with `app` on every shard.
+///
+/// # Errors
+///
+/// As [`serve`], for what fails before any shard runs.
+pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> io::Result<Running> {
     let ip = config.ip.ok_or_else(|| {
         io::Error::new(io::ErrorKind::InvalidInput, format!("--backend {} needs --ip ADDR/PREFIX", config.backend))
     })?;
@@ -104,8 +115,8 @@ pub fn start(config: &Config, stop: Arc<AtomicBool>) -> io::Result<Running> {
         );
     }
     match config.backend {
-        Backend::Afxdp => start_afxdp(config, ip, count, stop),
-        Backend::Tap => start_tap(config, ip, count, stop),
+        Backend::Afxdp => start_afxdp(config, ip, count, stop, app),
+        Backend::Tap => start_tap(config, ip, count, stop, app),
         Backend::Kernel => Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "the kernel backend does not run on the userspace stack (use --backend afxdp or tap)",
@@ -114,14 +125,20 @@ pub fn start(config: &Config, stop: Arc<AtomicBool>) -> io::Result<Running> {
 }
 
 #[cfg(all(target_os = "linux", feature = "afxdp"))]
-fn start_afxdp(config: &Config, ip: IpPrefix, count: u16, stop: Arc<AtomicBool>) -> io::Result<Running> {
+fn start_afxdp(
+    config: &Config,
+    ip: IpPrefix,
+    count: u16,
+    stop: Arc<AtomicBool>,
+    app: &Application,
+) -> io::Result<Running> {
     use fairway_nic::afxdp::{AfXdp, AfXdpConfig};
 
     let iface = config
         .iface
         .clone()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "--backend afxdp needs --iface"))?;
-    start_shards(config, ip, count, stop, move |index| {
+    start_shards(config, ip, count, stop, app, move |index| {
         let device = AfXdp::open(&AfXdpConfig::new(iface.as_str(), u32::from(index)))
             .map_err(|e| io::Error::other(e.to_string()))?;
         for warning in device.warnings() {
@@ -140,7 +157,7 @@ fn start_afxdp(config: &Config, ip: IpPrefix, count: u16, stop: Arc<AtomicBool>)
 }
 
 #[cfg(not(all(target_os = "linux", feature = "afxdp")))]
-fn start_afxdp(_: &Config, _: IpPrefix, _: u16, _: Arc<AtomicBool>) -> io::Result<Running> {
+fn start_afxdp(_: &Config, _: IpPrefix, _: u16, _: Arc<AtomicBool>, _: &Application) -> io::Result<Running> {
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
         "this fairway was built without AF_XDP support: rebuild with --features afxdp, or use --backend tap or kernel",
@@ -148,12 +165,18 @@ fn start_afxdp(_: &Config, _: IpPrefix, _: u16, _: Arc<AtomicBool>) -> io::Resul
 }
 
 #[cfg(target_os = "linux")]
-fn start_tap(config: &Config, ip: IpPrefix, count: u16, stop: Arc<AtomicBool>) -> io::Result<Running> {
+fn start_tap(
+    config: &Config,
+    ip: IpPrefix,
+    count: u16,
+    stop: Arc<AtomicBool>,
+    app: &Application,
+) -> io::Result<Running> {
     use fairway_nic::tap::{Tap, TapConfig};
 
     let name = config.tap_name.clone();
     let mac = tap_stack_mac(ip);
-    start_shards(config, ip, count, stop, move |index| {
+    start_shards(config, ip, count, stop, app, move |index| {
         let tap = Tap::open_with(&TapConfig::new(name.as_str()).with_multi_queue(count > 1))
             .map_err(|e| io::Error::other(e.to_string()))?;
         tracing::info!(shard = index, "TAP {} (queue {index} of {count})", tap.name());
@@ -162,7 +185,7 @@ fn start_tap(config: &Config, ip: IpPrefix, count: u16, stop: Arc<AtomicBool>) -
 }
 
 #[cfg(not(target_os = "linux"))]
-fn start_tap(_: &Config, _: IpPrefix, _: u16, _: Arc<AtomicBool>) -> io::Result<Running> {
+fn start_tap(_: &Config, _: IpPrefix, _: u16, _: Arc<AtomicBool>, _: &Application) -> io::Result<Running> {
     Err(io::Error::new(io::ErrorKind::Unsupported, "TAP devices need Linux: use --backend kernel"))
 }
 
@@ -201,12 +224,87 @@ fn random_secret() -> u128 {
     u128::from(word()) << 64 | u128::from(word())
 }
 
-/// Starts `count` shards; `open(index)` runs on shard `index`'s thread and
-/// opens its device and says the stack's MAC.
-fn start_shards<D, O>(config: &Config, ip: IpPrefix, count: u16, stop: Arc<AtomicBool>, open: O) -> io::Result<Running>
+/// What a userspace shard's application is made with, on its thread.
+pub(crate) struct UserspaceParts {
+    /// The shard's stack.
+    pub shard: Shard,
+    /// What its connections share.
+    pub site: ShardSite,
+    pub limit: Arc<ConnectionLimit>,
+    pub stop: Arc<AtomicBool>,
+    /// The shard's wake-up queue, notified through its steering eventfd.
+    pub wakes: Arc<WakeQueue>,
+    /// Window control over its connections.
+    pub window: WindowControl,
+    /// The steering fabric (its counters reach the metrics) and the index.
+    pub fabric: Arc<Fabric>,
+    pub index: u16,
+}
+
+/// Starts `count` shards running `app`; `open(index)` runs on shard
+/// `index`'s thread and opens its device and says the stack's MAC.
+fn start_shards<D, O>(
+    config: &Config,
+    ip: IpPrefix,
+    count: u16,
+    stop: Arc<AtomicBool>,
+    app: &Application,
+    open: O,
+) -> io::Result<Running>
 where
     D: Device + Wait + AsRawFd + 'static,
     O: Fn(u16) -> io::Result<(D, [u8; 6])> + Send + Sync + 'static,
+{
+    let (http, grace) = (config.http(), config.shutdown_grace);
+    match app {
+        Application::Builtin => spawn_all(config, ip, count, stop, open, move |p: UserspaceParts| {
+            let host: HttpApp =
+                Host::with_service(HttpService::new(http.clone()), p.site, p.limit, p.stop, grace, p.wakes)
+                    .with_steering(p.fabric, p.index)
+                    .with_window_control(p.window);
+            (p.shard, host)
+        }),
+        Application::Handler(make) => {
+            let make = Arc::clone(make);
+            spawn_all(config, ip, count, stop, open, move |p: UserspaceParts| {
+                let service = HttpService::with_handler(http.clone(), make());
+                let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
+                    .with_steering(p.fabric, p.index)
+                    .with_window_control(p.window);
+                (p.shard, host)
+            })
+        }
+        Application::Async(make) => {
+            let make = Arc::clone(make);
+            spawn_all(config, ip, count, stop, open, move |p: UserspaceParts| {
+                let shard = Shared::new(p.shard);
+                let service = AsyncService::new(&shard, Arc::clone(&p.wakes), &http, make());
+                let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
+                    .with_steering(p.fabric, p.index)
+                    .with_window_control(OnShared(p.window));
+                (shard, host)
+            })
+        }
+    }
+}
+
+/// Starts `count` shards, each running the host `make` builds on its
+/// thread over transport `T` (the shard, or the shard shared with tasks).
+fn spawn_all<D, O, T, S, W, F>(
+    config: &Config,
+    ip: IpPrefix,
+    count: u16,
+    stop: Arc<AtomicBool>,
+    open: O,
+    make: F,
+) -> io::Result<Running>
+where
+    D: Device + Wait + AsRawFd + 'static,
+    O: Fn(u16) -> io::Result<(D, [u8; 6])> + Send + Sync + 'static,
+    T: Transport<Event = fairway_stack::Event> + AsShard + 'static,
+    S: Service<T> + 'static,
+    W: Windows<T> + 'static,
+    F: Fn(UserspaceParts) -> (T, Host<T, S, W>) + Send + Sync + 'static,
 {
     let policy = policy_for(config.fairness);
     let capacity = config.capacity.map(|c| c.bits_per_sec);
@@ -216,12 +314,12 @@ where
     let limit = Arc::new(ConnectionLimit::new(config.max_connections));
     let fabric = Fabric::new(usize::from(count), STEERING_DEPTH, STEERING_FRAME_LEN)?;
     // Raised only when a shard fails, to stop the others at once; `stop`
-    // itself is the apps' business (they drain, then finish).
+    // itself is the hosts' business (they drain, then finish).
     let halt = Arc::new(AtomicBool::new(false));
-    let open = Arc::new(open);
+    let (open, make) = (Arc::new(open), Arc::new(make));
     let mut handles = Vec::with_capacity(usize::from(count));
     for index in 0..count {
-        let (cfg, open, fabric) = (config.clone(), Arc::clone(&open), Arc::clone(&fabric));
+        let (cfg, open, make, fabric) = (config.clone(), Arc::clone(&open), Arc::clone(&make), Arc::clone(&fabric));
         let (shard_hub, limit, stop) = (Arc::clone(&hub), Arc::clone(&limit), Arc::clone(&stop));
         let window = WindowControl::new(policy.clone(), capacity, Arc::clone(&board), index)
             .with_weights(config.weights.clone());
@@ -232,11 +330,8 @@ where
             let site = ShardSite::new(index, shard_hub, cfg.root.as_deref(), MAX_FLOWS)?;
             let notify = Arc::clone(&fabric);
             let wakes = WakeQueue::new(Some(Box::new(move || notify.wake(index))));
-            let app: HttpApp =
-                Host::with_service(HttpService::new(cfg.http()), site, limit, stop, cfg.shutdown_grace, wakes)
-                    .with_steering(fabric, index)
-                    .with_window_control(window);
-            Ok((shard, device, app))
+            let (transport, host) = make(UserspaceParts { shard, site, limit, stop, wakes, window, fabric, index });
+            Ok((transport, device, host))
         };
         match spawn_with(index, true, config.runtime, Arc::clone(&halt), build, report) {
             Ok(handle) => handles.push(handle),

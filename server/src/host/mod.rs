@@ -156,6 +156,9 @@ pub trait Service<T: Transport> {
     fn busy(&self) -> bool {
         false
     }
+
+    /// The grace period is over: drop whatever work is left.
+    fn end(&mut self) {}
 }
 
 /// Window control over a host's connections: sensing what flows they
@@ -605,6 +608,7 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
 
     /// The grace period is over: reset what is left.
     fn abort_all(&mut self, t: &mut T) {
+        self.service.end();
         let mut cut = 0;
         for i in 0..self.slots.len() {
             if let Some(slot) = &self.slots[i] {

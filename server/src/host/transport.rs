@@ -130,7 +130,7 @@ pub trait Transport {
     }
 
     /// The userspace stack's counters, where there is one.
-    fn counters(&self) -> Option<&Counters> {
+    fn counters(&self) -> Option<Counters> {
         None
     }
 

@@ -82,6 +82,27 @@ pub trait Handler {
     }
 }
 
+impl<H: Handler + ?Sized> Handler for Box<H> {
+    fn request(&mut self, cx: &mut Context<'_>, req: &Request<'_>, res: Response<'_>) -> Reply {
+        (**self).request(cx, req, res)
+    }
+    fn body(&mut self, cx: &mut Context<'_>, data: &[u8]) -> usize {
+        (**self).body(cx, data)
+    }
+    fn body_end(&mut self, cx: &mut Context<'_>, body: &[u8], res: Response<'_>) -> Reply {
+        (**self).body_end(cx, body, res)
+    }
+    fn produce(&mut self, cx: &mut Context<'_>, out: &mut [u8]) -> Produce {
+        (**self).produce(cx, out)
+    }
+    fn resume(&mut self, cx: &mut Context<'_>, res: Response<'_>) -> Reply {
+        (**self).resume(cx, res)
+    }
+    fn cancel(&mut self, exchange: Exchange) {
+        (**self).cancel(exchange);
+    }
+}
+
 /// What [`Handler::produce`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Produce {

@@ -29,6 +29,7 @@ use tracing::{debug, warn};
 
 use crate::host::wake::Notifier;
 use crate::host::{HostEvent, Transport, TransportError};
+use crate::rt::Shared;
 use crate::runtime::NetIo;
 
 /// The listener's token; a stream's is its slot index.
@@ -384,5 +385,32 @@ impl NetIo<KernelSockets> for KernelPoll {
         self.poll(timeout)?;
         self.fresh = true;
         Ok(())
+    }
+}
+
+/// The same poll for sockets shared with async tasks.
+impl NetIo<Shared<KernelSockets>> for KernelPoll {
+    type Event = KernelEvent;
+
+    fn receive(&mut self, sockets: &mut Shared<KernelSockets>, now: Instant, budget: usize) -> usize {
+        NetIo::<KernelSockets>::receive(self, &mut sockets.0.borrow_mut(), now, budget)
+    }
+
+    fn handle_timeout(&mut self, _: &mut Shared<KernelSockets>, _: Instant) {}
+
+    fn poll_event(&mut self, sockets: &mut Shared<KernelSockets>) -> Option<KernelEvent> {
+        NetIo::<KernelSockets>::poll_event(self, &mut sockets.0.borrow_mut())
+    }
+
+    fn transmit(&mut self, _: &mut Shared<KernelSockets>, _: Instant, _: usize) -> usize {
+        0
+    }
+
+    fn poll_timeout(&self, _: &Shared<KernelSockets>) -> Option<Instant> {
+        None
+    }
+
+    fn wait(&mut self, timeout: Duration) -> io::Result<()> {
+        NetIo::<KernelSockets>::wait(self, timeout)
     }
 }

@@ -90,8 +90,8 @@ impl Transport for Shard {
         self.connection_count() == self.time_wait_count()
     }
 
-    fn counters(&self) -> Option<&fairway_stack::Counters> {
-        Some(Shard::counters(self))
+    fn counters(&self) -> Option<fairway_stack::Counters> {
+        Some(Shard::counters(self).clone())
     }
 
     fn observe(&self, metrics: &mut ShardMetrics, conns: &mut dyn Iterator<Item = Handle>) {

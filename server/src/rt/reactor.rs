@@ -1,0 +1,628 @@
+//! The reactor: what ties a shard's tasks to its connections, its clock and
+//! its host.
+//!
+//! The host runs [`AsyncService`] on its connections. A connection the host
+//! admits is handed to the tasks through the accept queue (the shard's
+//! [`TcpListener`](crate::net::TcpListener)); from then on the task does
+//! the I/O, straight on the shard's transport ([`Shared`]: the stack's
+//! rings or the kernel socket), and the host only wakes it: each
+//! connection keeps one waker per direction (a task that waits to read,
+//! one that waits to write), and an event for the connection wakes exactly
+//! those. Two tasks waiting the same way on one connection would steal each
+//! other's wake-ups; a stream belongs to one task.
+//!
+//! Nothing is lost between a `WouldBlock` and the event that ends it: the
+//! transport's events are edge-triggered from the failed call on (the stack
+//! raises `Readable` for data after a `recv`, `Writable` after a short
+//! `send`; mio reports the next change), and the loop only delivers events
+//! between task polls, on the same thread.
+//!
+//! When the task drops its stream the host lingers and closes it; when the
+//! host closes a connection (the peer reset it, the idle timeout) the task's
+//! next call fails. Timers ([`Sleep`](super::timer::Sleep)) sit in one
+//! timer wheel, the stack's, whose next expiry the loop's sleep includes.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use fairway_stack::Shard;
+use fairway_stack::time::{Duration, Instant};
+use fairway_stack::timer_wheel::TimerWheel;
+
+use super::executor::{Executor, Task};
+use crate::host::wake::WakeQueue;
+use crate::host::{Cx, HostEvent, Next, Service, Transport, TransportError, Windows};
+use crate::metrics::ShardMetrics;
+use crate::runtime::AsShard;
+use crate::site::ShardSite;
+
+/// A transport shared by the loop (through the host) and the shard's
+/// tasks: each call borrows it for its own length only.
+pub struct Shared<X>(pub(crate) Rc<RefCell<X>>);
+
+impl<X> Shared<X> {
+    /// `transport`, to be shared.
+    pub fn new(transport: X) -> Shared<X> {
+        Shared(Rc::new(RefCell::new(transport)))
+    }
+
+    /// The transport, to look at (its counters after the loop ended).
+    pub fn borrow(&self) -> std::cell::Ref<'_, X> {
+        self.0.borrow()
+    }
+}
+
+impl AsShard for Shared<Shard> {
+    fn shard_mut(&mut self) -> impl std::ops::DerefMut<Target = Shard> + '_ {
+        self.0.borrow_mut()
+    }
+    fn shard_ref(&self) -> impl std::ops::Deref<Target = Shard> + '_ {
+        self.0.borrow()
+    }
+}
+
+impl<X: Transport> Transport for Shared<X> {
+    type Conn = X::Conn;
+    type Listener = X::Listener;
+    type Event = X::Event;
+
+    fn index(conn: X::Conn) -> usize {
+        X::index(conn)
+    }
+    fn classify(event: X::Event) -> HostEvent<X::Conn, X::Listener> {
+        X::classify(event)
+    }
+    fn listen(&mut self, port: u16) -> Result<X::Listener, String> {
+        self.0.borrow_mut().listen(port)
+    }
+    fn unlisten(&mut self, listener: X::Listener) {
+        self.0.borrow_mut().unlisten(listener);
+    }
+    fn accept(&mut self, listener: X::Listener) -> Option<(X::Conn, SocketAddr)> {
+        self.0.borrow_mut().accept(listener)
+    }
+    fn recv(&mut self, conn: X::Conn, buf: &mut [u8]) -> Result<usize, TransportError> {
+        self.0.borrow_mut().recv(conn, buf)
+    }
+    fn recv_with(
+        &mut self,
+        conn: X::Conn,
+        scratch: &mut [u8],
+        take: &mut dyn FnMut(&[u8]) -> usize,
+    ) -> Result<usize, TransportError> {
+        self.0.borrow_mut().recv_with(conn, scratch, take)
+    }
+    fn send(&mut self, conn: X::Conn, data: &[u8]) -> Result<usize, TransportError> {
+        self.0.borrow_mut().send(conn, data)
+    }
+    fn shutdown(&mut self, conn: X::Conn) {
+        self.0.borrow_mut().shutdown(conn);
+    }
+    fn close(&mut self, conn: X::Conn) {
+        self.0.borrow_mut().close(conn);
+    }
+    fn abort(&mut self, conn: X::Conn) {
+        self.0.borrow_mut().abort(conn);
+    }
+    fn delivered(&self) -> bool {
+        self.0.borrow().delivered()
+    }
+    fn counters(&self) -> Option<fairway_stack::Counters> {
+        self.0.borrow().counters()
+    }
+    fn observe(&self, metrics: &mut ShardMetrics, conns: &mut dyn Iterator<Item = X::Conn>) {
+        self.0.borrow().observe(metrics, conns);
+    }
+}
+
+/// Window control `W` of a transport, over that transport shared with
+/// async tasks.
+#[derive(Debug)]
+pub struct OnShared<W>(pub W);
+
+impl<X: Transport, W: Windows<X>> Windows<Shared<X>> for OnShared<W> {
+    type Sense = W::Sense;
+
+    fn opened(&mut self, sense: &mut W::Sense, peer: SocketAddr) {
+        self.0.opened(sense, peer);
+    }
+    fn touch(sense: &mut W::Sense) {
+        W::touch(sense);
+    }
+    fn next_run(&self) -> Instant {
+        self.0.next_run()
+    }
+    fn run(
+        &mut self,
+        now: Instant,
+        transport: &mut Shared<X>,
+        conns: &[Option<X::Conn>],
+        senses: &mut [W::Sense],
+        metrics: &mut ShardMetrics,
+    ) {
+        self.0.run(now, &mut transport.0.borrow_mut(), conns, senses, metrics);
+    }
+    fn release(&mut self, transport: &mut Shared<X>, conn: X::Conn, sense: &mut W::Sense) {
+        self.0.release(&mut transport.0.borrow_mut(), conn, sense);
+    }
+    fn observe(&self, transport: &Shared<X>, metrics: &mut ShardMetrics) {
+        self.0.observe(&transport.0.borrow(), metrics);
+    }
+}
+
+/// A connection as tasks name it: its host slot and a generation, so a
+/// stream outliving its connection never reaches the slot's next one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ConnId {
+    slot: u32,
+    generation: u32,
+}
+
+/// What the shard's tasks may ask of their runtime: an object, so that
+/// streams, listeners and timers need not name the transport.
+pub(crate) trait Runtime {
+    /// The loop's time.
+    fn now(&self) -> Instant;
+    /// The next admitted connection, once there is one.
+    fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(ConnId, SocketAddr)>>;
+    /// Lends at most `want` received bytes of `id` to `take`.
+    fn poll_read(
+        &self,
+        id: ConnId,
+        cx: &mut Context<'_>,
+        want: usize,
+        take: &mut dyn FnMut(&[u8]) -> usize,
+    ) -> Poll<io::Result<usize>>;
+    /// Queues bytes to send on `id`.
+    fn poll_write(&self, id: ConnId, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>>;
+    /// Shuts `id`'s sending side.
+    fn shutdown(&self, id: ConnId) -> io::Result<()>;
+    /// The task is done with `id`: the host lingers and closes it.
+    fn release(&self, id: ConnId);
+    /// The peer of `id`.
+    fn peer(&self, id: ConnId) -> Option<SocketAddr>;
+    /// Adds a task.
+    fn spawn(&self, task: Task);
+    /// Makes sure `cx` is woken at `at`: `timer` is the sleep's place in
+    /// the wheel, taken on first use.
+    fn sleep(&self, timer: &mut Option<(u32, u32)>, at: Instant, cx: &mut Context<'_>);
+    /// A sleep is dropped.
+    fn cancel_sleep(&self, timer: (u32, u32));
+    /// Ready once the server drains.
+    fn poll_draining(&self, cx: &mut Context<'_>) -> Poll<()>;
+    /// How long a client may take to send a request head.
+    fn header_timeout(&self) -> std::time::Duration;
+}
+
+thread_local! {
+    /// The runtime whose tasks this thread is polling.
+    static CURRENT: RefCell<Option<Rc<dyn Runtime>>> = const { RefCell::new(None) };
+}
+
+/// The runtime of the shard whose task calls, if there is one.
+pub(crate) fn current() -> Option<Rc<dyn Runtime>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// Makes `rt` current while `f` runs (and restores the one before: two
+/// runtimes may share a test's thread).
+fn enter<R>(rt: Rc<dyn Runtime>, f: impl FnOnce() -> R) -> R {
+    let before = CURRENT.with(|c| c.replace(Some(rt)));
+    let result = f();
+    CURRENT.with(|c| *c.borrow_mut() = before);
+    result
+}
+
+struct ConnState<C> {
+    conn: C,
+    generation: u32,
+    peer: SocketAddr,
+    /// The task waiting to read, and to write.
+    read: Option<Waker>,
+    write: Option<Waker>,
+    /// Its host slot's waker: the host drives the slot when woken.
+    host: Waker,
+    /// The task dropped its stream.
+    released: bool,
+    /// The last time bytes moved either way.
+    last_io: Instant,
+}
+
+impl<C> ConnState<C> {
+    fn wake_all(&mut self) {
+        for waker in [self.read.take(), self.write.take()].into_iter().flatten() {
+            waker.wake();
+        }
+    }
+}
+
+fn register(slot: &mut Option<Waker>, cx: &Context<'_>) {
+    if !slot.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+        *slot = Some(cx.waker().clone());
+    }
+}
+
+struct State<C> {
+    now: Instant,
+    conns: Vec<Option<ConnState<C>>>,
+    generations: Vec<u32>,
+    accepted: std::collections::VecDeque<(ConnId, SocketAddr)>,
+    accept: Option<Waker>,
+    draining: bool,
+    drain_wakers: Vec<Waker>,
+    timers: TimerWheel,
+    sleepers: Vec<(u32, Option<Waker>)>,
+    free_timers: Vec<u32>,
+}
+
+impl<C: Copy> State<C> {
+    fn conn(&mut self, id: ConnId) -> Option<&mut ConnState<C>> {
+        self.conns.get_mut(id.slot as usize)?.as_mut().filter(|c| c.generation == id.generation)
+    }
+}
+
+/// The reactor's shared part (see the [module documentation](self)).
+pub(crate) struct Core<X: Transport> {
+    header_timeout: std::time::Duration,
+    net: Rc<RefCell<X>>,
+    state: RefCell<State<X::Conn>>,
+    spawned: RefCell<Vec<Task>>,
+    scratch: RefCell<Box<[u8]>>,
+}
+
+fn gone() -> io::Error {
+    io::Error::new(io::ErrorKind::NotConnected, "the connection is closed")
+}
+
+impl<X: Transport + 'static> Runtime for Core<X> {
+    fn now(&self) -> Instant {
+        self.state.borrow().now
+    }
+
+    fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(ConnId, SocketAddr)>> {
+        let mut state = self.state.borrow_mut();
+        while let Some((id, peer)) = state.accepted.pop_front() {
+            if state.conn(id).is_some() {
+                return Poll::Ready(Ok((id, peer)));
+            }
+        }
+        if state.draining {
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::ConnectionAborted, "the server is shutting down")));
+        }
+        register(&mut state.accept, cx);
+        Poll::Pending
+    }
+
+    fn poll_read(
+        &self,
+        id: ConnId,
+        cx: &mut Context<'_>,
+        want: usize,
+        take: &mut dyn FnMut(&[u8]) -> usize,
+    ) -> Poll<io::Result<usize>> {
+        let mut state = self.state.borrow_mut();
+        let now = state.now;
+        let Some(c) = state.conn(id) else { return Poll::Ready(Err(gone())) };
+        let mut scratch = self.scratch.borrow_mut();
+        let want = want.min(scratch.len());
+        match self.net.borrow_mut().recv_with(c.conn, &mut scratch[..want], take) {
+            Ok(n) => {
+                c.last_io = now;
+                Poll::Ready(Ok(n))
+            }
+            Err(TransportError::WouldBlock) => {
+                register(&mut c.read, cx);
+                Poll::Pending
+            }
+            Err(TransportError::Failed) => Poll::Ready(Err(io::ErrorKind::ConnectionReset.into())),
+        }
+    }
+
+    fn poll_write(&self, id: ConnId, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let mut state = self.state.borrow_mut();
+        let now = state.now;
+        let Some(c) = state.conn(id) else { return Poll::Ready(Err(gone())) };
+        if data.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        match self.net.borrow_mut().send(c.conn, data) {
+            Ok(n) => {
+                c.last_io = now;
+                Poll::Ready(Ok(n))
+            }
+            Err(TransportError::WouldBlock) => {
+                register(&mut c.write, cx);
+                Poll::Pending
+            }
+            Err(TransportError::Failed) => Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+        }
+    }
+
+    fn shutdown(&self, id: ConnId) -> io::Result<()> {
+        let mut state = self.state.borrow_mut();
+        let c = state.conn(id).ok_or_else(gone)?;
+        self.net.borrow_mut().shutdown(c.conn);
+        Ok(())
+    }
+
+    fn release(&self, id: ConnId) {
+        let mut state = self.state.borrow_mut();
+        if let Some(c) = state.conn(id) {
+            c.released = true;
+            c.host.wake_by_ref();
+        }
+    }
+
+    fn peer(&self, id: ConnId) -> Option<SocketAddr> {
+        self.state.borrow_mut().conn(id).map(|c| c.peer)
+    }
+
+    fn spawn(&self, task: Task) {
+        self.spawned.borrow_mut().push(task);
+    }
+
+    fn sleep(&self, timer: &mut Option<(u32, u32)>, at: Instant, cx: &mut Context<'_>) {
+        let mut state = self.state.borrow_mut();
+        let (id, generation) = match *timer {
+            Some((id, generation)) if state.sleepers.get(id as usize).is_some_and(|s| s.0 == generation) => {
+                (id, generation)
+            }
+            _ => {
+                let id = match state.free_timers.pop() {
+                    Some(id) => id,
+                    None => {
+                        state.sleepers.push((0, None));
+                        (state.sleepers.len() - 1) as u32
+                    }
+                };
+                let entry = &mut state.sleepers[id as usize];
+                entry.0 = entry.0.wrapping_add(1);
+                *timer = Some((id, entry.0));
+                (id, entry.0)
+            }
+        };
+        debug_assert_eq!(state.sleepers[id as usize].0, generation);
+        register(&mut state.sleepers[id as usize].1, cx);
+        if state.timers.deadline(id) != Some(at) {
+            state.timers.schedule(id, at);
+        }
+    }
+
+    fn cancel_sleep(&self, (id, generation): (u32, u32)) {
+        let mut state = self.state.borrow_mut();
+        if state.sleepers.get(id as usize).is_some_and(|s| s.0 == generation) {
+            state.timers.cancel(id);
+            let entry = &mut state.sleepers[id as usize];
+            entry.0 = entry.0.wrapping_add(1);
+            entry.1 = None;
+            state.free_timers.push(id);
+        }
+    }
+
+    fn poll_draining(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut state = self.state.borrow_mut();
+        if state.draining {
+            return Poll::Ready(());
+        }
+        if !state.drain_wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            state.drain_wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    fn header_timeout(&self) -> std::time::Duration {
+        self.header_timeout
+    }
+}
+
+/// What a shard's async application is: a function that makes its main
+/// task, called once on the shard's thread.
+pub type MainTask = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>>>;
+
+/// A connection's session: its host slot.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AsyncSession {
+    slot: u32,
+}
+
+/// The async runtime as a [host](crate::host) service. See the [module
+/// documentation](self).
+pub struct AsyncService<X: Transport + 'static> {
+    core: Rc<Core<X>>,
+    executor: Executor,
+    main: Option<MainTask>,
+    idle_timeout: Duration,
+}
+
+impl<X: Transport + 'static> AsyncService<X> {
+    /// The runtime over `net` (the same transport the host is given),
+    /// whose tasks are woken through `wakes` (the host's queue), starting
+    /// with the task `main` makes. A connection with no bytes moved for
+    /// `http.idle_timeout` is reset; hyper connections served through
+    /// [`serve_http1`](super::serve_http1) time out a request head after
+    /// `http.header_timeout`.
+    pub fn new(net: &Shared<X>, wakes: Arc<WakeQueue>, http: &crate::http::HttpConfig, main: MainTask) -> Self {
+        let core = Rc::new(Core {
+            header_timeout: http.header_timeout,
+            net: Rc::clone(&net.0),
+            state: RefCell::new(State {
+                now: Instant::ZERO,
+                conns: Vec::new(),
+                generations: Vec::new(),
+                accepted: std::collections::VecDeque::new(),
+                accept: None,
+                draining: false,
+                drain_wakers: Vec::new(),
+                timers: TimerWheel::new(Instant::ZERO),
+                sleepers: Vec::new(),
+                free_timers: Vec::new(),
+            }),
+            spawned: RefCell::new(Vec::new()),
+            scratch: RefCell::new(vec![0; 64 * 1024].into_boxed_slice()),
+        });
+        AsyncService { core, executor: Executor::new(wakes), main: Some(main), idle_timeout: http.idle_timeout.into() }
+    }
+
+    /// Tasks alive now.
+    #[must_use]
+    pub fn tasks(&self) -> usize {
+        self.executor.live()
+    }
+
+    /// Tasks that panicked (each was dropped; the shard went on).
+    #[must_use]
+    pub fn panicked(&self) -> u64 {
+        self.executor.panicked()
+    }
+
+    fn runtime(&self) -> Rc<dyn Runtime> {
+        Rc::clone(&self.core) as Rc<dyn Runtime>
+    }
+
+    /// Fires the due sleeps, then polls the ready tasks (the main one first
+    /// of all).
+    fn run(&mut self, now: Instant) {
+        {
+            let mut state = self.core.state.borrow_mut();
+            state.now = now;
+            while let Some(id) = state.timers.pop_expired(now) {
+                if let Some(waker) = state.sleepers.get_mut(id as usize).and_then(|s| s.1.take()) {
+                    waker.wake();
+                }
+            }
+        }
+        let core = Rc::clone(&self.core);
+        let main = self.main.take();
+        let rt = self.runtime();
+        let executor = &mut self.executor;
+        enter(rt, || {
+            if let Some(main) = main {
+                executor.spawn(main());
+            }
+            let mut spawned = || core.spawned.borrow_mut().pop();
+            while let Some(task) = spawned() {
+                executor.spawn(task);
+            }
+            executor.run(&mut spawned);
+        });
+    }
+}
+
+impl<X: Transport + 'static> Service<Shared<X>> for AsyncService<X> {
+    type Session = AsyncSession;
+
+    fn session(&mut self) -> AsyncSession {
+        AsyncSession::default()
+    }
+
+    fn open(&mut self, s: &mut AsyncSession, cx: &mut Cx<'_, Shared<X>>, peer: SocketAddr) -> Next {
+        s.slot = cx.slot;
+        let mut state = self.core.state.borrow_mut();
+        let i = cx.slot as usize;
+        if i >= state.conns.len() {
+            state.conns.resize_with(i + 1, || None);
+            state.generations.resize(i + 1, 0);
+        }
+        state.generations[i] = state.generations[i].wrapping_add(1);
+        let generation = state.generations[i];
+        state.conns[i] = Some(ConnState {
+            conn: cx.conn,
+            generation,
+            peer,
+            read: None,
+            write: None,
+            host: cx.waker.clone(),
+            released: false,
+            last_io: cx.now,
+        });
+        state.accepted.push_back((ConnId { slot: cx.slot, generation }, peer));
+        if let Some(waker) = state.accept.take() {
+            waker.wake();
+        }
+        Next::Keep
+    }
+
+    fn drive(&mut self, s: &mut AsyncSession, cx: &mut Cx<'_, Shared<X>>) -> Next {
+        let mut state = self.core.state.borrow_mut();
+        let Some(c) = state.conns.get_mut(s.slot as usize).and_then(Option::as_mut) else { return Next::Abort };
+        if c.released {
+            return Next::Close;
+        }
+        c.last_io = cx.now;
+        c.wake_all();
+        Next::Keep
+    }
+
+    fn timeout(&mut self, s: &mut AsyncSession, cx: &mut Cx<'_, Shared<X>>) -> Next {
+        let state = self.core.state.borrow();
+        match state.conns.get(s.slot as usize).and_then(Option::as_ref) {
+            Some(c) if c.released => Next::Close,
+            Some(c) if cx.now < c.last_io + self.idle_timeout => Next::Keep,
+            _ => Next::Abort,
+        }
+    }
+
+    fn deadline(&self, s: &AsyncSession) -> Option<Instant> {
+        let state = self.core.state.borrow();
+        state.conns.get(s.slot as usize).and_then(Option::as_ref).map(|c| c.last_io + self.idle_timeout)
+    }
+
+    fn is_idle(&self, s: &AsyncSession) -> bool {
+        let state = self.core.state.borrow();
+        state.conns.get(s.slot as usize).and_then(Option::as_ref).is_none_or(|c| c.released)
+    }
+
+    fn closed(&mut self, s: &mut AsyncSession) {
+        let mut state = self.core.state.borrow_mut();
+        if let Some(mut c) = state.conns.get_mut(s.slot as usize).and_then(Option::take) {
+            // The task's next call fails.
+            c.wake_all();
+        }
+    }
+
+    fn poll(&mut self, _: &mut Shared<X>, _: &mut ShardSite, now: Instant) {
+        self.run(now);
+    }
+
+    fn woken(&mut self, task: u32) {
+        self.executor.woken(task);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.main.is_some() || self.executor.has_ready() || !self.core.spawned.borrow().is_empty() {
+            return Some(Instant::ZERO);
+        }
+        self.core.state.borrow().timers.next_wakeup()
+    }
+
+    fn begin_drain(&mut self) {
+        let mut state = self.core.state.borrow_mut();
+        state.draining = true;
+        for waker in std::mem::take(&mut state.drain_wakers).into_iter().chain(state.accept.take()) {
+            waker.wake();
+        }
+    }
+
+    fn busy(&self) -> bool {
+        self.executor.live() > 0
+    }
+
+    fn end(&mut self) {
+        let rt = self.runtime();
+        let executor = &mut self.executor;
+        enter(rt, || executor.clear());
+    }
+}
+
+impl<X: Transport + 'static> Drop for AsyncService<X> {
+    fn drop(&mut self) {
+        // Tasks drop their streams and sleeps, which ask the runtime.
+        self.end();
+    }
+}
