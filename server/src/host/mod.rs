@@ -38,6 +38,8 @@
 //! The service never sees a slot, a timer or a listener; the transport
 //! never sees HTTP.
 
+#[cfg(test)]
+mod tests;
 mod transport;
 pub mod wake;
 

@@ -151,6 +151,8 @@ pub struct HttpConn {
     /// Exchanges that ended before the handler finished them: it is told
     /// at the next call that has it.
     to_cancel: Option<Exchange>,
+    /// A handler asked to be called again then ([`Context::wake_at`]).
+    wake_at: Option<Instant>,
     /// The connection's slot (exchange ids) and peer.
     slot: u32,
     seq: u32,
@@ -167,6 +169,14 @@ pub struct HttpConn {
     /// bytes or took some (the idle timeout runs from there).
     last_now: Instant,
     last_progress: Instant,
+}
+
+/// The earlier of two optional times.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 fn std_duration(d: Duration) -> StdDuration {
@@ -199,6 +209,7 @@ impl HttpConn {
             reading: Reading::Head,
             held: None,
             to_cancel: None,
+            wake_at: None,
             slot: 0,
             seq: 0,
             peer: None,
@@ -222,6 +233,7 @@ impl HttpConn {
         self.reading = Reading::Head;
         self.held = None;
         self.to_cancel = None;
+        self.wake_at = None;
         self.awaiting_head = false;
         self.blocked = false;
         self.eof = false;
@@ -349,8 +361,8 @@ impl HttpConn {
     }
 
     /// When to call [`on_timeout`](Self::on_timeout): the header timeout of
-    /// a head in progress, a deferred answer's due time, or the idle
-    /// timeout.
+    /// a head in progress, a deferred answer's due time, a time its handler
+    /// asked to be called again, or the idle timeout.
     #[must_use]
     pub fn deadline(&self) -> Option<Instant> {
         if self.aborted {
@@ -362,6 +374,9 @@ impl HttpConn {
         }
         if let Reading::Deferred { pending } = &self.reading {
             at = at.min(pending.due);
+        }
+        if let Some(wake) = self.wake_at {
+            at = at.min(wake);
         }
         Some(at)
     }
@@ -381,6 +396,10 @@ impl HttpConn {
         self.flush_cancel(env.handler);
         if self.aborted {
             return;
+        }
+        if self.wake_at.is_some_and(|at| at <= now) {
+            // The handler's own timer: the drive that follows calls it.
+            self.wake_at = None;
         }
         let room = !self.body.is_some() && self.out.room() >= RESERVE;
         if let Some(deadline) = self.header_deadline()
@@ -558,10 +577,12 @@ impl HttpConn {
         if let Some(r) = remaining {
             room = room.min(usize::try_from(r).unwrap_or(usize::MAX));
         }
-        let mut cx = Context { exchange: id, now, waker: env.waker, peer: self.peer, site: &mut *env.site };
+        let mut cx =
+            Context { exchange: id, now, waker: env.waker, peer: self.peer, site: &mut *env.site, wake_at: None };
         let handler = &mut *env.handler;
         let dst = &mut spare[head..head + room];
         let produced = catch_unwind(AssertUnwindSafe(|| handler.produce(&mut cx, dst)));
+        self.wake_at = earliest(self.wake_at, cx.wake_at);
         let (n, end) = match produced {
             Ok(Produce::Pending) => return,
             Ok(Produce::Data(n)) => (n.min(room), false),
@@ -657,9 +678,11 @@ impl HttpConn {
             http10,
             text: &mut self.text,
         };
-        let mut cx = Context { exchange: id, now, waker: env.waker, peer: self.peer, site: &mut *env.site };
+        let mut cx =
+            Context { exchange: id, now, waker: env.waker, peer: self.peer, site: &mut *env.site, wake_at: None };
         let handler = &mut *env.handler;
         let reply = catch_unwind(AssertUnwindSafe(|| handler.request(&mut cx, &Request { head: &req }, res)));
+        self.wake_at = earliest(self.wake_at, cx.wake_at);
         self.out.commit(at);
         self.input.consume(head_len);
         let framing = match framing {
@@ -758,7 +781,8 @@ impl HttpConn {
         let input = &mut self.input;
         let collected = &mut self.collected;
         let handler = &mut *env.handler;
-        let mut cx = Context { exchange: id, now, waker: env.waker, peer: self.peer, site: &mut *env.site };
+        let mut cx =
+            Context { exchange: id, now, waker: env.waker, peer: self.peer, site: &mut *env.site, wake_at: None };
         let mut over = false;
         let mut panicked = false;
         let mut held_back = false;
@@ -829,11 +853,13 @@ impl HttpConn {
                 }
             }
         };
+        let wake = cx.wake_at;
         let outcome = match outcome {
             _ if panicked => Some(500),
             _ if over => Some(413),
             outcome => outcome,
         };
+        self.wake_at = earliest(self.wake_at, wake);
         let Some(status) = outcome else {
             if held_back {
                 // The handler wakes the connection when it takes more.
@@ -877,9 +903,17 @@ impl HttpConn {
             text: &mut self.text,
         };
         let body = if collected { &self.collected[..] } else { &[] };
-        let mut cx = Context { exchange: pending.id, now, waker: env.waker, peer: self.peer, site: &mut *env.site };
+        let mut cx = Context {
+            exchange: pending.id,
+            now,
+            waker: env.waker,
+            peer: self.peer,
+            site: &mut *env.site,
+            wake_at: None,
+        };
         let handler = &mut *env.handler;
         let reply = catch_unwind(AssertUnwindSafe(|| handler.body_end(&mut cx, body, res)));
+        self.wake_at = earliest(self.wake_at, cx.wake_at);
         self.held = None;
         match reply {
             Ok(reply) => {
@@ -904,9 +938,18 @@ impl HttpConn {
             http10: pending.http10,
             text: &mut self.text,
         };
-        let mut cx = Context { exchange: pending.id, now, waker: env.waker, peer: self.peer, site: &mut *env.site };
+        let mut cx = Context {
+            exchange: pending.id,
+            now,
+            waker: env.waker,
+            peer: self.peer,
+            site: &mut *env.site,
+            wake_at: None,
+        };
         let handler = &mut *env.handler;
-        match catch_unwind(AssertUnwindSafe(|| handler.resume(&mut cx, res))) {
+        let reply = catch_unwind(AssertUnwindSafe(|| handler.resume(&mut cx, res)));
+        self.wake_at = earliest(self.wake_at, cx.wake_at);
+        match reply {
             Ok(Reply(ReplyKind::Defer)) => false,
             Ok(reply) => {
                 self.apply(reply, pending, now, env.site);

@@ -12,7 +12,7 @@
 //! | `res.status(..)…stream(len)` | the head is queued now; the body comes from [`Handler::produce`] as the window frees up (chunked when the length is unknown) |
 //! | `res.read_body()` | the body is streamed to [`Handler::body`], then [`Handler::body_end`] answers |
 //! | `res.collect_body()` | the body is gathered (up to [`HttpConfig::max_collect`](super::HttpConfig::max_collect), 413 beyond) and handed whole to [`Handler::body_end`] |
-//! | `res.defer()` | nothing yet: the connection waits until the handler's [waker](Context::waker) is woken, then calls [`Handler::resume`] (and again each time, until it answers); a request body is read and dropped meanwhile |
+//! | `res.defer()` | nothing yet: the connection waits until the handler's [waker](Context::waker) is woken (or the time it gave [`Context::wake_at`]), then calls [`Handler::resume`] (and again each time, until it answers); a request body is read and dropped meanwhile |
 //!
 //! Responses stay in request order: while an exchange is deferred,
 //! streaming or reading its body, the requests pipelined behind it wait.
@@ -184,6 +184,7 @@ pub struct Context<'a> {
     pub(crate) waker: &'a Waker,
     pub(crate) peer: Option<SocketAddr>,
     pub(crate) site: &'a mut dyn Site,
+    pub(crate) wake_at: Option<Instant>,
 }
 
 impl Context<'_> {
@@ -205,6 +206,18 @@ impl Context<'_> {
     #[must_use]
     pub fn now(&self) -> Instant {
         self.now
+    }
+
+    /// Has this exchange's connection driven again at `at` (on the
+    /// shard's timer wheel): a deferred answer, a stream or a held-back
+    /// body gets its call then, as if the waker were woken.
+    pub fn wake_at(&mut self, at: Instant) {
+        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+    }
+
+    /// [`wake_at`](Self::wake_at) `after` from now.
+    pub fn wake_after(&mut self, after: std::time::Duration) {
+        self.wake_at(self.now + after.into());
     }
 
     /// The client's address, where the backend knows it.

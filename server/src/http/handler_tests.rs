@@ -29,6 +29,8 @@ struct Demo {
     cancelled: Vec<Exchange>,
     /// Wakers kept by deferred exchanges.
     wakers: Vec<Waker>,
+    /// When each `/after` exchange may answer.
+    due: ExchangeMap<Instant>,
 }
 
 impl Handler for Demo {
@@ -55,6 +57,13 @@ impl Handler for Demo {
             "/collect" => res.collect_body(),
             "/later" => {
                 self.wakers.push(cx.waker().clone());
+                res.defer()
+            }
+            "/after" => {
+                // Answers 5 ms later, on the connection's own timer.
+                let due = cx.now() + fairway_stack::time::Duration::from_millis(5);
+                self.due.insert(cx.exchange(), due);
+                cx.wake_at(due);
                 res.defer()
             }
             "/peer" => {
@@ -98,8 +107,11 @@ impl Handler for Demo {
         if *left == 0 { Produce::End(n) } else { Produce::Data(n) }
     }
 
-    fn resume(&mut self, _: &mut Context<'_>, res: Response<'_>) -> Reply {
+    fn resume(&mut self, cx: &mut Context<'_>, res: Response<'_>) -> Reply {
         self.resumes += 1;
+        if let Some(&mut due) = self.due.get_mut(cx.exchange()) {
+            return if cx.now() >= due { res.text(200, "after") } else { res.defer() };
+        }
         if self.ready { res.text(200, "later") } else { res.defer() }
     }
 
@@ -269,6 +281,21 @@ fn a_deferred_answer_comes_when_resumed_and_keeps_its_place() {
     let all = responses(&out, &[]);
     assert_eq!(all.iter().map(|r| r.body.clone()).collect::<Vec<_>>(), [b"later".to_vec(), pattern(3)]);
     assert!(site.app.resumes >= 2 && site.app.cancelled.is_empty());
+}
+
+#[test]
+fn a_handler_may_ask_to_be_called_again_at_a_time_of_its_choosing() {
+    let (mut c, mut site) = demo();
+    let t0 = Instant::from_secs(1);
+    c.reset(t0);
+    assert!(feed(&mut c, &mut site, &get("/after"), t0).is_empty());
+    let due = t0 + fairway_stack::time::Duration::from_millis(5);
+    assert_eq!(c.deadline(), Some(due), "the connection's deadline is the handler's");
+    c.on_timeout(due, &mut site.env());
+    let mut out = Vec::new();
+    drain(&mut c, due, &mut site, &mut out);
+    assert_eq!(one(&out).body, b"after");
+    assert!(c.deadline().is_some_and(|d| d > due), "back to the idle timeout");
 }
 
 #[test]

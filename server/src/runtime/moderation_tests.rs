@@ -263,3 +263,50 @@ fn a_coalescing_pause_never_outlasts_the_longest_sleep() {
     assert!(out.stats.itr_paused_us <= 300 * out.stats.itr_pauses, "{:?}", out.stats);
     assert!(out.max_latency <= 300 + 2 * TURN, "{}", out.max_latency);
 }
+
+// ---- the application's deadlines ----
+
+/// Wants a turn at each of `due` (µs), and notes when it got them.
+struct Timed {
+    now: Now,
+    due: VecDeque<u64>,
+    fired: Vec<u64>,
+    end: u64,
+}
+
+impl App for Timed {
+    fn on_event(&mut self, _: &mut Shard, _: Instant, _: Event) {}
+    fn poll(&mut self, _: &mut Shard, now: Instant) {
+        while self.due.front().is_some_and(|&at| at <= now.total_micros()) {
+            self.due.pop_front();
+            self.fired.push(now.total_micros());
+        }
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.due.front().map(|&at| Instant::from_micros(at))
+    }
+    fn finished(&self) -> bool {
+        self.now.get() >= self.end
+    }
+}
+
+#[test]
+fn the_loop_sleeps_until_the_applications_next_deadline_not_its_longest_sleep() {
+    let now: Now = Rc::new(Cell::new(0));
+    let wakes = Rc::new(RefCell::new(Vec::new()));
+    let mut nic = ScriptedNic::new(&now, [], &wakes);
+    let mut clock = VirtualClock { now: now.clone(), pauses: wakes.clone() };
+    let mut shard = Shard::new(Config::new([2, 0, 0, 0, 0, 1], Ipv4Addr::new(10, 0, 0, 1), 24));
+    let mut app =
+        Timed { now: now.clone(), due: VecDeque::from([5_000, 12_345, 250_000]), fired: Vec::new(), end: 400_000 };
+    let stats =
+        run_with_clock(&mut shard, &mut nic, &mut app, &config(64, true, 0, 0), &AtomicBool::new(false), &mut clock)
+            .unwrap();
+    // Each fired at its time (to the turn), not at the next 100 ms sleep.
+    assert_eq!(app.fired.len(), 3, "{:?}", app.fired);
+    for (fired, due) in app.fired.iter().zip([5_000u64, 12_345, 250_000]) {
+        assert!((due..=due + 2 * TURN).contains(fired), "due at {due}, fired at {fired}");
+    }
+    // Between them the loop slept, in as few sleeps as max_sleep allows.
+    assert!(stats.sleeps <= 8, "{stats:?}");
+}

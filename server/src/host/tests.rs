@@ -1,0 +1,250 @@
+//! The host over the userspace stack, in memory and in virtual time: a
+//! server shard with the HTTP service and a client shard, frames passed
+//! between them, time jumping to the next deadline anyone has. What the
+//! host owns is checked end to end: lingering close (an error answered
+//! before the FIN, no reset), the one timer wheel (timeouts fire when due,
+//! and the host says when), draining, and wakes.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration as StdDuration;
+
+use fairway_stack::time::{Duration, Instant};
+use fairway_stack::{Config, Handle, RecvError, Shard};
+
+use super::wake::WakeQueue;
+use super::*;
+use crate::backend::connection_limit::ConnectionLimit;
+use crate::http::{HttpConfig, HttpService, Router};
+use crate::metrics::MetricsHub;
+use crate::runtime::App;
+
+const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+type TestHost = Host<Shard, HttpService<Router>>;
+
+struct Pair {
+    server: Shard,
+    client: Shard,
+    host: TestHost,
+    stop: Arc<AtomicBool>,
+    now: Instant,
+    stats: LoopStats,
+    frame: Vec<u8>,
+}
+
+impl Pair {
+    fn new(http: HttpConfig) -> Pair {
+        let mac = |ip: Ipv4Addr| {
+            let [a, b, c, d] = ip.octets();
+            [2, 0, a, b, c, d]
+        };
+        let mut server = Shard::new(Config::new(mac(SERVER_IP), SERVER_IP, 24));
+        let mut client = Shard::new(Config::new(mac(CLIENT_IP), CLIENT_IP, 24));
+        server.add_neighbor(CLIENT_IP, mac(CLIENT_IP));
+        client.add_neighbor(SERVER_IP, mac(SERVER_IP));
+        let hub = Arc::new(MetricsHub::new(1, 4, "test"));
+        let site = ShardSite::new(0, hub, None, 4).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut host = Host::with_service(
+            HttpService::new(http),
+            site,
+            Arc::new(ConnectionLimit::new(2)),
+            Arc::clone(&stop),
+            StdDuration::from_secs(5),
+            WakeQueue::new(None),
+        );
+        let now = Instant::from_secs(1);
+        host.start(&mut server, now);
+        Pair { server, client, host, stop, now, stats: LoopStats::default(), frame: vec![0; 2048] }
+    }
+
+    /// One turn at the current time: timers, frames both ways, the host.
+    fn turn(&mut self) {
+        let now = self.now;
+        for shard in [&mut self.server, &mut self.client] {
+            if shard.poll_timeout().is_some_and(|at| at <= now) {
+                shard.handle_timeout(now);
+            }
+        }
+        while let Some(n) = self.client.poll_transmit(now, &mut self.frame) {
+            self.server.handle_frame(now, &self.frame[..n]);
+        }
+        while let Some(event) = self.server.poll_event() {
+            self.host.on_event(&mut self.server, now, event);
+        }
+        self.host.poll(&mut self.server, now);
+        while let Some(n) = self.server.poll_transmit(now, &mut self.frame) {
+            self.client.handle_frame(now, &self.frame[..n]);
+        }
+        self.stats.turns += 1;
+        self.host.after_turn(&mut self.server, now, &self.stats);
+    }
+
+    /// Turns until `done`, jumping to the next deadline between turns (the
+    /// host's included, as the loop's sleep does), or a millisecond on
+    /// (what `done` queued goes out then). Panics past `limit`.
+    fn run_until(&mut self, limit: Instant, mut done: impl FnMut(&mut Pair) -> bool) {
+        loop {
+            self.turn();
+            if done(self) {
+                return;
+            }
+            let next = [self.server.poll_timeout(), self.client.poll_timeout(), self.host.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .fold(self.now + Duration::from_millis(1), Instant::min);
+            self.now = next.max(self.now + Duration::from_micros(1));
+            assert!(self.now <= limit, "not done by {limit}");
+        }
+    }
+
+    fn connect(&mut self) -> Handle {
+        let h = self.client.connect(self.now, SocketAddrV4::new(SERVER_IP, 80)).unwrap();
+        let until = self.now + Duration::from_secs(1);
+        self.run_until(until, |p| p.client.flow(h).is_some_and(|f| f.state.is_synchronized()));
+        h
+    }
+
+    /// Reads what the client has; `Ok(0)` means the server's FIN.
+    fn read(&mut self, h: Handle, into: &mut Vec<u8>) -> Result<usize, RecvError> {
+        let mut buf = [0u8; 4096];
+        let mut total = 0;
+        loop {
+            match self.client.recv(h, &mut buf) {
+                Ok(0) if total == 0 => return Ok(0),
+                Ok(0) | Err(RecvError::WouldBlock) if total > 0 => return Ok(total),
+                Ok(n) => {
+                    into.extend_from_slice(&buf[..n]);
+                    total += n;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+#[test]
+fn an_oversized_head_gets_its_431_before_the_fin_and_no_reset() {
+    let mut p = Pair::new(HttpConfig::default());
+    let h = p.connect();
+    let mut head = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: ".to_vec();
+    head.extend(std::iter::repeat_n(b'a', 20_000));
+    head.extend(b"\r\n\r\n");
+    let mut sent = 0;
+    let mut got = Vec::new();
+    let mut fin = false;
+    let limit = p.now + Duration::from_secs(5);
+    p.run_until(limit, |p| {
+        if sent < head.len() {
+            sent += p.client.send(h, &head[sent..]).unwrap_or(0);
+        }
+        match p.read(h, &mut got) {
+            Ok(0) => fin = true,
+            Ok(_) | Err(RecvError::WouldBlock) => {}
+            Err(e) => panic!("the client's connection failed ({e}) after {:?}", String::from_utf8_lossy(&got)),
+        }
+        fin
+    });
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 431 "), "{text}");
+    assert!(text.contains("Connection: close"), "{text}");
+    assert_eq!(p.host.open_connections(), 1, "lingering until the client closes");
+    p.client.close(h);
+    let limit = p.now + Duration::from_secs(1);
+    p.run_until(limit, |p| p.host.open_connections() == 0);
+}
+
+#[test]
+fn a_lingering_connection_is_closed_at_the_end_of_the_linger() {
+    let mut p = Pair::new(HttpConfig::default());
+    let h = p.connect();
+    p.client.send(h, b"GET /plaintext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let limit = p.now + Duration::from_secs(1);
+    p.run_until(limit, |p| matches!(p.read(h, &mut got), Ok(0)));
+    assert!(String::from_utf8_lossy(&got).ends_with("Hello, World!"));
+    // The client never closes: the host lets go after LINGER_TIME.
+    let lingering_since = p.now;
+    let limit = p.now + LINGER_TIME + Duration::from_secs(1);
+    p.run_until(limit, |p| p.host.open_connections() == 0);
+    let waited = p.now.saturating_since(lingering_since);
+    assert!(waited <= LINGER_TIME + TimerWheel::TICK, "closed {waited} after the response");
+}
+
+#[test]
+fn a_timeout_fires_when_due_and_the_host_says_when() {
+    let http = HttpConfig { header_timeout: StdDuration::from_millis(300), ..HttpConfig::default() };
+    let mut p = Pair::new(http);
+    let h = p.connect();
+    p.client.send(h, b"GET /plaintext HTTP/1.1\r\nHo").unwrap();
+    p.turn();
+    let started = p.now;
+    let due = p.host.poll_timeout().expect("a deadline");
+    let header = Duration::from_millis(300);
+    assert!(due <= started + header + TimerWheel::TICK && due >= started, "the host wakes the loop for it: {due}");
+    let mut got = Vec::new();
+    let limit = started + Duration::from_secs(2);
+    p.run_until(limit, |p| {
+        let _ = p.read(h, &mut got);
+        !got.is_empty()
+    });
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 408 "));
+    let took = p.now.saturating_since(started);
+    assert!(took >= header && took <= header + Duration::from_millis(1), "408 after {took}, due after {header}");
+}
+
+#[test]
+fn draining_closes_idle_connections_and_lets_busy_ones_finish() {
+    let mut p = Pair::new(HttpConfig::default());
+    let idle = p.connect();
+    let busy = p.connect();
+    p.client.send(busy, b"GET /bytes/3000000 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    p.turn();
+    p.stop.store(true, Ordering::Relaxed);
+    let (mut idle_got, mut busy_got) = (Vec::new(), Vec::new());
+    let mut idle_closed = false;
+    let limit = p.now + Duration::from_secs(4);
+    p.run_until(limit, |p| {
+        idle_closed |= matches!(p.read(idle, &mut idle_got), Ok(0));
+        let _ = p.read(busy, &mut busy_got);
+        p.host.draining() && idle_closed && busy_got.len() > 3_000_000
+    });
+    assert!(idle_got.is_empty(), "the idle connection was closed without a word");
+    let third = p.client.connect(p.now, SocketAddrV4::new(SERVER_IP, 80)).unwrap();
+    let until = p.now + Duration::from_millis(100);
+    p.run_until(until + Duration::from_millis(1), |p| p.now >= until);
+    assert!(
+        p.client.flow(third).is_none_or(|f| !f.state.is_synchronized()),
+        "a connection after the stop is refused: {:?}",
+        p.client.flow(third).map(|f| f.state)
+    );
+    p.client.close(idle);
+    p.client.close(busy);
+    let limit = p.now + Duration::from_secs(5);
+    p.run_until(limit, |p| p.host.finished());
+    assert_eq!(p.host.accepted(), 2, "nothing accepted while draining");
+}
+
+#[test]
+fn a_woken_slot_is_driven_again() {
+    let mut p = Pair::new(HttpConfig::default());
+    let h = p.connect();
+    p.turn();
+    let slot = h.index() as usize;
+    // A wake for a live slot drives it: nothing to do, and nothing breaks.
+    p.host.wakers[slot].waker.wake_by_ref();
+    assert!(p.host.wakes().is_pending());
+    assert_eq!(p.host.poll_timeout(), Some(Instant::ZERO), "a pending wake keeps the loop awake");
+    p.turn();
+    assert!(!p.host.wakes().is_pending());
+    p.client.send(h, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let limit = p.now + Duration::from_secs(1);
+    p.run_until(limit, |p| {
+        let _ = p.read(h, &mut got);
+        got.ends_with(b"ok\n")
+    });
+}
