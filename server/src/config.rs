@@ -329,6 +329,11 @@ pub struct Options {
     #[arg(long, value_name = "TIME")]
     pub idle_timeout: Option<Span>,
 
+    /// A handler that defers its answer must give it within this time of the request's head (503
+    /// and close beyond) [default: 30s]
+    #[arg(long, value_name = "TIME")]
+    pub response_timeout: Option<Span>,
+
     /// Most connections open at once, whole server; more are refused [default: 10000]
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
@@ -393,6 +398,7 @@ impl Options {
             max_request_line: self.max_request_line.or(file.max_request_line),
             header_timeout: self.header_timeout.or(file.header_timeout),
             idle_timeout: self.idle_timeout.or(file.idle_timeout),
+            response_timeout: self.response_timeout.or(file.response_timeout),
             max_connections: self.max_connections.or(file.max_connections),
             socket_buffer: self.socket_buffer.or(file.socket_buffer),
             shutdown_grace: self.shutdown_grace.or(file.shutdown_grace),
@@ -490,6 +496,8 @@ pub struct Config {
     pub header_timeout: Duration,
     /// Keep-alive idle timeout.
     pub idle_timeout: Duration,
+    /// Time a deferred answer may take.
+    pub response_timeout: Duration,
     /// Most connections at once.
     pub max_connections: usize,
     /// Userspace backends: each connection's send and receive buffer, bytes.
@@ -518,6 +526,7 @@ impl Config {
             max_bytes: self.max_bytes,
             header_timeout: self.header_timeout,
             idle_timeout: self.idle_timeout,
+            response_timeout: self.response_timeout,
             ..HttpConfig::default()
         }
     }
@@ -683,6 +692,7 @@ impl Options {
             max_request_line,
             header_timeout: span(self.header_timeout, Duration::from_secs(10), "header-timeout")?,
             idle_timeout: span(self.idle_timeout, Duration::from_secs(60), "idle-timeout")?,
+            response_timeout: span(self.response_timeout, Duration::from_secs(30), "response-timeout")?,
             max_connections: at_least_one(self.max_connections.unwrap_or(10_000), "max-connections")?,
             socket_buffer,
             shutdown_grace: self.shutdown_grace.map_or(Duration::from_secs(5), |s| s.0),

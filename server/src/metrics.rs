@@ -101,6 +101,8 @@ pub struct ShardMetrics {
     stack: Option<Counters>,
     steering: Option<SteeringCounts>,
     looped: Option<LoopStats>,
+    /// The async runtime's tasks alive, and those that panicked.
+    tasks: Option<(u64, u64)>,
     flows: Vec<FlowStats>,
     max_flows: usize,
     flows_omitted: u64,
@@ -127,6 +129,7 @@ impl ShardMetrics {
             stack: None,
             steering: None,
             looped: None,
+            tasks: None,
             flows: Vec::with_capacity(max_flows),
             max_flows,
             flows_omitted: 0,
@@ -191,6 +194,17 @@ impl ShardMetrics {
     /// The shard loop's counts.
     pub fn observe_loop(&mut self, stats: &LoopStats) {
         self.looped = Some(*stats);
+    }
+
+    /// The async runtime's tasks: alive now, and panicked so far.
+    pub fn observe_tasks(&mut self, live: u64, panicked: u64) {
+        self.tasks = Some((live, panicked));
+    }
+
+    /// The async runtime's tasks alive, as last observed.
+    #[must_use]
+    pub fn tasks(&self) -> Option<u64> {
+        self.tasks.map(|(live, _)| live)
     }
 
     /// Replaces the per-connection statistics with `flows`, keeping the
@@ -279,6 +293,7 @@ impl ShardMetrics {
         }
         self.steering = other.steering;
         self.looped = other.looped;
+        self.tasks = other.tasks;
         self.flows.clear();
         self.flows.extend_from_slice(&other.flows);
         self.flows_omitted = other.flows_omitted;
@@ -419,7 +434,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 17] = [
+        let per_shard: [(&str, &str, &str, Get); 19] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -440,6 +455,10 @@ impl MetricsHub {
                 m.stack.as_ref().map(|c| c.established)
             }),
             ("fairway_tcp_resets_sent_total", "counter", "TCP RSTs sent.", |m| m.stack.as_ref().map(|c| c.resets_sent)),
+            ("fairway_tasks", "gauge", "Async tasks alive on the shard's executor.", |m| m.tasks.map(|t| t.0)),
+            ("fairway_task_panics_total", "counter", "Async tasks that panicked (each dropped; the shard went on).", |m| {
+                m.tasks.map(|t| t.1)
+            }),
             ("fairway_loop_turns_total", "counter", "Turns of the shard loop.", |m| m.looped.map(|l| l.turns)),
             ("fairway_loop_sleeps_total", "counter", "Sleeps on the device.", |m| m.looped.map(|l| l.sleeps)),
             ("fairway_loop_itr_pauses_total", "counter", "Interrupt-coalescing pauses.", |m| {

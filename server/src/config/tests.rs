@@ -24,6 +24,7 @@ const KEYS: &[&str] = &[
     "max-request-line",
     "header-timeout",
     "idle-timeout",
+    "response-timeout",
     "max-connections",
     "socket-buffer",
     "shutdown-grace",
@@ -91,6 +92,7 @@ fn defaults() {
     assert_eq!((c.max_bytes, c.max_body), (1 << 30, 64 << 20));
     assert_eq!((c.max_head, c.max_request_line), (16 << 10, 8 << 10));
     assert_eq!((c.header_timeout, c.idle_timeout), (Duration::from_secs(10), Duration::from_secs(60)));
+    assert_eq!(c.response_timeout, Duration::from_secs(30));
     assert_eq!(c.max_connections, 10_000);
     assert_eq!(c.socket_buffer, 1 << 20);
     assert_eq!(c.shutdown_grace, Duration::from_secs(5));
@@ -365,6 +367,7 @@ fn help_explains_every_key_with_its_default() {
         "[default: 8KiB]".to_owned(),
         "[default: 10s]".to_owned(),
         "[default: 60s]".to_owned(),
+        "[default: 30s]".to_owned(),
         "[default: 5s]".to_owned(),
         "[default: off]".to_owned(),
         "[default: 1 for every client]".to_owned(),
@@ -418,10 +421,13 @@ fn the_http_layer_gets_the_limits_and_timeouts() {
         "3s",
         "--idle-timeout",
         "7s",
+        "--response-timeout",
+        "2s",
     ]);
     let http = config.http();
     assert_eq!((http.max_request_line, http.max_head, http.max_body, http.max_bytes), (1024, 4096, 1 << 20, 2 << 20));
     assert_eq!((http.header_timeout, http.idle_timeout), (Duration::from_secs(3), Duration::from_secs(7)));
+    assert_eq!(http.response_timeout, Duration::from_secs(2));
     assert_eq!(http.server_name, "fairway");
 }
 

@@ -161,6 +161,11 @@ pub trait Service<T: Transport> {
 
     /// The grace period is over: drop whatever work is left.
     fn end(&mut self) {}
+
+    /// Adds the service's own counts to the shard's metrics.
+    fn observe(&self, metrics: &mut ShardMetrics) {
+        let _ = metrics;
+    }
 }
 
 /// Window control over a host's connections: sensing what flows they
@@ -641,6 +646,7 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
         if let Some(window) = &self.window {
             window.observe(t, metrics);
         }
+        self.service.observe(metrics);
     }
 }
 

@@ -613,6 +613,10 @@ impl<X: Transport + 'static> Service<Shared<X>> for AsyncService<X> {
         self.executor.live() > 0
     }
 
+    fn observe(&self, metrics: &mut ShardMetrics) {
+        metrics.observe_tasks(self.executor.live() as u64, self.executor.panicked());
+    }
+
     fn end(&mut self) {
         let rt = self.runtime();
         let executor = &mut self.executor;
