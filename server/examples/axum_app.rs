@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 /// What every shard's router shares: counters across cores.
 #[derive(Clone, Default)]
-struct AppState {
+pub struct AppState {
     greetings: Arc<AtomicU64>,
     orders: Arc<AtomicU64>,
 }
@@ -96,8 +96,9 @@ async fn countdown(Path(from): Path<u32>) -> impl IntoResponse {
     Ok(Body::from_stream(lines))
 }
 
-/// The application: one per shard, sharing `state`.
-fn app(state: AppState) -> Router {
+/// The application: one per shard, sharing `state`. (Public, so the tests
+/// serve this very application.)
+pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/plaintext", get(|| async { "Hello, World!" }))
         .route("/hello/{name}", get(hello))

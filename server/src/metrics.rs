@@ -456,9 +456,12 @@ impl MetricsHub {
             }),
             ("fairway_tcp_resets_sent_total", "counter", "TCP RSTs sent.", |m| m.stack.as_ref().map(|c| c.resets_sent)),
             ("fairway_tasks", "gauge", "Async tasks alive on the shard's executor.", |m| m.tasks.map(|t| t.0)),
-            ("fairway_task_panics_total", "counter", "Async tasks that panicked (each dropped; the shard went on).", |m| {
-                m.tasks.map(|t| t.1)
-            }),
+            (
+                "fairway_task_panics_total",
+                "counter",
+                "Async tasks that panicked (each dropped; the shard went on).",
+                |m| m.tasks.map(|t| t.1),
+            ),
             ("fairway_loop_turns_total", "counter", "Turns of the shard loop.", |m| m.looped.map(|l| l.turns)),
             ("fairway_loop_sleeps_total", "counter", "Sleeps on the device.", |m| m.looped.map(|l| l.sleeps)),
             ("fairway_loop_itr_pauses_total", "counter", "Interrupt-coalescing pauses.", |m| {

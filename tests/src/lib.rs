@@ -29,6 +29,7 @@ pub mod fairness;
 pub mod fairness_testbed;
 pub mod forge;
 pub mod nginx;
+pub mod platform;
 pub mod plot;
 pub mod real_peers;
 pub mod regression;

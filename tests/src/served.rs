@@ -15,8 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use fairway::backend::userspace::{self, Running, ShardReport};
+use fairway::backend::ShardReport;
 use fairway::config::Config;
+use fairway::{Builder, Server, ServerHandle};
 use sha2::{Digest, Sha256};
 
 use crate::apps::hex;
@@ -26,7 +27,7 @@ use crate::testbed::{self, Testbed};
 /// A running server.
 pub struct Served {
     stop: Arc<AtomicBool>,
-    running: Running,
+    handle: ServerHandle,
     /// The configuration it runs with.
     pub config: Config,
 }
@@ -41,16 +42,34 @@ impl Served {
     /// When the flags do not parse or the server does not start.
     #[must_use]
     pub fn start(tb: &Testbed, flags: &[&str]) -> Served {
+        Served::start_with(tb, flags, |builder| builder)
+    }
+
+    /// [`Served::start`] with the application `app` sets on the builder
+    /// (a handler, an axum router...).
+    ///
+    /// # Panics
+    ///
+    /// As [`Served::start`].
+    #[must_use]
+    pub fn start_with(tb: &Testbed, flags: &[&str], app: impl FnOnce(Builder) -> Builder) -> Served {
         let args = std::iter::once("fairway").chain(flags.iter().copied());
         let config = Config::load(args, None).unwrap_or_else(|e| panic!("flags {flags:?}: {e}"));
         let stop = Arc::new(AtomicBool::new(false));
-        let running = testbed::in_netns(&tb.server_ns(), || userspace::start(&config, Arc::clone(&stop)))
+        let builder = app(Server::builder().config(config.clone()).stop_flag(Arc::clone(&stop)));
+        let handle = testbed::in_netns(&tb.server_ns(), || builder.spawn())
             .unwrap_or_else(|e| panic!("entering {}: {e}", tb.server_ns()))
             .unwrap_or_else(|e| panic!("starting the server: {e}"));
         std::thread::sleep(Duration::from_millis(100));
-        assert!(!running.is_finished(), "the server stopped at start");
+        assert!(!handle.is_finished(), "the server stopped at start");
         wait_until_reachable(tb, 0, Duration::from_secs(10));
-        Served { stop, running, config }
+        Served { stop, handle, config }
+    }
+
+    /// The running server.
+    #[must_use]
+    pub fn handle(&self) -> &ServerHandle {
+        &self.handle
     }
 
     /// Raises the stop flag (what SIGINT does) without waiting.
@@ -61,7 +80,7 @@ impl Served {
     /// Whether every shard has ended.
     #[must_use]
     pub fn is_finished(&self) -> bool {
-        self.running.is_finished()
+        self.handle.is_finished()
     }
 
     /// Raises the stop flag and waits for the server to end. Returns each
@@ -73,7 +92,7 @@ impl Served {
     #[must_use]
     pub fn stop(self) -> Vec<ShardReport> {
         self.raise_stop();
-        self.running.wait().unwrap_or_else(|e| panic!("the server failed: {e}"))
+        self.handle.wait().unwrap_or_else(|e| panic!("the server failed: {e}"))
     }
 
     /// Waits for the server to end (after [`raise_stop`](Self::raise_stop)).
@@ -82,7 +101,7 @@ impl Served {
     ///
     /// What a shard failed with.
     pub fn wait(self) -> std::io::Result<Vec<ShardReport>> {
-        self.running.wait()
+        self.handle.wait()
     }
 }
 

@@ -7,14 +7,24 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use fairway_stack::Drop;
+use fairway_tests::apps::handler_app::test_app;
+use fairway_tests::platform::{
+    Target, check_axum_example, check_curl_bytes, check_handler_app, countdown_in_flight, garbage, gauge,
+    header_timeout, keep_alive_load, reset_mid_response, wait_for_gauge,
+};
 use fairway_tests::real_peers::python_concurrent;
 use fairway_tests::served::{
     Root, Served, T, check_endpoints, check_graceful_shutdown, check_static_files, check_uploads, check_wrk, curl_body,
     python_held_connections,
 };
 use fairway_tests::testbed::{self, SERVER_IF, Testbed, TestbedConfig};
+
+#[path = "../../server/examples/axum_app.rs"]
+#[allow(dead_code)]
+mod axum_app;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -152,4 +162,52 @@ fn a_short_wrk_run_over_afxdp() {
     check_wrk(&tb, 0);
     let reports = served.stop();
     assert!(reports[0].requests > 2000, "{reports:?}");
+}
+
+/// A user's `Handler` application over AF_XDP: streams both ways,
+/// deferred answers (one woken from another thread, through the shard's
+/// eventfd), the response timeout, a pipeline, a panic, the limits.
+#[test]
+fn a_user_handler_over_afxdp() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tb = testbed(1, 1);
+    let served =
+        Served::start_with(&tb, &flags(&tb, "10.77.0.1/24", &["--response-timeout", "1s"]), |b| b.handler(test_app));
+    let target = Target::testbed(&tb, 0);
+    let requests = check_handler_app(&target, Duration::from_secs(1)) + check_curl_bytes(&target, &[1, 3_000_000]);
+    let reports = served.stop();
+    assert_eq!(reports[0].requests, requests, "{reports:?}");
+}
+
+/// The axum example on the async runtime over AF_XDP: its routes to curl
+/// and Python, 10,000 requests over 256 connections, hyper's header
+/// timeout, a peer's reset mid-response, garbage, and a graceful stop that
+/// finishes the answer in flight.
+#[test]
+fn the_axum_example_over_afxdp() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tb = testbed(1, 1);
+    let state = axum_app::AppState::default();
+    let served = Served::start_with(&tb, &flags(&tb, "10.77.0.1/24", &["--header-timeout", "1s"]), |b| {
+        b.axum(move || axum_app::app(state.clone()))
+    });
+    let target = Target::testbed(&tb, 0);
+    check_axum_example(&target);
+    assert_eq!(curl_body(&tb, 0, "/hello/curl", T).unwrap(), b"Hello, curl! (greeting 2)\n");
+    let answered = keep_alive_load(&target, 256, 10_000, "/plaintext", b"Hello, World!", Duration::from_secs(60));
+    assert_eq!(answered, Ok(10_000));
+    let (took, said) = header_timeout(&target, Duration::from_secs(10));
+    assert!(took >= Duration::from_millis(900) && took < Duration::from_secs(5), "closed after {took:?} ({said})");
+    assert!(reset_mid_response(&target, "/countdown/50").starts_with("HTTP/1.1 200"));
+    let _ = garbage(&target);
+    wait_for_gauge(served.handle(), "fairway_tasks", 1);
+    assert_eq!(gauge(served.handle(), "fairway_task_panics_total"), 0);
+
+    let mut countdown = countdown_in_flight(&target, 20);
+    std::thread::sleep(Duration::from_millis(500));
+    let reports = served.stop();
+    countdown.wait_for_stdout("200", Duration::from_secs(10)).unwrap();
+    let text = countdown.kill().stdout_text();
+    assert!(text.contains("1... liftoff!"), "the countdown in flight completed: {text}");
+    assert_eq!(reports.len(), 1);
 }

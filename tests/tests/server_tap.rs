@@ -7,6 +7,10 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use std::time::Duration;
+
+use fairway_tests::apps::handler_app::test_app;
+use fairway_tests::platform::{Target, check_curl_bytes, check_handler_app};
 use fairway_tests::served::{
     Root, Served, check_endpoints, check_graceful_shutdown, check_static_files, check_uploads, check_wrk,
 };
@@ -52,4 +56,20 @@ fn a_short_wrk_run_over_tap() {
     check_wrk(&tb, 0);
     let reports = served.stop();
     assert!(reports[0].requests > 2000, "{reports:?}");
+}
+
+/// A user's `Handler` application over TAP (see the AF_XDP test of the
+/// same name).
+#[test]
+fn a_user_handler_over_tap() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
+    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(1).queues(1)).unwrap();
+    let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
+    let flags = ["--backend", "tap", "--tap-name", TAP_IF, "--ip", &ip, "--response-timeout", "1s"];
+    let served = Served::start_with(&tb, &flags, |b| b.handler(test_app));
+    let target = Target::testbed(&tb, 0);
+    let requests = check_handler_app(&target, Duration::from_secs(1)) + check_curl_bytes(&target, &[1, 3_000_000]);
+    let reports = served.stop();
+    assert_eq!(reports[0].requests, requests, "{reports:?}");
 }

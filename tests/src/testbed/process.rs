@@ -96,6 +96,20 @@ pub fn spawn<S: AsRef<OsStr>>(ns: &str, cmd: &[S]) -> Result<Spawned, TestbedErr
     Spawned::start(&format!("running a command in namespace {ns}"), command)
 }
 
+/// Starts `cmd` in this process's own network namespace (no `ip netns
+/// exec`: no root needed), as [`spawn`] does in a namespace.
+pub fn spawn_here<S: AsRef<OsStr>>(cmd: &[S]) -> Result<Spawned, TestbedError> {
+    let (program, args) = cmd.split_first().ok_or_else(|| TestbedError::Command {
+        what: "running a command".to_owned(),
+        command: String::new(),
+        status: "not started".to_owned(),
+        stderr: "an empty command line".to_owned(),
+    })?;
+    let mut command = Command::new(program);
+    command.args(args);
+    Spawned::start("running a command", command)
+}
+
 /// Runs `program args...` on the host, bounded by [`DEFAULT_TIMEOUT`], and
 /// fails unless it exits 0. `what` names the step in the error.
 pub(crate) fn run(what: &str, program: &str, args: &[&str]) -> Result<ExecOutput, TestbedError> {

@@ -1,0 +1,76 @@
+//! The platform on the kernel backend, embedded as a user would
+//! (`fairway::Server::builder()` on 127.0.0.1, a free port, two shards),
+//! against Python and curl on this machine: a user's `Handler`
+//! application, and the axum example on the async runtime. No root needed.
+
+use std::time::{Duration, Instant};
+
+use fairway::Server;
+use fairway::config::Config;
+use fairway_tests::apps::handler_app::test_app;
+use fairway_tests::platform::{
+    Target, check_axum_example, check_curl_bytes, check_handler_app, countdown_in_flight, garbage, gauge,
+    header_timeout, keep_alive_load, reset_mid_response, wait_for_gauge,
+};
+
+#[path = "../../server/examples/axum_app.rs"]
+#[allow(dead_code)]
+mod axum_app;
+
+fn config(extra: &[&str]) -> Config {
+    let args = ["fairway", "--listen", "127.0.0.1:0", "--shards", "2", "--log", "warn"].iter().chain(extra).copied();
+    Config::load(args, None).unwrap()
+}
+
+#[test]
+fn a_user_handler_answers_python_and_curl_on_kernel_sockets() {
+    let server = Server::builder().config(config(&["--response-timeout", "1s"])).handler(test_app).spawn().unwrap();
+    let target = Target::local(server.local_addr());
+    let requests = check_handler_app(&target, Duration::from_secs(1));
+    let requests = requests + check_curl_bytes(&target, &[0, 1, 100_000, 10_000_000]);
+    let reports = server.shutdown().unwrap();
+    assert_eq!(reports.len(), 2);
+    let answered: u64 = reports.iter().map(|r| r.requests).sum();
+    assert_eq!(answered, requests, "{reports:?}");
+}
+
+#[test]
+fn the_axum_example_on_kernel_sockets_survives_load_resets_and_a_graceful_stop() {
+    // One state shared by every shard's router, as the example's main does.
+    let state = axum_app::AppState::default();
+    let server = Server::builder()
+        .config(config(&["--header-timeout", "1s"]))
+        .axum(move || axum_app::app(state.clone()))
+        .spawn()
+        .unwrap();
+    let target = Target::local(server.local_addr());
+    check_axum_example(&target);
+
+    // 10,000 requests over 256 connections at once: none is left waiting
+    // (a lost wake-up stalls its connection until the client's timeout).
+    let answered = keep_alive_load(&target, 256, 10_000, "/plaintext", b"Hello, World!", Duration::from_secs(60));
+    assert_eq!(answered, Ok(10_000));
+
+    // hyper's header timeout runs on the shard's timer.
+    let (took, said) = header_timeout(&target, Duration::from_secs(10));
+    assert!(took >= Duration::from_millis(900) && took < Duration::from_secs(5), "closed after {took:?} ({said})");
+
+    // A peer that resets mid-response ends its task; garbage ends its own.
+    assert!(reset_mid_response(&target, "/countdown/50").starts_with("HTTP/1.1 200"));
+    let _ = garbage(&target);
+    // Only each shard's accepting task is left, and none panicked.
+    wait_for_gauge(&server, "fairway_tasks", 2);
+    assert_eq!(gauge(&server, "fairway_task_panics_total"), 0);
+
+    // A streamed answer in flight when the server stops is finished.
+    let mut countdown = countdown_in_flight(&target, 20);
+    std::thread::sleep(Duration::from_millis(500));
+    let stopped = Instant::now();
+    let reports = server.shutdown().unwrap();
+    let took = stopped.elapsed();
+    let out = countdown.wait_for_stdout("200", Duration::from_secs(10)).map(|()| countdown.kill());
+    let text = out.map(|o| o.stdout_text()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(text.contains("1... liftoff!"), "the countdown in flight completed: {text}");
+    assert!(took >= Duration::from_secs(1), "the stop waited for it: {took:?}");
+    assert_eq!(reports.len(), 2);
+}
