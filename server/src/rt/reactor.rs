@@ -56,6 +56,16 @@ impl<X> Shared<X> {
     pub fn borrow(&self) -> std::cell::Ref<'_, X> {
         self.0.borrow()
     }
+
+    /// The transport, to act on, between the tasks' turns (a driver of its
+    /// own feeds it frames this way).
+    ///
+    /// # Panics
+    ///
+    /// Called from inside a task of the same shard, which holds it.
+    pub fn borrow_mut(&self) -> std::cell::RefMut<'_, X> {
+        self.0.borrow_mut()
+    }
 }
 
 impl AsShard for Shared<Shard> {
