@@ -1,16 +1,33 @@
-//! The Fairway server's library: the per-core runtime that drives a shard of
-//! the protocol engine over a NIC queue, and the applications it runs.
+//! Fairway: the server built on Fairway's userspace TCP/IP stack, and the
+//! library that runs your application on it.
 //!
-//! - [`runtime`]: one loop per shard (receive a batch, run the stack, hand
-//!   its events to the application, transmit a batch, service timers, sleep
-//!   on the device when idle), shards pinned to cores, and a stop flag that
-//!   SIGINT/SIGTERM raise so every loop returns and every device is dropped
-//!   (which detaches AF_XDP programs).
+//! ```text
+//! userspace conn (Shard + Handle) ─┐                      ┌─▶ HTTP/1.1 (sans-IO) ─▶ Handler (sync, per core)
+//! kernel conn (mio stream) ────────┴─ Transport ─▶ Host ───┤     built-in endpoints, your handlers, a Router
+//!                          slots, one timer wheel, linger, └─▶ per-core async executor ─▶ hyper / axum
+//!                          draining, limit, fairness sensing
+//! ```
+//!
+//! - [`Server`]: embedding: [`Server::builder`] starts a server with your
+//!   application (a [`Handler`](http::Handler), an async task, an axum
+//!   `Router`) on every shard and returns a [`ServerHandle`].
+//! - [`runtime`]: one loop per shard (receive a batch, run the stack or
+//!   poll the kernel's sockets, hand the events to the application, transmit
+//!   a batch, sleep on the device until the next deadline, the
+//!   application's included), shards pinned to cores, and the stop flag
+//!   SIGINT/SIGTERM raise.
+//! - [`host`]: the connection host, one for every backend, over the
+//!   [`Transport`](host::Transport) seam: pooled per-connection state, the
+//!   drive, one timer wheel for every deadline, lingering close, draining,
+//!   the connection limit, window control's sensing.
 //! - [`backend`]: where connections come from (kernel sockets, or the
-//!   userspace stack), and `serve`, which runs the configured one.
-//! - [`http`]: HTTP/1.1 as a sans-IO layer (bytes in, bytes out) that
-//!   both backends drive.
-//! - [`backend`]: the userspace stack (AF_XDP, TAP) under the HTTP layer.
+//!   userspace stack over AF_XDP or TAP), and `serve`, which runs the
+//!   configured one.
+//! - [`http`]: HTTP/1.1 as a sans-IO layer (bytes in, bytes out), the
+//!   [`Handler`](http::Handler) API, a [`Router`](http::Router), and the
+//!   built-in endpoints.
+//! - [`rt`] and [`net`]: the per-core async runtime and its TCP streams,
+//!   for hyper 1.x and axum.
 //! - [`clock`]: the wall clock the runtime reads, as the stack's `Instant`.
 //! - [`config`]: the command line and the TOML file, merged and validated.
 //! - [`logging`]: `tracing` to standard error, filtered.

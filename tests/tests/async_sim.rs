@@ -161,6 +161,7 @@ fn get(path: &str) -> Vec<u8> {
 
 /// Runs `requests` (each at its millisecond) against the example; returns
 /// each exchange's response and when it ended, and the virtual time spent.
+/// Checks that every task but the accepting one ended, none by a panic.
 fn run(seed: u64, requests: Vec<(u64, Vec<u8>)>) -> (Vec<(String, Duration)>, Instant) {
     let path = LinkConfig::ideal().with_delay(Duration::from_millis(5)).with_bandwidth_mbps(100);
     let mut world = World::new(seed, 1500, path, path);
@@ -170,6 +171,8 @@ fn run(seed: u64, requests: Vec<(u64, Vec<u8>)>) -> (Vec<(String, Duration)>, In
     let mut sim = Sim::new(&world, http, requests);
     let stop = world.run(&mut sim, Instant::from_secs(60), 1_000_000);
     assert_eq!(stop, Stop::Done, "every exchange ended");
+    let service = sim.host.service();
+    assert_eq!((service.tasks(), service.panicked()), (1, 0), "only the accepting task is left");
     let results = sim
         .exchanges
         .iter()
@@ -198,6 +201,8 @@ fn the_axum_example_answers_on_the_simulated_network_in_virtual_time() {
         (400, get("/stats")),
         // Never finishes its head: hyper's header timeout (2 s, virtual).
         (10, b"GET /plaintext HTTP/1.1\r\nHost: si".to_vec()),
+        // No HTTP at all.
+        (20, (0..=255u8).cycle().take(4096).collect()),
     ];
     let wall = std::time::Instant::now();
     let (results, ended) = run(7, requests.clone());
@@ -217,6 +222,7 @@ fn the_axum_example_answers_on_the_simulated_network_in_virtual_time() {
         "the header timeout fired after {} (virtual)",
         slow.1
     );
+    assert!(results[5].0.is_empty() || results[5].0.starts_with("HTTP/1.1 400"), "garbage: {:?}", results[5].0);
     assert!(ended >= Instant::from_secs(2), "the run spans virtual seconds");
     assert!(wall < std::time::Duration::from_secs(20), "in {wall:?} of wall time");
 

@@ -1,48 +1,59 @@
-//! HTTP/1.1 as a sans-IO layer: bytes in, bytes out.
+//! HTTP/1.1 as a sans-IO layer: bytes in, bytes out, and the application
+//! API on top of it.
 //!
 //! No sockets, no clock (time is passed in), no threads, and no heap
 //! allocation per request in steady state: a connection's buffers are
 //! allocated once by [`HttpConn::new`] and reused by [`HttpConn::reset`].
-//! The userspace backend drives it over `fairway_stack::Shard`, the kernel
-//! backend over sockets; both the same way.
+//! Every backend drives it the same way, through the [host](crate::host)
+//! and [`HttpService`].
 //!
 //! What it owns:
 //!
 //! - [`HttpConn`]: one connection's state machine: keep-alive (HTTP/1.1 by
 //!   default, HTTP/1.0 on `Connection: keep-alive`), pipelining (responses
-//!   strictly in request order; a request whose body is still arriving holds
-//!   back the ones behind it), `Content-Length` and chunked request bodies,
-//!   `Expect: 100-continue`, `HEAD`, and the limits: 414, 431, 400, 413,
-//!   408 on a head that takes longer than `header_timeout` from its first
-//!   byte, a silent close after `idle_timeout`.
-//! - the endpoints (`routes.rs`): `/plaintext`, `/json`, `/bytes/{n}`,
-//!   `/upload`, `/metrics`, `/healthz`, and static files ([`StaticFiles`]);
+//!   strictly in request order; a request whose body is still arriving, or
+//!   whose answer is deferred or streaming, holds back the ones behind
+//!   it), `Content-Length` and chunked request bodies, `Expect:
+//!   100-continue`, `HEAD`, and the limits: 414, 431, 400, 413, 408 on a
+//!   head that takes longer than `header_timeout` from its first byte, 503
+//!   on an answer deferred past `response_timeout`, a silent close after
+//!   `idle_timeout`.
+//! - [`Handler`]: what answers requests (see [`handler`]): at once,
+//!   streamed, after reading the body, or later; a [`Router`] composes
+//!   handlers by method and path.
+//! - the built-in endpoints ([`builtin`]): `/plaintext`, `/json`,
+//!   `/bytes/{n}`, `/upload`, `/metrics`, `/healthz`, static files
+//!   ([`StaticFiles`]) and the index at `/`, each a handler.
 //! - [`date`]: HTTP dates, and the per-second [`DateCache`] a runtime keeps
 //!   for [`Site::now_date`].
 //!
 //! # Driving a connection
 //!
+//! Each call takes the time and an [`Env`]: the shard's [`Site`], the
+//! [`Handler`], and the waker that has the connection driven again.
+//!
 //! ```text
-//! accepted:   conn.reset(now)                      (a pooled HttpConn)
+//! accepted:   conn.reset(now); conn.attach(slot, peer)   (a pooled HttpConn)
 //! readable:   while conn.wants_input():
 //!                 n = transport.recv(conn.recv_buf())   (0 = peer's FIN: conn.on_eof(now); break)
-//!                 conn.on_recv(n, now, site)
+//!                 conn.on_recv(n, now, env)
 //! then flush: loop:
-//!                 out = conn.output(now, site);  if out is empty: break
+//!                 out = conn.output(now, env);   if out is empty: break
 //!                 n = transport.send(out);       conn.consume(n);  if n < out.len(): break
 //!             if conn.should_close(): close the transport (the response is out; FIN)
-//! writable:   flush again; then, if conn.wants_input(), read again: requests
-//!             held back by a full output window free input room as they go
-//! timer:      at conn.deadline(): conn.on_timeout(now, site), then flush
+//! writable,   flush again; then, if conn.wants_input(), read again: requests
+//! or woken:   held back by a full output window (or by their handler) go on
+//! timer:      at conn.deadline(): conn.on_timeout(now, env), then flush
+//! closed:     conn.finish(handler): the handler lets go of what it held
 //! ```
 //!
 //! [`HttpConn::on_input`] copies from a slice instead of
 //! `recv_buf`/`on_recv`, for transports that hand out their own buffers, and
 //! for tests.
 //!
-//! # Changes from the agreed contract (notes/issue5-design.md)
+//! # Changes from the contract first agreed (issue 5)
 //!
-//! - `output(now, site)` and `on_timeout(now, site)` take what they need:
+//! - `output(now, env)` and `on_timeout(now, env)` take what they need:
 //!   `output` may answer requests that were waiting for window room (so it
 //!   needs the site and the time for their latency), and a 408 needs the
 //!   `Date`.
@@ -64,9 +75,10 @@
 //! - `/bytes/{n}` over `max_bytes` is **400** (the request is well formed
 //!   and small; 413 is about request content) and the connection stays open;
 //!   a non-numeric n is 404.
-//! - A request that is not `/upload` is answered as soon as its head is
-//!   parsed; a body it carries is read and dropped before the next request
-//!   is looked at. `/upload` is answered when its body is complete.
+//! - A request is handed to its handler as soon as its head is parsed. One
+//!   the handler answers then has the body it carries read and dropped
+//!   before the next request is looked at; one whose handler reads the body
+//!   (`/upload`) is answered when the body is complete.
 //! - Every 400/413/414/431/501 and every 408 closes the connection after the
 //!   response; an idle connection (no request started, or a peer that stopped
 //!   reading or sending a body) is closed silently after `idle_timeout`.

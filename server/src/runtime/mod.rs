@@ -1,21 +1,29 @@
-//! The per-core runtime: one loop per shard, run to completion.
+//! The per-core runtime: one loop per shard, run to completion, the same
+//! for every backend.
 //!
-//! Each turn of [`run`] reads the clock once, then
+//! The loop is written over [`NetIo`], the I/O side of a shard: a NIC
+//! queue under the userspace stack (any [`Device`] + [`Wait`], over a
+//! [`Shard`]), or a kernel socket poller
+//! ([`KernelPoll`](crate::backend::kernel::KernelPoll)). Each turn of
+//! [`run`] reads the clock once, then
 //!
-//! 1. receives up to a batch of frames from the device into the shard,
-//! 2. fires the shard's due timers,
-//! 3. hands the shard's events to the application, then lets it act
-//!    ([`App::poll`]),
+//! 1. takes in up to a batch of input (frames into the shard, or readiness
+//!    events from epoll),
+//! 2. fires the transport's due timers,
+//! 3. hands the events to the application, then lets it act
+//!    ([`App::poll`]: the host's own timers, woken connections and tasks),
 //! 4. transmits what the shard has to send, up to a batch,
 //!
 //! and when a turn found nothing to do it keeps polling for up to
-//! [`LoopConfig::busy_poll`] before it sleeps on the device ([`Wait`]) until
-//! frames arrive or the shard's next timer is due. Under load the loop
-//! wakes at most once per [`LoopConfig::itr`] (interrupt coalescing), and
-//! its receive batches grow and shrink with the load ([`AdaptiveBatch`]). The stop flag (raised by
-//! SIGINT/SIGTERM through [`signals`], or by the caller) ends the loop at the
-//! next turn, so the device and the shard are dropped normally: an AF_XDP
-//! device detaches its XDP program then.
+//! [`LoopConfig::busy_poll`] before it sleeps on the device ([`NetIo::wait`])
+//! until input arrives, the transport's next timer is due, or the
+//! application's ([`App::poll_timeout`]: a connection's timeout, a task's
+//! sleep), whichever comes first. Under load the loop wakes at most once
+//! per [`LoopConfig::itr`] (interrupt coalescing), and its receive batches
+//! grow and shrink with the load ([`AdaptiveBatch`]). The stop flag
+//! (raised by SIGINT/SIGTERM through [`signals`], or by the caller) ends the
+//! loop at the next turn, so the device and the shard are dropped normally:
+//! an AF_XDP device detaches its XDP program then.
 //!
 //! [`shards`] starts one such loop per core.
 
