@@ -146,6 +146,19 @@ def request(method, path, body=b"", headers=(), timeout=30):
 def pattern(n):
     return bytes(i % 251 for i in range(n))
 
+def until_close(s):
+    """Everything the server sends until it closes (or resets) the connection."""
+    got = b""
+    try:
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+    except ConnectionResetError:
+        pass
+    return got
+
 def expect(what, got, want):
     if got != want:
         sys.exit(f"{what}: got {got!r}, want {want!r}")
@@ -313,15 +326,7 @@ pub fn header_timeout(target: &Target, wait: Duration) -> (Duration, String) {
 s = connect(float(ARGS[0]))
 s.sendall(b"GET /plaintext HTTP/1.1\r\nHost: fair")
 t = time.monotonic()
-got = b""
-try:
-    while True:
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        got += chunk
-except ConnectionResetError:
-    pass
+got = until_close(s)
 print(f"{time.monotonic() - t:.3f} {got[:12].decode(errors='replace')!r}")
 "#;
     let secs = wait.as_secs_f64().to_string();
@@ -436,15 +441,7 @@ pub fn garbage(target: &Target) -> String {
     const GARBAGE: &str = r#"
 s = connect()
 s.sendall(bytes(range(256)) * 40)
-got = b""
-try:
-    while True:
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        got += chunk
-except ConnectionResetError:
-    pass
+got = until_close(s)
 print(got[:12].decode(errors="replace"))
 "#;
     python(target, GARBAGE, &[], Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}")).trim().to_owned()

@@ -41,7 +41,7 @@ pub use sockets::{KernelConn, KernelEvent, KernelListener, KernelPoll, KernelSoc
 
 use super::connection_limit::ConnectionLimit;
 use super::fairness::{ShareBoard, policy_for};
-use super::{Application, Running, report};
+use super::{Application, Running, ShardService, report};
 use crate::config::Config;
 use crate::host::wake::WakeQueue;
 use crate::host::{Host, Service, Transport, Windows};
@@ -57,9 +57,6 @@ const BACKLOG: i32 = 1024;
 
 /// The most connections per shard listed in the per-flow metrics.
 const METRICS_FLOWS: usize = 64;
-
-/// The HTTP server on one kernel-backend shard.
-pub type KernelApp = Host<KernelSockets, HttpService, Controller>;
 
 /// What a kernel shard's application is made with, on the shard's thread.
 pub(crate) struct KernelParts {
@@ -104,32 +101,20 @@ pub fn start(config: &Config, stop: Arc<AtomicBool>) -> io::Result<Running> {
 /// As [`start`].
 pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> io::Result<Running> {
     let (http, grace) = (config.http(), config.shutdown_grace);
-    match app {
-        Application::Builtin => start_with(config, stop, move |p: KernelParts| {
-            let host: KernelApp =
-                Host::with_service(HttpService::new(http.clone()), p.site, p.limit, p.stop, grace, p.wakes)
-                    .with_window_control(p.window);
+    match app.service(&http) {
+        ShardService::Http(make) => start_with(config, stop, move |p: KernelParts| {
+            let service = HttpService::with_handler(http.clone(), make());
+            let host =
+                Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes).with_window_control(p.window);
             (p.sockets, host)
         }),
-        Application::Handler(make) => {
-            let make = Arc::clone(make);
-            start_with(config, stop, move |p: KernelParts| {
-                let service = HttpService::with_handler(http.clone(), make());
-                let host =
-                    Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes).with_window_control(p.window);
-                (p.sockets, host)
-            })
-        }
-        Application::Async(make) => {
-            let make = Arc::clone(make);
-            start_with(config, stop, move |p: KernelParts| {
-                let sockets = Shared::new(p.sockets);
-                let service = AsyncService::new(&sockets, Arc::clone(&p.wakes), &http, make());
-                let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
-                    .with_window_control(OnShared(p.window));
-                (sockets, host)
-            })
-        }
+        ShardService::Async(make) => start_with(config, stop, move |p: KernelParts| {
+            let sockets = Shared::new(p.sockets);
+            let service = AsyncService::new(&sockets, Arc::clone(&p.wakes), &http, make());
+            let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
+                .with_window_control(OnShared(p.window));
+            (sockets, host)
+        }),
     }
 }
 

@@ -25,7 +25,7 @@ use fairway_stack::Counters;
 
 use crate::config::{Backend, Config};
 use crate::host::{Host, Service, Transport, Windows};
-use crate::http::Handler;
+use crate::http::{Handler, HttpConfig, builtin};
 use crate::metrics::MetricsHub;
 use crate::rt::MainTask;
 use crate::runtime::LoopStats;
@@ -37,10 +37,41 @@ pub enum Application {
     #[default]
     Builtin,
     /// A [`Handler`] per shard, made on the shard's thread.
-    Handler(Arc<dyn Fn() -> Box<dyn Handler> + Send + Sync>),
+    Handler(MakeHandler),
     /// An async application: the main task of each shard, made on its
     /// thread, run by the shard's executor ([`crate::rt`]).
-    Async(Arc<dyn Fn() -> MainTask + Send + Sync>),
+    Async(MakeTask),
+}
+
+/// Makes a shard's handler, on its thread.
+pub type MakeHandler = Arc<dyn Fn() -> Box<dyn Handler> + Send + Sync>;
+
+/// Makes a shard's main task, on its thread.
+pub type MakeTask = Arc<dyn Fn() -> MainTask + Send + Sync>;
+
+/// What runs on a shard, once the built-in endpoints are one handler among
+/// others.
+#[derive(Clone)]
+pub(crate) enum ShardService {
+    /// HTTP answered by the handlers `MakeHandler` makes.
+    Http(MakeHandler),
+    /// The async runtime with the main tasks `MakeTask` makes.
+    Async(MakeTask),
+}
+
+impl Application {
+    /// What each shard runs: the built-in endpoints are their router with
+    /// `http`'s limits.
+    pub(crate) fn service(&self, http: &HttpConfig) -> ShardService {
+        match self {
+            Application::Builtin => {
+                let http = http.clone();
+                ShardService::Http(Arc::new(move || Box::new(builtin(&http)) as Box<dyn Handler>))
+            }
+            Application::Handler(make) => ShardService::Http(Arc::clone(make)),
+            Application::Async(make) => ShardService::Async(Arc::clone(make)),
+        }
+    }
 }
 
 impl std::fmt::Debug for Application {

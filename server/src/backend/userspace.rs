@@ -48,7 +48,7 @@ pub use fairness::{FlowSense, SENSE_INTERVAL, WindowControl};
 
 use super::connection_limit::ConnectionLimit;
 use super::fairness::{ShareBoard, policy_for};
-use super::{Application, report};
+use super::{Application, ShardService, report};
 pub use super::{Running, ShardReport};
 
 use crate::config::{Backend, Config, IpPrefix};
@@ -256,35 +256,22 @@ where
     O: Fn(u16) -> io::Result<(D, [u8; 6])> + Send + Sync + 'static,
 {
     let (http, grace) = (config.http(), config.shutdown_grace);
-    match app {
-        Application::Builtin => spawn_all(config, ip, count, stop, open, move |p: UserspaceParts| {
-            let host: HttpApp =
-                Host::with_service(HttpService::new(http.clone()), p.site, p.limit, p.stop, grace, p.wakes)
-                    .with_steering(p.fabric, p.index)
-                    .with_window_control(p.window);
+    match app.service(&http) {
+        ShardService::Http(make) => spawn_all(config, ip, count, stop, open, move |p: UserspaceParts| {
+            let service = HttpService::with_handler(http.clone(), make());
+            let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
+                .with_steering(p.fabric, p.index)
+                .with_window_control(p.window);
             (p.shard, host)
         }),
-        Application::Handler(make) => {
-            let make = Arc::clone(make);
-            spawn_all(config, ip, count, stop, open, move |p: UserspaceParts| {
-                let service = HttpService::with_handler(http.clone(), make());
-                let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
-                    .with_steering(p.fabric, p.index)
-                    .with_window_control(p.window);
-                (p.shard, host)
-            })
-        }
-        Application::Async(make) => {
-            let make = Arc::clone(make);
-            spawn_all(config, ip, count, stop, open, move |p: UserspaceParts| {
-                let shard = Shared::new(p.shard);
-                let service = AsyncService::new(&shard, Arc::clone(&p.wakes), &http, make());
-                let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
-                    .with_steering(p.fabric, p.index)
-                    .with_window_control(OnShared(p.window));
-                (shard, host)
-            })
-        }
+        ShardService::Async(make) => spawn_all(config, ip, count, stop, open, move |p: UserspaceParts| {
+            let shard = Shared::new(p.shard);
+            let service = AsyncService::new(&shard, Arc::clone(&p.wakes), &http, make());
+            let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
+                .with_steering(p.fabric, p.index)
+                .with_window_control(OnShared(p.window));
+            (shard, host)
+        }),
     }
 }
 

@@ -31,7 +31,7 @@ use fairway_stack::time::{Duration, Instant};
 
 use crate::http::body::Body;
 use crate::http::chunked::{ChunkError, ChunkedDecoder};
-use crate::http::handler::{Context, Exchange, Handler, Produce, Reply, ReplyKind, Request, Response};
+use crate::http::handler::{Context, Exchange, Handler, Produce, Reply, ReplyKind, Request, Response, Shape};
 use crate::http::input::Input;
 use crate::http::parse::{self, Framing, Head, HeadLimits, MAX_HEADERS, Method};
 use crate::http::response::{CONTINUE, Common, MAX_FIELD, MAX_INLINE_BODY, MAX_RESPONSE_HEAD, Persistence};
@@ -64,15 +64,23 @@ pub struct Env<'a> {
     pub waker: &'a Waker,
 }
 
+impl Env<'_> {
+    /// The context of a handler call for exchange `id` of a connection
+    /// with `peer`, and the handler to call.
+    fn call(&mut self, id: Exchange, now: Instant, peer: Option<SocketAddr>) -> (Context<'_>, &mut dyn Handler) {
+        let cx = Context { exchange: id, now, waker: self.waker, peer, site: &mut *self.site, wake_at: None };
+        (cx, &mut *self.handler)
+    }
+}
+
 /// An exchange the handler has taken on, and what its answer will say.
 #[derive(Clone, Copy, Debug)]
 struct Pending {
     id: Exchange,
     /// When its request's first byte arrived.
     started: Instant,
-    persistence: Persistence,
-    head_only: bool,
-    http10: bool,
+    /// What its answer says about the connection and its body.
+    shape: Shape,
     /// Its answer is due by then (503 after).
     due: Instant,
 }
@@ -169,6 +177,20 @@ pub struct HttpConn {
     /// bytes or took some (the idle timeout runs from there).
     last_now: Instant,
     last_progress: Instant,
+}
+
+/// The room an answer is written in: the window's free space (at least
+/// [`RESERVE`]) after the `at` bytes already written there (an interim
+/// 100), and the connection's text buffer for bodies too large for it.
+fn answer_room<'a>(
+    out: &'a mut ByteWindow,
+    at: usize,
+    text: &'a mut Vec<u8>,
+    server: &'a [u8],
+    date: &'a [u8],
+    shape: Shape,
+) -> Response<'a> {
+    Response { out: &mut out.spare(RESERVE)[at..], common: Common { server, date }, shape, text }
 }
 
 /// The earlier of two optional times.
@@ -577,9 +599,7 @@ impl HttpConn {
         if let Some(r) = remaining {
             room = room.min(usize::try_from(r).unwrap_or(usize::MAX));
         }
-        let mut cx =
-            Context { exchange: id, now, waker: env.waker, peer: self.peer, site: &mut *env.site, wake_at: None };
-        let handler = &mut *env.handler;
+        let (mut cx, handler) = env.call(id, now, self.peer);
         let dst = &mut spare[head..head + room];
         let produced = catch_unwind(AssertUnwindSafe(|| handler.produce(&mut cx, dst)));
         self.wake_at = earliest(self.wake_at, cx.wake_at);
@@ -669,18 +689,10 @@ impl HttpConn {
         }
         self.seq = self.seq.wrapping_add(1);
         let id = Exchange::new(self.slot, self.seq);
-        let pending = Pending { id, started, persistence, head_only, http10, due: now + self.response_timeout };
-        let res = Response {
-            out: &mut self.out.spare(RESERVE)[at..],
-            common: Common { server: self.server, date: &self.date[..self.date_len] },
-            persistence,
-            head_only,
-            http10,
-            text: &mut self.text,
-        };
-        let mut cx =
-            Context { exchange: id, now, waker: env.waker, peer: self.peer, site: &mut *env.site, wake_at: None };
-        let handler = &mut *env.handler;
+        let shape = Shape { persistence, head_only, http10 };
+        let pending = Pending { id, started, shape, due: now + self.response_timeout };
+        let res = answer_room(&mut self.out, at, &mut self.text, self.server, &self.date[..self.date_len], shape);
+        let (mut cx, handler) = env.call(id, now, self.peer);
         let reply = catch_unwind(AssertUnwindSafe(|| handler.request(&mut cx, &Request { head: &req }, res)));
         self.wake_at = earliest(self.wake_at, cx.wake_at);
         self.out.commit(at);
@@ -739,7 +751,7 @@ impl HttpConn {
                 site.record(status, std_duration(now - pending.started));
                 // Answered: nothing of it is left to cancel.
                 self.reading = Reading::Head;
-                if close || pending.persistence == Persistence::Close {
+                if close || pending.shape.persistence == Persistence::Close {
                     self.close_reading();
                 }
                 true
@@ -780,9 +792,7 @@ impl HttpConn {
         let max_collect = self.max_collect;
         let input = &mut self.input;
         let collected = &mut self.collected;
-        let handler = &mut *env.handler;
-        let mut cx =
-            Context { exchange: id, now, waker: env.waker, peer: self.peer, site: &mut *env.site, wake_at: None };
+        let (mut cx, handler) = env.call(id, now, self.peer);
         let mut over = false;
         let mut panicked = false;
         let mut held_back = false;
@@ -894,24 +904,10 @@ impl HttpConn {
             return;
         }
         self.copy_date(env.site);
-        let res = Response {
-            out: self.out.spare(RESERVE),
-            common: Common { server: self.server, date: &self.date[..self.date_len] },
-            persistence: pending.persistence,
-            head_only: pending.head_only,
-            http10: pending.http10,
-            text: &mut self.text,
-        };
+        let res =
+            answer_room(&mut self.out, 0, &mut self.text, self.server, &self.date[..self.date_len], pending.shape);
         let body = if collected { &self.collected[..] } else { &[] };
-        let mut cx = Context {
-            exchange: pending.id,
-            now,
-            waker: env.waker,
-            peer: self.peer,
-            site: &mut *env.site,
-            wake_at: None,
-        };
-        let handler = &mut *env.handler;
+        let (mut cx, handler) = env.call(pending.id, now, self.peer);
         let reply = catch_unwind(AssertUnwindSafe(|| handler.body_end(&mut cx, body, res)));
         self.wake_at = earliest(self.wake_at, cx.wake_at);
         self.held = None;
@@ -930,23 +926,9 @@ impl HttpConn {
     /// did (or failed): false while it still defers.
     fn resume(&mut self, pending: Pending, now: Instant, env: &mut Env<'_>) -> bool {
         self.copy_date(env.site);
-        let res = Response {
-            out: self.out.spare(RESERVE),
-            common: Common { server: self.server, date: &self.date[..self.date_len] },
-            persistence: pending.persistence,
-            head_only: pending.head_only,
-            http10: pending.http10,
-            text: &mut self.text,
-        };
-        let mut cx = Context {
-            exchange: pending.id,
-            now,
-            waker: env.waker,
-            peer: self.peer,
-            site: &mut *env.site,
-            wake_at: None,
-        };
-        let handler = &mut *env.handler;
+        let res =
+            answer_room(&mut self.out, 0, &mut self.text, self.server, &self.date[..self.date_len], pending.shape);
+        let (mut cx, handler) = env.call(pending.id, now, self.peer);
         let reply = catch_unwind(AssertUnwindSafe(|| handler.resume(&mut cx, res)));
         self.wake_at = earliest(self.wake_at, cx.wake_at);
         match reply {
@@ -977,14 +959,8 @@ impl HttpConn {
     /// Answers `status` and closes after it: the input cannot be trusted.
     fn refuse(&mut self, status: u16, started: Instant, now: Instant, site: &mut dyn Site) {
         self.copy_date(site);
-        let res = Response {
-            out: self.out.spare(RESERVE),
-            common: Common { server: self.server, date: &self.date[..self.date_len] },
-            persistence: Persistence::Close,
-            head_only: false,
-            http10: false,
-            text: &mut self.text,
-        };
+        let res =
+            answer_room(&mut self.out, 0, &mut self.text, self.server, &self.date[..self.date_len], Shape::REFUSAL);
         match res.error(status).0 {
             ReplyKind::Answer { status, len: Some(len), body, .. } => {
                 self.out.commit(len);

@@ -390,27 +390,41 @@ pub(crate) enum ReplyKind {
     Defer,
 }
 
+/// What an answer's head says about the connection and its body, from its
+/// request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shape {
+    pub persistence: Persistence,
+    /// A HEAD request: the same head, no body.
+    pub head_only: bool,
+    /// An HTTP/1.0 request: no chunked bodies.
+    pub http10: bool,
+}
+
+impl Shape {
+    /// An answer the server gives and closes after (an error).
+    pub(crate) const REFUSAL: Shape = Shape { persistence: Persistence::Close, head_only: false, http10: false };
+}
+
 /// Where a handler writes its answer: the connection's output window. See
 /// the [module documentation](self).
 pub struct Response<'a> {
     pub(crate) out: &'a mut [u8],
     pub(crate) common: Common<'a>,
-    pub(crate) persistence: Persistence,
-    pub(crate) head_only: bool,
-    pub(crate) http10: bool,
+    pub(crate) shape: Shape,
     pub(crate) text: &'a mut Vec<u8>,
 }
 
 impl<'a> Response<'a> {
     /// Begins the answer: the status line, `Server` and `Date`.
     pub fn status(self, status: u16) -> Head<'a> {
-        let Response { out, common, persistence, head_only, http10, text } = self;
+        let Response { out, common, shape, text } = self;
         Head {
             w: HeadWriter::start(out, status, common),
             status,
-            persistence,
-            head_only,
-            http10,
+            persistence: shape.persistence,
+            head_only: shape.head_only,
+            http10: shape.http10,
             text,
             length_written: false,
             bad: false,
