@@ -301,7 +301,7 @@ pub struct Options {
     #[serde(default)]
     pub no_adaptive_batch: bool,
 
-    /// Serve static files from this directory (GET /<path>) [default: none, no static files]
+    /// Serve static files from this directory (GET /PATH) [default: none, no static files]
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
 

@@ -1,7 +1,7 @@
 //! The kernel backend: HTTP over the kernel's TCP, one shard per core.
 //!
-//! Each shard is a thread pinned to its core running the same [loop]
-//! (crate::runtime) and [host](crate::host) as the userspace backends,
+//! Each shard is a thread pinned to its core running the same
+//! [loop](crate::runtime) and [host](crate::host) as the userspace backends,
 //! over its own mio `Poll` ([`KernelPoll`]) and its own listener on
 //! `--listen` ([`KernelSockets`]); the listeners share the port through
 //! `SO_REUSEPORT`, so the kernel spreads new connections over the shards by
@@ -17,7 +17,7 @@
 //! `--fairness`, `--capacity` and `--weight` apply: each shard runs the
 //! policy over its connections, each weighted as its client is, sensing
 //! through `TCP_INFO` and acting through the window clamp and the pacing
-//! limit ([`fairness`]).
+//! limit ([`Controller`]).
 //!
 //! Shutdown: when the stop flag goes up, every shard takes the connections
 //! the kernel has established (closing the listener would reset them),

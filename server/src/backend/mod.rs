@@ -33,7 +33,7 @@ use crate::runtime::LoopStats;
 /// What a server runs on each shard.
 #[derive(Clone, Default)]
 pub enum Application {
-    /// The built-in endpoints ([`crate::http::builtin`]).
+    /// The built-in endpoints ([`crate::http::builtin()`]).
     #[default]
     Builtin,
     /// A [`Handler`] per shard, made on the shard's thread.

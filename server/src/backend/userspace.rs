@@ -2,7 +2,7 @@
 //! AF_XDP (`--backend afxdp`) or a TAP device (`--backend tap`).
 //!
 //! One shard per NIC queue (`--queues`, queues `0 .. queues`), each on its
-//! own thread pinned to its own core, running [`runtime::run`] with
+//! own thread pinned to its own core, running [`crate::runtime::run`] with
 //! `config.runtime` and an [`HttpApp`] listening on port 80 of `--ip`. The
 //! shards share a software steering [`Fabric`]: whatever queue the hardware
 //! (or the veth's transmit hash) puts a frame on, it reaches the shard that

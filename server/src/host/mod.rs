@@ -20,7 +20,7 @@
 //! - **one timer mechanism**: the stack's [`TimerWheel`], one entry per
 //!   slot (the session's deadline while it is open, the end of its linger
 //!   after), whose next expiry the loop's sleep includes
-//!   ([`App::poll_timeout`](crate::runtime::App::poll_timeout)), so a
+//!   ([`crate::runtime::App::poll_timeout`]), so a
 //!   timeout fires on time;
 //! - **lingering close**: a connection the service is done with has its
 //!   sending side shut (FIN after the response) and its input read and

@@ -45,8 +45,9 @@ pub enum HostEvent<C, L> {
     Other,
 }
 
-/// A backend's connections, as the host drives them. See the [module
-/// documentation](self) for the contract.
+/// A backend's connections, as the host drives them: epoll-style and
+/// edge-triggered (call until `WouldBlock`, then wait for the next event),
+/// `Ok(0)` from `recv` at the peer's FIN, connection names generational.
 pub trait Transport {
     /// A connection's name: generational, cheap to copy.
     type Conn: Copy + Eq + fmt::Debug;

@@ -21,7 +21,7 @@
 //! - [`Handler`]: what answers requests (see [`handler`]): at once,
 //!   streamed, after reading the body, or later; a [`Router`] composes
 //!   handlers by method and path.
-//! - the built-in endpoints ([`builtin`]): `/plaintext`, `/json`,
+//! - the built-in endpoints ([`builtin`](mod@builtin)): `/plaintext`, `/json`,
 //!   `/bytes/{n}`, `/upload`, `/metrics`, `/healthz`, static files
 //!   ([`StaticFiles`]) and the index at `/`, each a handler.
 //! - [`date`]: HTTP dates, and the per-second [`DateCache`] a runtime keeps

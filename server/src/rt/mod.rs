@@ -18,9 +18,9 @@
 //! - [`draining`]: ready once the server is stopping, so connections can
 //!   finish gracefully;
 //! - [`serve_http1`], [`serve`]: hyper 1.x's HTTP/1 server on a
-//!   [`TcpStream`](crate::net::TcpStream), with the shard's timer, the
+//!   [`crate::net::TcpStream`], with the shard's timer, the
 //!   configured header timeout and a graceful shutdown; and
-//!   [`axum`] (feature `axum`): an axum `Router` served that way;
+//!   [`axum()`] (feature `axum`): an axum `Router` served that way;
 //! - [`AsyncService`]: the runtime as a host service (what the backends
 //!   and [`Server`](crate::Server) put on each shard).
 //!

@@ -441,8 +441,10 @@ pub struct AsyncSession {
     slot: u32,
 }
 
-/// The async runtime as a [host](crate::host) service. See the [module
-/// documentation](self).
+/// The async runtime as a [host](crate::host) service: admitted
+/// connections go to the shard's listener, events wake the tasks waiting
+/// on their connection, a stream the task drops is lingered over and
+/// closed, and the executor runs on every turn of the loop.
 pub struct AsyncService<X: Transport + 'static> {
     core: Rc<Core<X>>,
     executor: Executor,

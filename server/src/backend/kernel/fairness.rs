@@ -171,7 +171,8 @@ pub(super) trait Flows {
     fn flow(&mut self, i: usize) -> Option<(&TcpStream, &mut FlowSense)>;
 }
 
-/// One shard's window control (see the [module documentation](self)).
+/// One shard's window control: `TCP_INFO` read, the window clamp and the
+/// pacing limit set, by the rules of [`crate::backend::fairness`].
 #[derive(Debug)]
 pub struct Controller {
     policy: Policy,
@@ -340,7 +341,7 @@ impl Windows<KernelSockets> for Controller {
     /// Nothing to undo: the socket's caps go with it.
     fn release(&mut self, _: &mut KernelSockets, _: KernelConn, _: &mut FlowSense) {}
 
-    /// [`run`](Controller::run) reports the flows as it senses them.
+    /// Its `run` reports the flows as it senses them.
     fn observe(&self, _: &KernelSockets, _: &mut ShardMetrics) {}
 }
 

@@ -66,7 +66,9 @@ struct StreamSlot {
     writable: bool,
 }
 
-/// One shard's kernel sockets: see the [module documentation](self).
+/// One shard's kernel sockets: its listener and its accepted streams, in
+/// slots named by generational [`KernelConn`]s, each remembering whether
+/// it may still be readable or writable (mio is edge-triggered).
 pub struct KernelSockets {
     registry: Registry,
     listener: Option<TcpListener>,
@@ -288,7 +290,9 @@ impl Transport for KernelSockets {
     }
 }
 
-/// One shard's poll: see the [module documentation](self).
+/// One shard's poll: the loop's [`NetIo`] over its sockets (`epoll_wait`
+/// without a timeout to receive, with one to sleep, woken by its
+/// [`notifier`](KernelPoll::notifier)).
 pub struct KernelPoll {
     poll: Poll,
     events: Events,

@@ -30,7 +30,8 @@ use crate::host::wake::WakeQueue;
 use crate::http::{HttpConfig, HttpService};
 use crate::site::ShardSite;
 
-/// The HTTP server on one shard. See the [module docs](self).
+/// The HTTP server on one shard: the host over the shard with the built-in
+/// endpoints and the stack's window control.
 pub type HttpApp = Host<Shard, HttpService, WindowControl>;
 
 impl Host<Shard, HttpService, WindowControl> {

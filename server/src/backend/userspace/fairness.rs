@@ -84,7 +84,8 @@ impl FlowSense {
     }
 }
 
-/// One shard's window control (see the [module documentation](self)).
+/// One shard's window control: the stack's fairness [`Driver`] fed with
+/// the flows the connections carry, told apart by their byte counters.
 #[derive(Debug)]
 pub struct WindowControl {
     driver: Driver,
