@@ -83,8 +83,12 @@ fn defaults() {
     assert_eq!(c.queues, 1);
     assert_eq!(c.tap_name, "fwtap0");
     assert_eq!(c.shards, std::thread::available_parallelism().map_or(1, usize::from));
-    assert_eq!(c.runtime, LoopConfig::default());
-    assert_eq!(c.runtime.busy_poll, Duration::from_micros(50));
+    // The kernel backend (the default) does not busy-poll unless asked;
+    // the rest of the loop's defaults are the userspace backends'.
+    assert_eq!(c.runtime, LoopConfig { busy_poll: Duration::ZERO, ..LoopConfig::default() });
+    let afxdp = ok(&["--backend", "afxdp", "--iface", "fw0", "--ip", "10.0.0.1/24"]);
+    assert_eq!(afxdp.runtime, LoopConfig::default());
+    assert_eq!(afxdp.runtime.busy_poll, Duration::from_micros(50));
     assert_eq!(c.runtime.itr, Duration::ZERO);
     assert_eq!(c.runtime.batch, 64);
     assert!(c.runtime.adaptive_batch);
@@ -355,7 +359,11 @@ fn help_explains_every_key_with_its_default() {
         format!("[default: {}]", c.listen),
         format!("[default: {}]", c.queues),
         format!("[default: {}]", c.tap_name),
-        format!("[default: {}]", c.runtime.busy_poll.as_micros()),
+        format!(
+            "[default: {}; {} on the kernel backend]",
+            ok(&["--backend", "tap", "--ip", "10.0.0.1/24"]).runtime.busy_poll.as_micros(),
+            c.runtime.busy_poll.as_micros()
+        ),
         format!("[default: {}]", c.runtime.itr.as_micros()),
         format!("[default: {}]", c.runtime.batch),
         format!("[default: {}]", c.max_connections),
