@@ -11,7 +11,9 @@
 //! the kernel. Writes are vectored, so hyper need not flatten a head and a
 //! body into one buffer first.
 //!
-//! Both are `!Send`: they belong to the shard whose task made them.
+//! With the feature `tokio`, a stream is also tokio's `AsyncRead` and
+//! `AsyncWrite`. Both types are `!Send`: they belong to the shard whose
+//! task made them.
 
 use std::future::poll_fn;
 use std::io;
@@ -194,5 +196,59 @@ impl hyper::rt::Write for TcpStream {
         // Already closed is as good as shut.
         let _ = self.rt.shutdown(self.id);
         Poll::Ready(Ok(()))
+    }
+}
+
+/// tokio's I/O traits (feature `tokio`), for code written against them:
+/// reads copy once from the receive ring into tokio's buffer.
+#[cfg(feature = "tokio")]
+mod tokio_io {
+    use std::io;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use super::TcpStream;
+
+    impl tokio::io::AsyncRead for TcpStream {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            let want = buf.remaining();
+            self.rt
+                .poll_read(self.id, cx, want, &mut |data| {
+                    let n = data.len().min(buf.remaining());
+                    buf.put_slice(&data[..n]);
+                    n
+                })
+                .map_ok(|_| ())
+        }
+    }
+
+    impl tokio::io::AsyncWrite for TcpStream {
+        fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+            hyper::rt::Write::poll_write(self, cx, data)
+        }
+
+        fn poll_write_vectored(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            bufs: &[io::IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            hyper::rt::Write::poll_write_vectored(self, cx, bufs)
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            hyper::rt::Write::poll_flush(self, cx)
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            hyper::rt::Write::poll_shutdown(self, cx)
+        }
     }
 }
