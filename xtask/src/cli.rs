@@ -5,8 +5,8 @@
 //! - `-h`/`--help` as the first argument of a subcommand shows its help, as
 //!   does `cargo xtask help <COMMAND>`.
 //! - Commands that run one of our binaries (`sim`, `bench loopback`,
-//!   `bench nic`, `bench http`, `testbed ACTION`) hand every further
-//!   argument to it unchanged; a leading `--` is dropped, so
+//!   `bench alloc`, `bench nic`, `bench http`, `testbed ACTION`) hand
+//!   every further argument to it unchanged; a leading `--` is dropped, so
 //!   `cargo xtask sim -- --help` reaches fairway-sim's own help.
 //! - `run` has options of its own; the server's arguments go after `--`.
 //! - `bench micro` hands its arguments to `cargo bench` as they are, so
@@ -99,6 +99,7 @@ const RUN_RESERVED_FLAGS: &[(&str, &str)] = &[
 pub enum BenchTarget {
     Loopback,
     Micro,
+    Alloc,
     Nic,
     Http,
     All,
@@ -111,6 +112,7 @@ impl BenchTarget {
         match name {
             "loopback" => Some(BenchTarget::Loopback),
             "micro" => Some(BenchTarget::Micro),
+            "alloc" => Some(BenchTarget::Alloc),
             "nic" => Some(BenchTarget::Nic),
             "http" => Some(BenchTarget::Http),
             "all" => Some(BenchTarget::All),
@@ -119,12 +121,13 @@ impl BenchTarget {
     }
 }
 
-/// `cargo xtask bench [loopback|micro|nic|http|all] [args...]`
+/// `cargo xtask bench [loopback|micro|alloc|nic|http|all] [args...]`
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BenchArgs {
     pub target: BenchTarget,
-    /// For `loopback`, `nic` and `http`: the benchmark binary's arguments. For
-    /// `micro`: extra `cargo bench` arguments. Always empty for `all`.
+    /// For `loopback`, `alloc`, `nic` and `http`: the benchmark binary's
+    /// arguments. For `micro`: extra `cargo bench` arguments. Always empty
+    /// for `all`.
     pub args: Vec<OsString>,
 }
 
@@ -299,7 +302,7 @@ fn parse_bench(rest: Vec<OsString>) -> Result<Command, Failure> {
     if let Some(target) = first.to_str().and_then(BenchTarget::from_name) {
         let args: Vec<OsString> = rest.into_iter().skip(1).collect();
         return match target {
-            BenchTarget::Loopback | BenchTarget::Nic | BenchTarget::Http => {
+            BenchTarget::Loopback | BenchTarget::Alloc | BenchTarget::Nic | BenchTarget::Http => {
                 Ok(Command::Bench(BenchArgs { target, args: strip_separator(args) }))
             }
             // cargo bench gets its arguments as typed: `-- <criterion args>`.
@@ -318,7 +321,10 @@ fn parse_bench(rest: Vec<OsString>) -> Result<Command, Failure> {
     }
     Err(Failure::usage_of(
         "bench",
-        format!("unknown bench target `{}` (expected loopback, micro, nic, http or all)", first.to_string_lossy()),
+        format!(
+            "unknown bench target `{}` (expected loopback, micro, alloc, nic, http or all)",
+            first.to_string_lossy()
+        ),
     ))
 }
 
@@ -373,7 +379,8 @@ Commands:
           kernel sockets at 127.0.0.1:8080
   test    Check formatting, run clippy, run the workspace tests
   sim     Run simulated-network scenarios (fairway-sim)
-  bench   Run benchmarks: loopback (default), micro, nic or http (as root), all
+  bench   Run benchmarks: loopback (default), micro, alloc, nic or http (as
+          root), all
   testbed Bring the namespace testbed up or down, or show it (as root)
   lab     Run the lab experiments (fairway-lab): lab fairness
   help    Show this help, or a command's: cargo xtask help <COMMAND>
@@ -463,7 +470,7 @@ Examples:
 ";
 
 const BENCH_HELP: &str = "\
-Usage: cargo xtask bench [loopback|micro|nic|http|all] [ARGS...]
+Usage: cargo xtask bench [loopback|micro|alloc|nic|http|all] [ARGS...]
 
 Targets:
   loopback  (default) in-memory loopback throughput, Fairway and smoltcp
@@ -474,6 +481,14 @@ Targets:
               cargo bench -p fairway-benches [ARGS...]
             ARGS go to cargo bench: a name filter, or criterion's options
             after `--`.
+  alloc     heap allocations per keep-alive /plaintext request of the
+            built-in server, the axum example on Fairway and the same
+            router on tokio, each in one process on 127.0.0.1 (no root);
+            ends with `bench: allocations per request: ...`:
+              cargo run --release -p fairway-benches \\
+                --bin axum_alloc -- [ARGS...]
+            ARGS go to it unchanged (a leading `--` is dropped); see
+            `cargo xtask bench alloc --help`.
   nic       needs root. On a namespace testbed it builds and removes: the
             packets per second one shard receives and sends over AF_XDP
             and receives over TAP, then a bulk download by curl from
@@ -485,14 +500,21 @@ Targets:
             packages, the testbed's tools and nginx when missing.
   http      needs root. On a namespace testbed it builds and removes: wrk
             from a client namespace against Fairway over AF_XDP, Fairway
-            on kernel sockets and nginx, all on the same pinned server
-            cores; keep-alive /plaintext at 64 and 256 connections,
-            pipelined (depth 16), Connection: close, a 1 MB static file.
-            Prints req/s, p50, p99 and the ratio to nginx, writes
-            benches/results/http-DATE.md, and ends with
+            on kernel sockets and nginx, and the axum example on Fairway
+            against the same router on tokio, all on the same pinned
+            server cores; keep-alive /plaintext at 64 and 256 connections,
+            pipelined (depth 16), Connection: close, a 1 MB static file,
+            and latency and server CPU time per request at a fixed rate.
+            With --baseline PATH, another build of fairway beside this one.
+            Prints req/s, p50, p99 and the ratio to each group's baseline
+            (nginx, or axum on tokio), writes benches/results/http-DATE.md,
+            and ends with
               bench: fairway/afxdp X req/s = R × nginx (keep-alive ...)
-            It builds the server, then runs the benchmark:
+            It builds the servers, then runs the benchmark:
               cargo build --release -p fairway --features afxdp
+              cargo build --release -p fairway --features afxdp \\
+                --example axum_app
+              cargo build --release -p fairway-benches --bin axum_tokio
               cargo run --release -p fairway-benches --bin http -- [ARGS...]
             ARGS go to it unchanged (a leading `--` is dropped): --duration
             S (10), --rounds N (1), --servers, --cases, ...; see
@@ -510,6 +532,7 @@ Examples:
   cargo xtask bench loopback
   cargo xtask bench micro
   cargo xtask bench micro -- --save-baseline before
+  cargo xtask bench alloc
   sudo -E cargo xtask bench nic --rounds 3 --skip-bulk
   sudo -E cargo xtask bench http --duration 5 --rounds 3
 ";
@@ -778,6 +801,14 @@ mod tests {
     }
 
     #[test]
+    fn bench_alloc_passes_its_arguments_through() {
+        let alloc = |args: &[&str]| Ok(Command::Bench(BenchArgs { target: BenchTarget::Alloc, args: os(args) }));
+        assert_eq!(parse_strs(&["bench", "alloc"]), alloc(&[]));
+        assert_eq!(parse_strs(&["bench", "alloc", "--requests", "5"]), alloc(&["--requests", "5"]));
+        assert_eq!(parse_strs(&["bench", "alloc", "--", "--help"]), alloc(&["--help"]));
+    }
+
+    #[test]
     fn bench_all_and_errors() {
         assert_eq!(
             parse_strs(&["bench", "all"]),
@@ -786,7 +817,7 @@ mod tests {
         assert!(matches!(parse_strs(&["bench", "all", "x"]), Err(Failure::Usage { .. })));
         let err = parse_strs(&["bench", "loopbak"]).unwrap_err();
         assert!(err.to_string().contains("unknown bench target `loopbak`"));
-        assert!(err.to_string().contains("loopback, micro, nic, http or all"));
+        assert!(err.to_string().contains("loopback, micro, alloc, nic, http or all"));
     }
 
     #[cfg(unix)]

@@ -1,12 +1,15 @@
 //! `cargo xtask bench http`: wrk from a client namespace against Fairway
-//! over AF_XDP, Fairway on kernel sockets and nginx, each on the same
-//! server cores, on a namespace testbed this program builds and removes.
-//! Needs root. Prints a table (req/s, p50, p99, ratio to nginx), writes it
-//! as Markdown to benches/results/http-DATE.md, and ends with
-//! `bench: fairway/afxdp X req/s = R × nginx (keep-alive plaintext, 256
-//! connections)`.
+//! over AF_XDP, Fairway on kernel sockets and nginx, and against the axum
+//! example on Fairway (both backends) and the same router on tokio, each
+//! on the same server cores, on a namespace testbed this program builds
+//! and removes; with `--baseline`, another build of Fairway beside this
+//! one. Needs root. Prints tables (req/s, p50, p99, the ratio to each
+//! group's baseline, and the server's CPU time per request at a fixed
+//! open-loop rate), writes them as Markdown to
+//! benches/results/http-DATE.md, and ends with `bench: fairway/afxdp X
+//! req/s = R × nginx (keep-alive plaintext, 256 connections)`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -14,50 +17,71 @@ use std::time::Duration;
 use fairway::runtime::signals::stop_on_signals;
 use fairway_benches::http::measure::{Bench, Outcome, Stop};
 use fairway_benches::http::openloop;
-use fairway_benches::http::plan::{Case, Cores, Server, cpu_list, select};
+use fairway_benches::http::plan::{Case, Cores, Group, Programs, Server, cpu_list, select};
 use fairway_benches::http::report::{Report, Row, Summary, result_path, today};
 use fairway_benches::http::site::Site;
 use fairway_tests::testbed::{self, Testbed, TestbedConfig};
 
 const USAGE: &str = "\
 usage: http [--duration S] [--rounds N] [--warm-up S] [--servers LIST]
-            [--cases LIST] [--server-cores N] [--fairway PATH] [--out DIR]
-            [--prefix P]
+            [--cases LIST] [--server-cores N] [--fairway PATH]
+            [--baseline PATH] [--axum PATH] [--out DIR] [--prefix P]
 
 Needs root, wrk, nginx and curl. Builds a namespace testbed (prefix --prefix,
 default fwhttp; one client; one fw0 queue per server core), measures, and
 removes it (also on Ctrl-C). wrk runs in the client namespace.
 
 Servers, each in the server namespace, pinned with taskset to the same
-server cores (one shard or worker per core); wrk pinned to the other cores:
-  afxdp    fairway --backend afxdp --iface fw0 --ip 10.77.0.1/24, port 80
-  kernel   fairway --backend kernel --listen 10.77.0.1:8080, with
-           10.77.0.1/24 on fw0 as the kernel's address
-  nginx    nginx, the same way, port 80: /plaintext by `return 200`
+server cores (one shard, worker or thread per core); wrk pinned to the
+other cores. The built-in server and nginx, ratios to nginx:
+  afxdp            fairway --backend afxdp --iface fw0 --ip 10.77.0.1/24,
+                   port 80
+  kernel           fairway --backend kernel --listen 10.77.0.1:8080, with
+                   10.77.0.1/24 on fw0 as the kernel's address
+  nginx            nginx, the same way, port 80: /plaintext by `return 200`
+  baseline-afxdp   afxdp from the --baseline build of fairway (the server
+                   before a change, beside it after)
+  baseline-kernel  kernel from that build, on 10.77.0.1:8083
 Each serves the same 1 MB file from a site in /dev/shm (fairway: --root).
+The axum example (server/examples/axum_app.rs), ratios to axum-tokio:
+  axum-afxdp       the example with afxdp's flags (no --root), port 80
+  axum-kernel      the example on kernel sockets, 10.77.0.1:8081
+  axum-tokio       the same router by axum::serve on tokio's multi-thread
+                   runtime, one worker thread per server core (axum_tokio,
+                   beside this program), 10.77.0.1:8082
+By default all of them but baseline-*, which join with --baseline.
 
 Cases (wrk --latency, one run each per round):
   keepalive-64    keep-alive GET /plaintext, 64 connections
   keepalive-256   the same, 256 connections
   pipelined       /plaintext pipelined 16 deep (a wrk Lua script), 256
+                  connections; not for the axum servers
   close           /plaintext with `Connection: close`, 64 connections
-  static          the 1 MB static file, keep-alive, 64 connections
+  static          the 1 MB static file, keep-alive, 64 connections; not
+                  for the axum servers (they serve no files)
 
-After every server's wrk cases, at half nginx's keep-alive-256 rate (the
-median of this run's rounds), the open-loop generator (`http openloop`,
-this program, in the client namespace; `http openloop --help`):
+After every server's wrk cases, at half the keep-alive-256 rate of its
+group's baseline (nginx, or axum-tokio; the median of this run's rounds),
+the open-loop generator (`http openloop`, this program, in the client
+namespace; `http openloop --help`):
   latency-half    keep-alive GET /plaintext, 256 connections, requests due
                   at a constant rate, latency counted from when each was
-                  due; p50, p99 and p99 against nginx's (lower is better)
+                  due; p50, p99, p99 against the baseline's (lower is
+                  better), and the server's CPU time per request (utime +
+                  stime of its processes from /proc over the window)
 
   --duration S       each wrk run, in seconds (default 10)
   --rounds N         rounds of every server and case (default 1); medians
   --warm-up S        wrk against each server before its cases (default 1)
-  --servers LIST     some of afxdp,kernel,nginx (default all)
+  --servers LIST     some of the servers above (default: see above)
   --cases LIST       some of the cases above (default all)
   --server-cores N   cores for the server (default half; wrk gets the rest)
   --fairway PATH     the server binary (default $FAIRWAY_BIN, else
                      `fairway` beside this program)
+  --baseline PATH    another build's fairway binary, for baseline-afxdp and
+                     baseline-kernel (default: none, and they do not run)
+  --axum PATH        the axum example (default examples/axum_app in the
+                     fairway binary's directory)
   --out DIR          where the Markdown goes (default benches/results)
   --prefix P         the testbed's prefix (default fwhttp)
   -h, --help         show this help";
@@ -72,6 +96,8 @@ struct Args {
     cases: Vec<Case>,
     server_cores: Option<usize>,
     fairway: Option<PathBuf>,
+    baseline: Option<PathBuf>,
+    axum: Option<PathBuf>,
     out: PathBuf,
     prefix: String,
 }
@@ -82,20 +108,29 @@ impl Default for Args {
             duration: Duration::from_secs(10),
             rounds: 1,
             warm_up: Duration::from_secs(1),
-            servers: Server::ALL.to_vec(),
+            servers: default_servers(false),
             cases: Case::ALL.to_vec(),
             server_cores: None,
             fairway: None,
+            baseline: None,
+            axum: None,
             out: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results"),
             prefix: "fwhttp".to_owned(),
         }
     }
 }
 
+/// The servers that run without `--servers`: every one but those of the
+/// baseline build, unless there is one.
+fn default_servers(baseline: bool) -> Vec<Server> {
+    Server::ALL.into_iter().filter(|s| baseline || !s.is_baseline_build()).collect()
+}
+
 /// Parses the arguments after the program name. `Err("")` asks for the
 /// help.
 fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
     let mut a = Args::default();
+    let mut servers = None;
     let mut it = args.into_iter();
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -113,11 +148,13 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
             "--rounds" => a.rounds = count(value()?)?,
             "--warm-up" => a.warm_up = seconds(value()?)?,
             "--servers" => {
-                a.servers = select(&value()?, &Server::ALL, Server::key).map_err(|e| format!("{flag}: {e}"))?
+                servers = Some(select(&value()?, &Server::ALL, Server::key).map_err(|e| format!("{flag}: {e}"))?)
             }
             "--cases" => a.cases = select(&value()?, &Case::ALL, Case::key).map_err(|e| format!("{flag}: {e}"))?,
             "--server-cores" => a.server_cores = Some(count(value()?)?),
             "--fairway" => a.fairway = Some(PathBuf::from(value()?)),
+            "--baseline" => a.baseline = Some(PathBuf::from(value()?)),
+            "--axum" => a.axum = Some(PathBuf::from(value()?)),
             "--out" => a.out = PathBuf::from(value()?),
             "--prefix" => a.prefix = value()?,
             "-h" | "--help" => return Err(String::new()),
@@ -128,6 +165,17 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
         return Err("--duration must be at least 1 second (wrk's resolution)".into());
     }
     testbed::validate_prefix(&a.prefix).map_err(|e| format!("--prefix: {e}"))?;
+    a.servers = match servers {
+        Some(list) => {
+            if a.baseline.is_none()
+                && let Some(server) = list.iter().find(|s| s.is_baseline_build())
+            {
+                return Err(format!("--servers {}: needs --baseline PATH (another build's fairway)", server.key()));
+            }
+            list
+        }
+        None => default_servers(a.baseline.is_some()),
+    };
     Ok(a)
 }
 
@@ -138,6 +186,40 @@ fn fairway_binary(args: &Args) -> Option<PathBuf> {
         .clone()
         .or_else(|| std::env::var_os("FAIRWAY_BIN").filter(|v| !v.is_empty()).map(PathBuf::from))
         .or_else(|| Some(std::env::current_exe().ok()?.parent()?.join("fairway")))
+}
+
+/// The axum example: `--axum`, else `examples/axum_app` in the `fairway`
+/// binary's directory (where `cargo build --example` puts it).
+fn axum_binary(args: &Args, fairway: &Path) -> PathBuf {
+    args.axum.clone().unwrap_or_else(|| fairway.parent().unwrap_or(Path::new("")).join("examples").join("axum_app"))
+}
+
+/// `name` beside this program (cargo builds the crate's binaries into the
+/// same directory).
+fn beside_this_program(name: &str) -> Option<PathBuf> {
+    Some(std::env::current_exe().ok()?.parent()?.join(name))
+}
+
+/// Every binary the servers run.
+fn programs(args: &Args) -> Result<Programs, String> {
+    let fairway = fairway_binary(args).ok_or("cannot tell where the fairway binary is: --fairway")?;
+    let axum_tokio = beside_this_program("axum_tokio").ok_or("cannot tell where this program is, for axum_tokio")?;
+    Ok(Programs { axum: axum_binary(args, &fairway), fairway, baseline: args.baseline.clone(), axum_tokio })
+}
+
+/// How to get the binary `server` runs, when it is missing.
+fn build_hint(server: Server) -> &'static str {
+    match server {
+        Server::FairwayAfxdp | Server::FairwayKernel => {
+            "cargo build --release -p fairway --features afxdp, or --fairway PATH"
+        }
+        Server::BaselineAfxdp | Server::BaselineKernel => "--baseline PATH: another build's fairway binary",
+        Server::AxumAfxdp | Server::AxumKernel => {
+            "cargo build --release -p fairway --features afxdp --example axum_app, or --axum PATH"
+        }
+        Server::AxumTokio => "cargo build --release -p fairway-benches --bin axum_tokio",
+        Server::Nginx => "apt-get install nginx",
+    }
 }
 
 /// Whether `program ARG` runs (for wrk, `-v` exits 1 after printing its
@@ -223,14 +305,15 @@ fn run(args: &Args) -> Result<(), Failure> {
     if args.servers.contains(&Server::Nginx) && !can_run("nginx", "-v") {
         return Err(failed("nginx not found: install the Debian package nginx (cargo xtask bench http does)".into()));
     }
-    let fairway =
-        fairway_binary(args).ok_or_else(|| failed("cannot tell where the fairway binary is: --fairway".into()))?;
-    let needs_fairway = args.servers.iter().any(|&s| s != Server::Nginx);
-    if needs_fairway && !fairway.is_file() {
-        return Err(failed(format!(
-            "no server binary at {} (cargo build --release -p fairway --features afxdp, or --fairway PATH)",
-            fairway.display()
-        )));
+    let programs = programs(args).map_err(failed)?;
+    for &server in args.servers.iter().filter(|&&s| s != Server::Nginx) {
+        match programs.of(server) {
+            Some(program) if program.is_file() => {}
+            Some(program) => {
+                return Err(failed(format!("{server}: no binary at {} ({})", program.display(), build_hint(server))));
+            }
+            None => return Err(failed(format!("{server}: {}", build_hint(server)))),
+        }
     }
     let openloop_program = std::env::current_exe()
         .map_err(|e| failed(format!("cannot tell where this program is, for `http openloop`: {e}")))?;
@@ -243,7 +326,7 @@ fn run(args: &Args) -> Result<(), Failure> {
     let bench = Bench {
         tb: &tb,
         cores: cores.clone(),
-        fairway: &fairway,
+        programs: &programs,
         openloop: &openloop_program,
         site: &site,
         duration: args.duration,
@@ -256,7 +339,7 @@ fn run(args: &Args) -> Result<(), Failure> {
     }
     let report = measured?;
 
-    let setup = setup_lines(args, &cores, total, &fairway);
+    let setup = setup_lines(args, &cores, total, &programs);
     println!();
     for line in &setup {
         println!("{line}");
@@ -278,51 +361,60 @@ fn run(args: &Args) -> Result<(), Failure> {
     if all_ran { Ok(()) } else { Err(failed("some cases have no figure (see the table)".into())) }
 }
 
-/// Every round: each server, its wrk cases; then, at half nginx's median
-/// keep-alive-256 rate, every round of each server's open-loop cases; then
-/// the medians.
+/// Every round: each server, its wrk cases; then, at half the median
+/// keep-alive-256 rate of each group's baseline, every round of each
+/// server's open-loop cases; then the medians.
 fn measure(args: &Args, bench: &Bench<'_>) -> Result<Report, Failure> {
     let (open_loop, wrk): (Vec<Case>, Vec<Case>) = args.cases.iter().partition(|c| c.is_open_loop());
     let mut runs: Vec<(Server, Case, Vec<Outcome>)> = Vec::new();
-    measure_cases(args, bench, &wrk, Err(String::new()), &mut runs)?;
-    let rate = latency_rate(&runs);
-    measure_cases(args, bench, &open_loop, rate.clone(), &mut runs)?;
+    measure_cases(args, bench, &wrk, &|_| Err(String::new()), &mut runs)?;
+    let (built_in, axum) = (latency_rate(&runs, Group::BuiltIn), latency_rate(&runs, Group::Axum));
+    let rate_of = |group| match group {
+        Group::BuiltIn => built_in.clone(),
+        Group::Axum => axum.clone(),
+    };
+    measure_cases(args, bench, &open_loop, &rate_of, &mut runs)?;
     let mut report = summarise(runs);
-    report.latency_rate = rate.ok();
+    report.latency_rate = built_in.ok();
+    report.axum_latency_rate = axum.ok();
     Ok(report)
 }
 
-/// Every round of `cases` on every server, into `runs`. Open-loop cases
-/// run at `rate`, or fail with why there is none (without starting the
-/// servers).
+/// Every round of `cases` on every server they apply to, into `runs`.
+/// Open-loop cases run at the rate `rate_of` the server's group, or fail
+/// with why there is none (without starting the server).
 fn measure_cases(
     args: &Args,
     bench: &Bench<'_>,
     cases: &[Case],
-    rate: Result<f64, String>,
+    rate_of: &dyn Fn(Group) -> Result<f64, String>,
     runs: &mut Vec<(Server, Case, Vec<Outcome>)>,
 ) -> Result<(), Failure> {
-    if cases.is_empty() {
-        return Ok(());
-    }
     for round in 1..=args.rounds {
         for &server in &args.servers {
+            // A case that does not apply to a server has no row.
+            let cases: Vec<Case> = cases.iter().copied().filter(|&c| server.runs(c)).collect();
+            if cases.is_empty() {
+                continue;
+            }
             if bench.interrupted.load(Ordering::Relaxed) {
                 return Err(Failure::Interrupted);
             }
+            let rate = rate_of(server.group());
             let outcomes = match &rate {
                 Err(why) if cases.iter().all(|c| c.is_open_loop()) => {
                     cases.iter().map(|&c| (c, Err(why.clone()))).collect()
                 }
                 _ => {
                     eprintln!("http: round {round}/{}: {server}", args.rounds);
-                    bench.server(server, cases, rate.clone()).map_err(|Stop::Interrupted| Failure::Interrupted)?
+                    bench.server(server, &cases, rate.clone()).map_err(|Stop::Interrupted| Failure::Interrupted)?
                 }
             };
             for (case, outcome) in outcomes {
+                let what = case.describe_for(server.group());
                 match &outcome {
-                    Ok(r) => eprintln!("http:   {case}: {:.0} req/s, {} errors", r.requests_per_second, r.errors()),
-                    Err(why) => eprintln!("http:   {case}: failed: {why}"),
+                    Ok(r) => eprintln!("http:   {what}: {:.0} req/s, {} errors", r.requests_per_second, r.errors()),
+                    Err(why) => eprintln!("http:   {what}: failed: {why}"),
                 }
                 match runs.iter_mut().find(|(s, c, _)| *s == server && *c == case) {
                     Some((_, _, list)) => list.push(outcome),
@@ -334,16 +426,20 @@ fn measure_cases(
     Ok(())
 }
 
-/// Half the median of nginx's keep-alive-256 rounds, or why there is none.
-fn latency_rate(runs: &[(Server, Case, Vec<Outcome>)]) -> Result<f64, String> {
-    let nginx = runs.iter().find(|(s, c, _)| *s == Server::Nginx && *c == Case::KeepAlive256);
-    let figures: Vec<f64> = nginx
+/// Half the median of the keep-alive-256 rounds of `group`'s baseline
+/// (nginx, or axum/tokio), or why there is none.
+fn latency_rate(runs: &[(Server, Case, Vec<Outcome>)], group: Group) -> Result<f64, String> {
+    let baseline = group.baseline();
+    let rounds = runs.iter().find(|(s, c, _)| *s == baseline && *c == Case::KeepAlive256);
+    let figures: Vec<f64> = rounds
         .map(|(_, _, o)| o.iter().filter_map(|o| Some(o.as_ref().ok()?.requests_per_second)).collect())
         .unwrap_or_default();
     if figures.is_empty() {
-        return Err("needs nginx's keep-alive-256 figure from the same run (--servers with nginx, --cases with \
-                    keepalive-256)"
-            .into());
+        return Err(format!(
+            "needs {baseline}'s keep-alive-256 figure from the same run (--servers with {}, --cases with \
+             keepalive-256)",
+            baseline.key()
+        ));
     }
     Ok(0.5 * fairway_benches::stats::median(figures))
 }
@@ -359,15 +455,16 @@ fn summarise(runs: Vec<(Server, Case, Vec<Outcome>)>) -> Report {
             Row { server, case, outcome: Summary::of(&ok).ok_or(why) }
         })
         .collect();
-    Report { rows, latency_rate: None }
+    Report { rows, latency_rate: None, axum_latency_rate: None }
 }
 
 /// What the table was measured on.
-fn setup_lines(args: &Args, cores: &Cores, total: usize, fairway: &std::path::Path) -> Vec<String> {
+fn setup_lines(args: &Args, cores: &Cores, total: usize, programs: &Programs) -> Vec<String> {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    vec![
+    let ran = |pick: fn(Server) -> bool| args.servers.iter().any(|&s| pick(s));
+    let mut lines = vec![
         format!(
-            "cores: {total}; every server on {} ({} shards or workers), wrk on {} ({} threads)",
+            "cores: {total}; every server on {} ({} shards, workers or threads), wrk on {} ({} threads)",
             cpu_list(&cores.server),
             cores.server.len(),
             cpu_list(&cores.client),
@@ -386,8 +483,32 @@ fn setup_lines(args: &Args, cores: &Cores, total: usize, fairway: &std::path::Pa
             args.prefix,
             kernel.trim()
         ),
-        format!("fairway: {}", fairway.display()),
-    ]
+        format!("fairway: {}", programs.fairway.display()),
+    ];
+    if let Some(baseline) = programs.baseline.as_ref().filter(|_| ran(Server::is_baseline_build)) {
+        lines.push(format!("baseline (baseline/*): {}", baseline.display()));
+    }
+    if ran(|s| s.group() == Group::Axum) {
+        lines.push(format!(
+            "axum example (axum/afxdp, axum/kernel): {}; axum/tokio: {}",
+            programs.axum.display(),
+            programs.axum_tokio.display()
+        ));
+        lines.push(
+            "ratios (× columns) within each group: fairway/*, baseline/* and nginx to nginx; axum/* to axum/tokio \
+             (the same router on tokio)"
+                .to_owned(),
+        );
+    }
+    if args.cases.contains(&Case::LatencyHalf) {
+        lines.push(
+            "server CPU per request (latency tables): utime + stime of the server's process and its children \
+             (nginx: master and workers) from /proc/PID/stat, from just before the open-loop window to just \
+             after its last answer, over the requests answered; 10 ms clock ticks"
+                .to_owned(),
+        );
+    }
+    lines
 }
 
 #[cfg(test)]
@@ -404,7 +525,18 @@ mod tests {
         let a = parse_strs(&[]).unwrap();
         assert_eq!(a, Args::default());
         assert_eq!((a.duration, a.rounds, a.warm_up), (Duration::from_secs(10), 1, Duration::from_secs(1)));
-        assert_eq!(a.servers, Server::ALL);
+        // Every server but the baseline build's, which needs --baseline.
+        assert_eq!(
+            a.servers,
+            [
+                Server::FairwayAfxdp,
+                Server::FairwayKernel,
+                Server::Nginx,
+                Server::AxumAfxdp,
+                Server::AxumKernel,
+                Server::AxumTokio
+            ]
+        );
         assert_eq!(a.cases, Case::ALL);
         assert!(a.out.ends_with("benches/results"), "{:?}", a.out);
         assert_eq!(a.prefix, "fwhttp");
@@ -427,6 +559,10 @@ mod tests {
             "1",
             "--fairway",
             "/x/fairway",
+            "--baseline",
+            "/old/fairway",
+            "--axum",
+            "/x/axum_app",
             "--out",
             "/tmp/r",
             "--prefix",
@@ -443,11 +579,40 @@ mod tests {
                 cases: vec![Case::KeepAlive256, Case::Close],
                 server_cores: Some(1),
                 fairway: Some("/x/fairway".into()),
+                baseline: Some("/old/fairway".into()),
+                axum: Some("/x/axum_app".into()),
                 out: "/tmp/r".into(),
                 prefix: "hb".into(),
             }
         );
         assert_eq!(fairway_binary(&a), Some(PathBuf::from("/x/fairway")));
+        let programs = programs(&a).unwrap();
+        assert_eq!(programs.of(Server::BaselineKernel), Some(Path::new("/old/fairway")));
+        assert_eq!(programs.of(Server::AxumKernel), Some(Path::new("/x/axum_app")));
+        assert!(programs.axum_tokio.ends_with("axum_tokio"), "{programs:?}");
+    }
+
+    #[test]
+    fn the_baseline_build_runs_only_when_given() {
+        let with = parse_strs(&["--baseline", "/old/fairway"]).unwrap();
+        assert_eq!(with.servers, Server::ALL);
+        let chosen = parse_strs(&["--servers", "baseline-afxdp,afxdp", "--baseline", "/old/fairway"]).unwrap();
+        assert_eq!(chosen.servers, [Server::FairwayAfxdp, Server::BaselineAfxdp]);
+        let without = parse_strs(&["--servers", "nginx,baseline-kernel"]).unwrap_err();
+        assert!(without.starts_with("--servers baseline-kernel: needs --baseline PATH"), "{without}");
+    }
+
+    #[test]
+    fn the_axum_example_is_found_beside_the_server() {
+        let a = parse_strs(&["--fairway", "/t/release/fairway"]).unwrap();
+        assert_eq!(axum_binary(&a, Path::new("/t/release/fairway")), Path::new("/t/release/examples/axum_app"));
+        assert_eq!(programs(&a).unwrap().axum, Path::new("/t/release/examples/axum_app"));
+        assert_eq!(axum_binary(&a, Path::new("fairway")), Path::new("examples/axum_app"));
+        let chosen = parse_strs(&["--axum", "/x/app"]).unwrap();
+        assert_eq!(axum_binary(&chosen, Path::new("/t/release/fairway")), Path::new("/x/app"));
+        for server in Server::ALL {
+            assert!(!build_hint(server).is_empty());
+        }
     }
 
     #[test]
@@ -473,6 +638,8 @@ mod tests {
             "--cases",
             "--server-cores",
             "--fairway",
+            "--baseline",
+            "--axum",
             "--out",
             "--prefix",
         ] {
@@ -490,17 +657,53 @@ mod tests {
     #[test]
     fn the_latency_rate_is_half_nginx_median_keep_alive_256_rate() {
         let run = |rps: f64| {
-            Ok(WrkResult { requests_per_second: rps, p50: None, p99: None, requests: 1, socket_errors: 0, non_2xx: 0 })
+            Ok(WrkResult {
+                requests_per_second: rps,
+                p50: None,
+                p99: None,
+                requests: 1,
+                socket_errors: 0,
+                non_2xx: 0,
+                server_cpu: None,
+            })
         };
         let runs = vec![
             (Server::FairwayAfxdp, Case::KeepAlive256, vec![run(500.0)]),
             (Server::Nginx, Case::KeepAlive64, vec![run(900.0)]),
             (Server::Nginx, Case::KeepAlive256, vec![run(100.0), Err("x".into()), run(300.0), run(200.0)]),
         ];
-        assert_eq!(latency_rate(&runs), Ok(100.0));
-        assert!(latency_rate(&runs[..2]).unwrap_err().contains("keepalive-256"));
+        assert_eq!(latency_rate(&runs, Group::BuiltIn), Ok(100.0));
+        assert!(latency_rate(&runs[..2], Group::BuiltIn).unwrap_err().contains("keepalive-256"));
         let failed = vec![(Server::Nginx, Case::KeepAlive256, vec![Err("x".into())])];
-        assert!(latency_rate(&failed).is_err());
+        assert!(latency_rate(&failed, Group::BuiltIn).is_err());
+    }
+
+    #[test]
+    fn the_axum_group_runs_at_half_axum_on_tokio_rate() {
+        let run = |rps: f64| {
+            Ok(WrkResult {
+                requests_per_second: rps,
+                p50: None,
+                p99: None,
+                requests: 1,
+                socket_errors: 0,
+                non_2xx: 0,
+                server_cpu: None,
+            })
+        };
+        let runs = vec![
+            (Server::Nginx, Case::KeepAlive256, vec![run(100.0)]),
+            (Server::AxumAfxdp, Case::KeepAlive256, vec![run(500.0)]),
+            (Server::AxumTokio, Case::KeepAlive256, vec![run(80.0), run(60.0)]),
+        ];
+        assert_eq!(latency_rate(&runs, Group::Axum), Ok(35.0));
+        assert_eq!(latency_rate(&runs, Group::BuiltIn), Ok(50.0));
+        let why = latency_rate(&runs[..2], Group::Axum).unwrap_err();
+        assert_eq!(
+            why,
+            "needs axum/tokio's keep-alive-256 figure from the same run (--servers with axum-tokio, --cases with \
+             keepalive-256)"
+        );
     }
 
     #[test]
@@ -512,6 +715,7 @@ mod tests {
             requests: 10,
             socket_errors: 0,
             non_2xx: 0,
+            server_cpu: None,
         };
         let report = summarise(vec![
             (Server::FairwayAfxdp, Case::KeepAlive256, vec![Ok(run(300.0)), Err("x".into()), Ok(run(100.0))]),

@@ -1,6 +1,8 @@
 //! Running one server on the testbed and measuring it with wrk from the
 //! client namespace: start (pinned), wait until it answers, check what it
-//! serves, warm up, run each case, stop.
+//! serves, warm up, run each case, stop. For the open-loop cases the
+//! generator also reads the server's CPU time (it is given the server's
+//! pid, once `/proc/PID/comm` shows the spawned process is the server).
 
 use std::io;
 use std::path::Path;
@@ -11,7 +13,7 @@ use std::time::{Duration, Instant};
 use fairway_tests::testbed::{self, Spawned, Testbed};
 
 use super::openloop::outcome::OpenLoopOutcome;
-use super::plan::{Case, Cores, PLAINTEXT_BODY, STATIC_BYTES, Server, server_command};
+use super::plan::{Case, Cores, PLAINTEXT_BODY, Programs, STATIC_BYTES, Server, expected_comm, server_command};
 use super::site::Site;
 use super::wrk::{self, WrkResult};
 use fairway_tests::testbed::KernelAddress;
@@ -41,8 +43,8 @@ pub struct Bench<'a> {
     pub tb: &'a Testbed,
     /// The core budget.
     pub cores: Cores,
-    /// The `fairway` binary.
-    pub fairway: &'a Path,
+    /// The servers' binaries.
+    pub programs: &'a Programs,
     /// The `http` binary, whose `openloop` runs the open-loop cases.
     pub openloop: &'a Path,
     /// The files.
@@ -79,7 +81,10 @@ impl Bench<'_> {
         } else {
             None
         };
-        let line = server_command(server, &self.cores, self.fairway, self.site.dir());
+        let Some(program) = self.programs.of(server) else {
+            return Ok(fail_all(format!("{server} runs another build of fairway: --baseline PATH")));
+        };
+        let line = server_command(server, &self.cores, program, self.site.dir());
         let mut running = match testbed::spawn(&self.tb.server_ns(), &line) {
             Ok(process) => {
                 Running { process: Some(process), nginx_log: (server == Server::Nginx).then(|| self.site.nginx_log()) }
@@ -92,6 +97,8 @@ impl Bench<'_> {
         if let Err(why) = self.check(server) {
             return Ok(fail_all(why));
         }
+        let server_pid =
+            running.server_pid(program).map_err(|why| eprintln!("http:   no server CPU figures: {why}")).ok();
         if !self.warm_up.is_zero() {
             let _ = self.wrk(Case::KeepAlive64, server, self.warm_up)?;
         }
@@ -103,7 +110,7 @@ impl Bench<'_> {
             }
             let outcome = match (&open_loop_rate, case.is_open_loop()) {
                 (_, false) => self.wrk(case, server, self.duration)?,
-                (Ok(rate), true) => self.open_loop(case, server, *rate)?,
+                (Ok(rate), true) => self.open_loop(case, server, *rate, server_pid)?,
                 (Err(why), true) => Err(why.clone()),
             };
             outcomes.push((case, outcome));
@@ -133,10 +140,12 @@ impl Bench<'_> {
         }
     }
 
-    /// Whether the server serves what the cases expect: the plaintext body
-    /// and the whole static file.
+    /// Whether the server serves what the cases expect: the plaintext body,
+    /// and the whole static file from those that serve it.
     fn check(&self, server: Server) -> Result<(), String> {
-        for (case, bytes) in [(Case::KeepAlive64, PLAINTEXT_BODY.len() as u64), (Case::StaticFile, STATIC_BYTES)] {
+        let plaintext = (Case::KeepAlive64, PLAINTEXT_BODY.len() as u64);
+        let file = server.serves_static().then_some((Case::StaticFile, STATIC_BYTES));
+        for (case, bytes) in std::iter::once(plaintext).chain(file) {
             let url = server.url(&case.path());
             let (code, size) = self.curl(&url).map_err(|e| format!("GET {url}: {e}"))?;
             if code != "200" || size != bytes.to_string() {
@@ -173,10 +182,14 @@ impl Bench<'_> {
 
 impl Bench<'_> {
     /// One open-loop run of `case` at `rate` for the case duration, after
-    /// a warm-up of its own.
-    fn open_loop(&self, case: Case, server: Server, rate: f64) -> Result<Outcome, Stop> {
+    /// a warm-up of its own; with `server_pid`, the generator measures the
+    /// server's CPU time too.
+    fn open_loop(&self, case: Case, server: Server, rate: f64, server_pid: Option<u32>) -> Result<Outcome, Stop> {
         let warm_up = Duration::from_secs(1);
-        let line = case.openloop_command(server, &self.cores, self.openloop, rate, self.duration, warm_up);
+        let mut line = case.openloop_command(server, &self.cores, self.openloop, rate, self.duration, warm_up);
+        // The namespaces share the PID namespace and /proc: the generator
+        // in the client namespace reads the server's /proc/PID/stat.
+        line.extend(server_pid.map(|pid| ["--server-pid".to_owned(), pid.to_string()]).into_iter().flatten());
         let out = testbed::exec_timeout(&self.tb.client_ns(0), &line, self.duration + warm_up + WRK_SLACK);
         if self.interrupted.load(Ordering::Relaxed) {
             return Err(Stop::Interrupted);
@@ -205,6 +218,22 @@ struct Running {
 impl Running {
     fn is_running(&mut self) -> bool {
         self.process.as_mut().is_some_and(|p| p.try_wait().is_none())
+    }
+
+    /// The server's process id, once `/proc/PID/comm` shows that the
+    /// spawned process is `program` itself: `ip netns exec` and `taskset`
+    /// each exec the next, so the id spawned is the server's, and a
+    /// wrapper that forked instead would be measured in its place.
+    fn server_pid(&self, program: &Path) -> Result<u32, String> {
+        let pid = self.process.as_ref().ok_or("the server is not running")?.id();
+        let path = format!("/proc/{pid}/comm");
+        let comm = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+        let expected = expected_comm(program);
+        if comm.trim_end() == expected {
+            Ok(pid)
+        } else {
+            Err(format!("{path} is {:?}, not {expected:?}", comm.trim_end()))
+        }
     }
 
     /// What it printed and logged, in one line.

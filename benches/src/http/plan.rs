@@ -2,7 +2,7 @@
 //! the command lines. Pure, so that it is tested without a testbed.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Fairway's address on the testbed.
@@ -29,12 +29,36 @@ pub enum Server {
     FairwayKernel,
     /// nginx on kernel sockets, the same way.
     Nginx,
+    /// [`Server::FairwayAfxdp`] from another build of Fairway (`--baseline
+    /// PATH`): the server before a change, beside it after.
+    BaselineAfxdp,
+    /// [`Server::FairwayKernel`] from that other build, on its own port.
+    BaselineKernel,
+    /// The axum example (server/examples/axum_app.rs) on Fairway's async
+    /// runtime over AF_XDP.
+    AxumAfxdp,
+    /// The axum example on Fairway's kernel backend.
+    AxumKernel,
+    /// The same router served by `axum::serve` on tokio (`axum_tokio`):
+    /// what the axum example on Fairway is compared with.
+    AxumTokio,
 }
 
 impl Server {
-    /// In the order they run: AF_XDP first, while `fw0` has no kernel
-    /// address, then the two that need one.
-    pub const ALL: [Server; 3] = [Server::FairwayAfxdp, Server::FairwayKernel, Server::Nginx];
+    /// Every server, in the order they run and are listed: the built-in
+    /// server's group, then the axum group. Each server gets the kernel
+    /// address on `fw0` for its own run only, so the AF_XDP ones may come
+    /// anywhere.
+    pub const ALL: [Server; 8] = [
+        Server::FairwayAfxdp,
+        Server::FairwayKernel,
+        Server::Nginx,
+        Server::BaselineAfxdp,
+        Server::BaselineKernel,
+        Server::AxumAfxdp,
+        Server::AxumKernel,
+        Server::AxumTokio,
+    ];
 
     /// The name in tables and in `--servers`.
     #[must_use]
@@ -43,6 +67,11 @@ impl Server {
             Server::FairwayAfxdp => "fairway/afxdp",
             Server::FairwayKernel => "fairway/kernel",
             Server::Nginx => "nginx",
+            Server::BaselineAfxdp => "baseline/afxdp",
+            Server::BaselineKernel => "baseline/kernel",
+            Server::AxumAfxdp => "axum/afxdp",
+            Server::AxumKernel => "axum/kernel",
+            Server::AxumTokio => "axum/tokio",
         }
     }
 
@@ -53,15 +82,24 @@ impl Server {
             Server::FairwayAfxdp => "afxdp",
             Server::FairwayKernel => "kernel",
             Server::Nginx => "nginx",
+            Server::BaselineAfxdp => "baseline-afxdp",
+            Server::BaselineKernel => "baseline-kernel",
+            Server::AxumAfxdp => "axum-afxdp",
+            Server::AxumKernel => "axum-kernel",
+            Server::AxumTokio => "axum-tokio",
         }
     }
 
-    /// Its TCP port on 10.77.0.1.
+    /// Its TCP port on 10.77.0.1: 80 for the userspace stack and nginx,
+    /// a port of its own for each server on kernel sockets beside nginx.
     #[must_use]
     pub fn port(self) -> u16 {
         match self {
             Server::FairwayKernel => 8080,
-            Server::FairwayAfxdp | Server::Nginx => 80,
+            Server::AxumKernel => 8081,
+            Server::AxumTokio => 8082,
+            Server::BaselineKernel => 8083,
+            Server::FairwayAfxdp | Server::Nginx | Server::BaselineAfxdp | Server::AxumAfxdp => 80,
         }
     }
 
@@ -69,7 +107,47 @@ impl Server {
     /// have it otherwise: the kernel would answer for Fairway).
     #[must_use]
     pub fn needs_kernel_address(self) -> bool {
-        self != Server::FairwayAfxdp
+        !matches!(self, Server::FairwayAfxdp | Server::BaselineAfxdp | Server::AxumAfxdp)
+    }
+
+    /// The servers it is compared with.
+    #[must_use]
+    pub fn group(self) -> Group {
+        match self {
+            Server::FairwayAfxdp
+            | Server::FairwayKernel
+            | Server::Nginx
+            | Server::BaselineAfxdp
+            | Server::BaselineKernel => Group::BuiltIn,
+            Server::AxumAfxdp | Server::AxumKernel | Server::AxumTokio => Group::Axum,
+        }
+    }
+
+    /// Whether it runs the `--baseline` build, and so runs only when one
+    /// is given.
+    #[must_use]
+    pub fn is_baseline_build(self) -> bool {
+        matches!(self, Server::BaselineAfxdp | Server::BaselineKernel)
+    }
+
+    /// Whether it serves [`STATIC_FILE`]: the axum application has no
+    /// static files.
+    #[must_use]
+    pub fn serves_static(self) -> bool {
+        self.group() != Group::Axum
+    }
+
+    /// Whether `case` applies to it. The axum servers run what an
+    /// application framework is about (keep-alive, a connection per
+    /// request, latency at a fixed load); pipelining and sendfile are the
+    /// built-in server's and nginx's business.
+    #[must_use]
+    pub fn runs(self, case: Case) -> bool {
+        match case {
+            Case::StaticFile => self.serves_static(),
+            Case::Pipelined => self.group() != Group::Axum,
+            Case::KeepAlive64 | Case::KeepAlive256 | Case::Close | Case::LatencyHalf => true,
+        }
     }
 
     /// `http://10.77.0.1[:port]{path}`
@@ -88,6 +166,81 @@ impl fmt::Display for Server {
     }
 }
 
+/// Servers compared with one another: a ratio, the open-loop rate and a
+/// headline are always within a group, against its baseline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Group {
+    /// The built-in HTTP server (fairway/*, baseline/*) and nginx.
+    BuiltIn,
+    /// The axum example on Fairway and the same router on tokio.
+    Axum,
+}
+
+impl Group {
+    /// Both groups, in the order their tables come.
+    pub const ALL: [Group; 2] = [Group::BuiltIn, Group::Axum];
+
+    /// What the group's ratios are to, and whose keep-alive-256 rate sets
+    /// its open-loop rate.
+    #[must_use]
+    pub fn baseline(self) -> Server {
+        match self {
+            Group::BuiltIn => Server::Nginx,
+            Group::Axum => Server::AxumTokio,
+        }
+    }
+
+    /// The server the group's closing lines are about.
+    #[must_use]
+    pub fn lead(self) -> Server {
+        match self {
+            Group::BuiltIn => Server::FairwayAfxdp,
+            Group::Axum => Server::AxumAfxdp,
+        }
+    }
+}
+
+/// The binaries the servers run (nginx is found on `PATH`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Programs {
+    /// The `fairway` binary: fairway/afxdp and fairway/kernel.
+    pub fairway: PathBuf,
+    /// Another build's `fairway` (`--baseline`): baseline/afxdp and
+    /// baseline/kernel, which do not run without it.
+    pub baseline: Option<PathBuf>,
+    /// The axum example (`examples/axum_app`): axum/afxdp and axum/kernel.
+    pub axum: PathBuf,
+    /// `axum_tokio`: axum/tokio.
+    pub axum_tokio: PathBuf,
+}
+
+impl Programs {
+    /// The binary `server` runs: `nginx` for nginx, `None` for a baseline
+    /// server without `--baseline`.
+    #[must_use]
+    pub fn of(&self, server: Server) -> Option<&Path> {
+        match server {
+            Server::FairwayAfxdp | Server::FairwayKernel => Some(&self.fairway),
+            Server::BaselineAfxdp | Server::BaselineKernel => self.baseline.as_deref(),
+            Server::AxumAfxdp | Server::AxumKernel => Some(&self.axum),
+            Server::AxumTokio => Some(&self.axum_tokio),
+            Server::Nginx => Some(Path::new("nginx")),
+        }
+    }
+}
+
+/// What `/proc/PID/comm` says for a process running `program`: its file
+/// name, cut to the kernel's 15 bytes (TASK_COMM_LEN less the NUL).
+#[must_use]
+pub fn expected_comm(program: &Path) -> String {
+    let name = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut end = name.len().min(15);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name[..end].to_owned()
+}
+
 /// One wrk load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Case {
@@ -102,8 +255,9 @@ pub enum Case {
     /// The 1 MB static file, keep-alive, 64 connections.
     StaticFile,
     /// Keep-alive `/plaintext` from the open-loop generator, 256
-    /// connections, at half the rate nginx reached on
-    /// [`Case::KeepAlive256`] in the same run: latency, not throughput.
+    /// connections, at half the rate the group's baseline (nginx, or
+    /// axum/tokio) reached on [`Case::KeepAlive256`] in the same run:
+    /// latency and server CPU time per request, not throughput.
     LatencyHalf,
 }
 
@@ -137,6 +291,18 @@ impl Case {
             Case::Close => "Connection: close plaintext, 64 connections",
             Case::StaticFile => "1 MB static file, 64 connections",
             Case::LatencyHalf => "open-loop plaintext at half nginx's rate, 256 connections",
+        }
+    }
+
+    /// What it is, in the table of `group`: the latency case says whose
+    /// rate it runs at.
+    #[must_use]
+    pub fn describe_for(self, group: Group) -> String {
+        match self {
+            Case::LatencyHalf => {
+                format!("open-loop plaintext at half {}'s rate, 256 connections", group.baseline())
+            }
+            _ => self.describe().to_owned(),
         }
     }
 
@@ -273,45 +439,45 @@ pub fn cpu_list(cores: &[usize]) -> String {
     cores.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
 }
 
-/// `taskset -c CPUS` and the server's command line, serving `site_root`
-/// (the directory holding [`STATIC_FILE`]) with one shard or worker per
-/// server core. `fairway` is the server binary; `nginx_conf` the
-/// configuration [`nginx_config`] wrote, in `site_dir`.
+/// `taskset -c CPUS` and the server's command line, with one shard,
+/// worker or thread per server core. `program` is the server's binary
+/// ([`Programs::of`]; nginx is `nginx` whatever it is). The built-in
+/// servers serve `site_dir/root` (the directory holding [`STATIC_FILE`]);
+/// nginx reads the configuration [`nginx_config`] wrote in `site_dir`.
 #[must_use]
-pub fn server_command(server: Server, cores: &Cores, fairway: &Path, site_dir: &Path) -> Vec<String> {
+pub fn server_command(server: Server, cores: &Cores, program: &Path, site_dir: &Path) -> Vec<String> {
     let shards = cores.server.len().to_string();
     let root = site_dir.join("root").display().to_string();
-    let mut line: Vec<String> = vec!["taskset".into(), "-c".into(), cpu_list(&cores.server)];
-    let fairway = fairway.display().to_string();
-    let words: Vec<String> = match server {
-        Server::FairwayAfxdp => {
-            let ip = format!("{SERVER_IP}/{PREFIX_LEN}");
-            let q = shards.as_str();
-            let args = ["--backend", "afxdp", "--iface", SERVER_IF, "--ip", &ip, "--queues", q, "--shards", q];
-            std::iter::once(fairway.as_str())
-                .chain(args)
-                .chain(["--root", &root, "--log", "warn"])
-                .map(Into::into)
-                .collect()
-        }
-        Server::FairwayKernel => {
-            let listen = format!("{SERVER_IP}:{}", server.port());
-            let args = ["--backend", "kernel", "--listen", &listen, "--shards", &shards];
-            std::iter::once(fairway.as_str())
-                .chain(args)
-                .chain(["--root", &root, "--log", "warn"])
-                .map(Into::into)
-                .collect()
-        }
+    let program = program.display().to_string();
+    let listen = format!("{SERVER_IP}:{}", server.port());
+    let ip = format!("{SERVER_IP}/{PREFIX_LEN}");
+    let q = shards.as_str();
+    // The `fairway` binary's flags, which the axum example takes too.
+    let afxdp = ["--backend", "afxdp", "--iface", SERVER_IF, "--ip", &ip, "--queues", q, "--shards", q];
+    let kernel = ["--backend", "kernel", "--listen", &listen, "--shards", q];
+    let served = ["--root", root.as_str()];
+    let quiet = ["--log", "warn"];
+    let words = match server {
+        Server::FairwayAfxdp | Server::BaselineAfxdp => owned(&[&[&program], &afxdp, &served, &quiet]),
+        Server::FairwayKernel | Server::BaselineKernel => owned(&[&[&program], &kernel, &served, &quiet]),
+        Server::AxumAfxdp => owned(&[&[&program], &afxdp, &quiet]),
+        Server::AxumKernel => owned(&[&[&program], &kernel, &quiet]),
+        Server::AxumTokio => owned(&[&[&program, "--listen", &listen, "--threads", q]]),
         Server::Nginx => {
             let dir = format!("{}/", site_dir.display());
             let log = site_dir.join("error.log").display().to_string();
             let conf = site_dir.join("nginx.conf").display().to_string();
-            ["nginx", "-p", &dir, "-e", &log, "-c", &conf].into_iter().map(Into::into).collect()
+            owned(&[&["nginx", "-p", &dir, "-e", &log, "-c", &conf]])
         }
     };
+    let mut line: Vec<String> = vec!["taskset".into(), "-c".into(), cpu_list(&cores.server)];
     line.extend(words);
     line
+}
+
+/// The words of `parts`, one after the other, owned.
+fn owned(parts: &[&[&str]]) -> Vec<String> {
+    parts.iter().flat_map(|part| part.iter()).map(|&word| word.to_owned()).collect()
 }
 
 /// nginx's configuration for the site in `dir` (absolute): `workers`
@@ -452,6 +618,95 @@ mod tests {
             line(Server::Nginx),
             "taskset -c 0,1 nginx -p /dev/shm/site/ -e /dev/shm/site/error.log -c /dev/shm/site/nginx.conf"
         );
+    }
+
+    #[test]
+    fn the_axum_and_baseline_command_lines() {
+        let cores = Cores::split(4, None).unwrap();
+        let programs = Programs {
+            fairway: "/t/release/fairway".into(),
+            baseline: Some("/old/release/fairway".into()),
+            axum: "/t/release/examples/axum_app".into(),
+            axum_tokio: "/t/release/axum_tokio".into(),
+        };
+        let site = Path::new("/dev/shm/site");
+        let line = |server| server_command(server, &cores, programs.of(server).unwrap(), site).join(" ");
+        assert_eq!(
+            line(Server::AxumAfxdp),
+            "taskset -c 0,1 /t/release/examples/axum_app --backend afxdp --iface fw0 --ip 10.77.0.1/24 --queues 2 \
+             --shards 2 --log warn"
+        );
+        assert_eq!(
+            line(Server::AxumKernel),
+            "taskset -c 0,1 /t/release/examples/axum_app --backend kernel --listen 10.77.0.1:8081 --shards 2 --log warn"
+        );
+        assert_eq!(line(Server::AxumTokio), "taskset -c 0,1 /t/release/axum_tokio --listen 10.77.0.1:8082 --threads 2");
+        assert_eq!(
+            line(Server::BaselineAfxdp),
+            "taskset -c 0,1 /old/release/fairway --backend afxdp --iface fw0 --ip 10.77.0.1/24 --queues 2 --shards 2 \
+             --root /dev/shm/site/root --log warn"
+        );
+        assert_eq!(
+            line(Server::BaselineKernel),
+            "taskset -c 0,1 /old/release/fairway --backend kernel --listen 10.77.0.1:8083 --shards 2 \
+             --root /dev/shm/site/root --log warn"
+        );
+        // The built-in ones run the `fairway` binary, nginx nginx.
+        assert!(line(Server::FairwayKernel).starts_with("taskset -c 0,1 /t/release/fairway --backend kernel"));
+        assert!(line(Server::Nginx).starts_with("taskset -c 0,1 nginx -p /dev/shm/site/"));
+        let without = Programs { baseline: None, ..programs.clone() };
+        assert_eq!(without.of(Server::BaselineKernel), None);
+        assert_eq!(without.of(Server::AxumTokio), Some(Path::new("/t/release/axum_tokio")));
+    }
+
+    #[test]
+    fn groups_and_the_cases_each_server_runs() {
+        for server in Server::ALL {
+            let group = server.group();
+            assert!(Group::ALL.contains(&group));
+            assert_eq!(group.baseline().group(), group, "{server}");
+            assert_eq!(group.lead().group(), group, "{server}");
+            // Every server on kernel sockets has a port of its own.
+            if server.needs_kernel_address() {
+                let same_port = Server::ALL.iter().filter(|s| s.needs_kernel_address() && s.port() == server.port());
+                assert_eq!(same_port.count(), 1, "{server}");
+            } else {
+                assert_eq!(server.port(), 80, "{server}");
+            }
+        }
+        assert_eq!((Group::BuiltIn.baseline(), Group::Axum.baseline()), (Server::Nginx, Server::AxumTokio));
+        assert_eq!(Server::BaselineAfxdp.group(), Group::BuiltIn);
+        assert!(!Server::AxumAfxdp.needs_kernel_address() && !Server::BaselineAfxdp.needs_kernel_address());
+        assert!(Server::AxumKernel.needs_kernel_address() && Server::AxumTokio.needs_kernel_address());
+        let axum_cases: Vec<Case> = Case::ALL.into_iter().filter(|&c| Server::AxumTokio.runs(c)).collect();
+        assert_eq!(axum_cases, [Case::KeepAlive64, Case::KeepAlive256, Case::Close, Case::LatencyHalf]);
+        for server in [Server::FairwayAfxdp, Server::Nginx, Server::BaselineKernel] {
+            assert!(Case::ALL.iter().all(|&c| server.runs(c)), "{server}");
+            assert!(server.serves_static());
+        }
+        assert!(!Server::AxumKernel.serves_static());
+        let baselines: Vec<Server> = Server::ALL.into_iter().filter(|s| s.is_baseline_build()).collect();
+        assert_eq!(baselines, [Server::BaselineAfxdp, Server::BaselineKernel]);
+        assert_eq!(Server::AxumTokio.url("/plaintext"), "http://10.77.0.1:8082/plaintext");
+    }
+
+    #[test]
+    fn the_latency_case_says_whose_rate_it_runs_at() {
+        assert_eq!(Case::LatencyHalf.describe_for(Group::BuiltIn), Case::LatencyHalf.describe());
+        assert_eq!(
+            Case::LatencyHalf.describe_for(Group::Axum),
+            "open-loop plaintext at half axum/tokio's rate, 256 connections"
+        );
+        assert_eq!(Case::Close.describe_for(Group::Axum), Case::Close.describe());
+    }
+
+    #[test]
+    fn what_proc_says_a_server_is_called() {
+        assert_eq!(expected_comm(Path::new("/t/release/fairway")), "fairway");
+        assert_eq!(expected_comm(Path::new("/t/release/examples/axum_app")), "axum_app");
+        assert_eq!(expected_comm(Path::new("nginx")), "nginx");
+        // The kernel keeps 15 bytes of the name.
+        assert_eq!(expected_comm(Path::new("/x/a-very-long-server-name")), "a-very-long-ser");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::plan::{Case, Server};
+use super::plan::{Case, Group, Server};
 use super::wrk::{WrkResult, format_latency};
 use crate::stats::median;
 
@@ -34,6 +34,9 @@ pub struct Summary {
     pub errors: u64,
     /// How many rounds the medians are of.
     pub rounds: usize,
+    /// The server's CPU time per request: the median of the rounds that
+    /// measured it (open-loop runs only).
+    pub server_cpu: Option<Duration>,
 }
 
 impl Summary {
@@ -53,6 +56,7 @@ impl Summary {
             p99: secs(|r| r.p99),
             errors: runs.iter().map(WrkResult::errors).sum(),
             rounds: runs.len(),
+            server_cpu: secs(|r| r.server_cpu),
         })
     }
 }
@@ -62,9 +66,11 @@ impl Summary {
 pub struct Report {
     /// One per server and case.
     pub rows: Vec<Row>,
-    /// The open-loop rate of the latency case: half nginx's keep-alive-256
-    /// requests per second.
+    /// The open-loop rate of the built-in group's latency case: half
+    /// nginx's keep-alive-256 requests per second.
     pub latency_rate: Option<f64>,
+    /// The same for the axum group: half axum/tokio's.
+    pub axum_latency_rate: Option<f64>,
 }
 
 impl Report {
@@ -73,59 +79,101 @@ impl Report {
         row.outcome.as_ref().ok()
     }
 
-    /// `server`'s requests per second over nginx's on `case`.
+    /// `group`'s open-loop rate, if it had one.
+    #[must_use]
+    pub fn rate(&self, group: Group) -> Option<f64> {
+        match group {
+            Group::BuiltIn => self.latency_rate,
+            Group::Axum => self.axum_latency_rate,
+        }
+    }
+
+    /// `server`'s requests per second over its group baseline's (nginx,
+    /// or axum/tokio) on `case`.
     #[must_use]
     pub fn ratio(&self, server: Server, case: Case) -> Option<f64> {
-        let nginx = self.summary(Server::Nginx, case)?.requests_per_second;
-        let this = self.summary(server, case)?.requests_per_second;
-        (nginx > 0.0).then_some(this / nginx)
+        self.ratio_to(server, server.group().baseline(), case)
     }
 
-    /// `server`'s p99 over nginx's on `case` (for the latency case: lower
-    /// is better).
+    /// `server`'s requests per second over `against`'s on `case`.
+    fn ratio_to(&self, server: Server, against: Server, case: Case) -> Option<f64> {
+        let against = self.summary(against, case)?.requests_per_second;
+        let this = self.summary(server, case)?.requests_per_second;
+        (against > 0.0).then_some(this / against)
+    }
+
+    /// `server`'s p99 over its group baseline's on `case` (for the
+    /// latency case: lower is better).
     #[must_use]
     pub fn p99_ratio(&self, server: Server, case: Case) -> Option<f64> {
-        let nginx = self.summary(Server::Nginx, case)?.p99?.as_secs_f64();
+        let baseline = self.summary(server.group().baseline(), case)?.p99?.as_secs_f64();
         let this = self.summary(server, case)?.p99?.as_secs_f64();
-        (nginx > 0.0).then_some(this / nginx)
+        (baseline > 0.0).then_some(this / baseline)
     }
 
-    /// The cells of the rows of the throughput cases (`latency` false) or
-    /// of the latency cases: server, case, req/s, p50, p99, ratio to nginx
-    /// (req/s, or p99 for the latency cases), errors.
-    fn cells(&self, latency: bool) -> Vec<[String; 7]> {
+    /// The groups with rows, in [`Group::ALL`]'s order (the built-in one
+    /// when there are none, for an empty table).
+    fn groups(&self) -> Vec<Group> {
+        let present: Vec<Group> =
+            Group::ALL.into_iter().filter(|&g| self.rows.iter().any(|r| r.server.group() == g)).collect();
+        if present.is_empty() { vec![Group::BuiltIn] } else { present }
+    }
+
+    /// The cells of `group`'s rows of the throughput cases (`latency`
+    /// false) or of the latency cases: server, case, req/s, p50, p99,
+    /// ratio to the group's baseline (req/s, or p99 for the latency
+    /// cases), the server's CPU time per request (latency cases only),
+    /// errors.
+    fn cells(&self, group: Group, latency: bool) -> Vec<Vec<String>> {
         self.rows
             .iter()
-            .filter(|row| row.case.is_open_loop() == latency)
+            .filter(|row| row.server.group() == group && row.case.is_open_loop() == latency)
             .map(|row| {
-                let (server, case) = (row.server.name().to_owned(), row.case.describe().to_owned());
+                let (server, case) = (row.server.name().to_owned(), row.case.describe_for(group));
                 let ratio =
                     if latency { self.p99_ratio(row.server, row.case) } else { self.ratio(row.server, row.case) };
-                match &row.outcome {
-                    Ok(s) => [
+                let mut cells = match &row.outcome {
+                    Ok(s) => vec![
                         server,
                         case,
                         format!("{:.0}", s.requests_per_second),
                         latency_cell(s.p50),
                         latency_cell(s.p99),
                         ratio.map_or("–".to_owned(), |r| format!("{r:.2}")),
-                        s.errors.to_string(),
                     ],
-                    Err(why) => [server, case, "failed".into(), "–".into(), "–".into(), "–".into(), one_line(why)],
+                    Err(_) => vec![server, case, "failed".into(), "–".into(), "–".into(), "–".into()],
+                };
+                if latency {
+                    let cpu = row.outcome.as_ref().ok().and_then(|s| s.server_cpu);
+                    cells.push(cpu.map_or("–".to_owned(), cpu_cell));
                 }
+                cells.push(match &row.outcome {
+                    Ok(s) => s.errors.to_string(),
+                    Err(why) => one_line(why),
+                });
+                cells
             })
             .collect()
     }
 
-    /// The tables for a terminal, aligned: throughput, then (if any)
-    /// latency at half nginx's rate.
+    /// The tables for a terminal, aligned: for each group, throughput,
+    /// then (if any) latency at half its baseline's rate.
     #[must_use]
     pub fn text_table(&self) -> String {
-        let mut out = aligned(&HEADER, &self.cells(false));
-        let latency = self.cells(true);
-        if !latency.is_empty() {
-            out.push_str(&format!("\n{}\n", self.latency_title()));
-            out.push_str(&aligned(&LATENCY_HEADER, &latency));
+        let mut out = String::new();
+        for group in self.groups() {
+            if let Some(title) = group_title(group) {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(&format!("{title}\n"));
+            }
+            out.push_str(&aligned(&header(group, false), &self.cells(group, false)));
+            let latency = self.cells(group, true);
+            if !latency.is_empty() {
+                out.push_str(&format!("\n{}\n", self.latency_title(group)));
+                out.push_str(&aligned(&header(group, true), &latency));
+            }
         }
         out
     }
@@ -133,22 +181,33 @@ impl Report {
     /// The tables in Markdown.
     #[must_use]
     pub fn markdown_table(&self) -> String {
-        let mut out = markdown_rows(&HEADER, &self.cells(false));
-        let latency = self.cells(true);
-        if !latency.is_empty() {
-            out.push_str(&format!("\n{}\n\n", self.latency_title()));
-            out.push_str(&markdown_rows(&LATENCY_HEADER, &latency));
+        let mut out = String::new();
+        for group in self.groups() {
+            if let Some(title) = group_title(group) {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(&format!("{title}\n\n"));
+            }
+            out.push_str(&markdown_rows(&header(group, false), &self.cells(group, false)));
+            let latency = self.cells(group, true);
+            if !latency.is_empty() {
+                out.push_str(&format!("\n{}\n\n", self.latency_title(group)));
+                out.push_str(&markdown_rows(&header(group, true), &latency));
+            }
         }
         out
     }
 
-    /// What the latency table measures, and at what rate.
-    fn latency_title(&self) -> String {
+    /// What `group`'s latency table measures, and at what rate.
+    fn latency_title(&self, group: Group) -> String {
+        let baseline = group.baseline();
         let rate = self
-            .latency_rate
-            .map_or("no rate: nginx's keep-alive-256 figure is missing".to_owned(), |r| format!("{r:.0} req/s"));
+            .rate(group)
+            .map_or(format!("no rate: {baseline}'s keep-alive-256 figure is missing"), |r| format!("{r:.0} req/s"));
         format!(
-            "Latency at half nginx's saturated keep-alive-256 rate ({rate}), open loop, latency from when each request was due:"
+            "Latency at half {baseline}'s saturated keep-alive-256 rate ({rate}), open loop, latency from when each \
+             request was due; the server's CPU time per request over the same window:"
         )
     }
 
@@ -157,39 +216,121 @@ impl Report {
     /// run.
     #[must_use]
     pub fn latency_line(&self) -> Option<String> {
+        self.group_latency_line(Group::BuiltIn)
+    }
+
+    /// [`latency_line`](Self::latency_line) for `group`: its lead server
+    /// against its baseline.
+    fn group_latency_line(&self, group: Group) -> Option<String> {
         let case = Case::LatencyHalf;
-        if !self.rows.iter().any(|r| r.case == case) {
+        if !self.rows.iter().any(|r| r.case == case && r.server.group() == group) {
             return None;
         }
-        let (afxdp, nginx) = (Server::FairwayAfxdp, Server::Nginx);
-        let rate = self.latency_rate.map_or("no rate".to_owned(), |r| format!("{r:.0} req/s"));
+        let (lead, baseline) = (group.lead(), group.baseline());
+        let rate = self.rate(group).map_or("no rate".to_owned(), |r| format!("{r:.0} req/s"));
         let p99 =
             |server| self.summary(server, case).and_then(|s| s.p99).map_or("no figure".to_owned(), format_latency);
-        Some(format!("bench: p99 at half {nginx}'s rate ({rate}): {afxdp} {} vs {nginx} {}", p99(afxdp), p99(nginx)))
+        Some(format!(
+            "bench: p99 at half {baseline}'s rate ({rate}): {lead} {} vs {baseline} {}",
+            p99(lead),
+            p99(baseline)
+        ))
+    }
+
+    /// `bench: server CPU per request at R req/s: fairway/afxdp A µs,
+    /// fairway/kernel B µs, nginx C µs` (every server of `group` that ran
+    /// the latency case, in order), or what is missing; `None` when none
+    /// of the group ran it.
+    #[must_use]
+    pub fn cpu_line(&self, group: Group) -> Option<String> {
+        let rows: Vec<&Row> =
+            self.rows.iter().filter(|r| r.case == Case::LatencyHalf && r.server.group() == group).collect();
+        if rows.is_empty() {
+            return None;
+        }
+        let rate = self.rate(group).map_or("no rate".to_owned(), |r| format!("{r:.0} req/s"));
+        let figures: Vec<String> = rows
+            .iter()
+            .map(|row| {
+                let cpu = row.outcome.as_ref().ok().and_then(|s| s.server_cpu);
+                format!("{} {}", row.server, cpu.map_or("no figure".to_owned(), cpu_cell))
+            })
+            .collect();
+        Some(format!("bench: server CPU per request at {rate}: {}", figures.join(", ")))
+    }
+
+    /// `bench: LABEL X req/s = R × AGAINST (WHAT)` for `server` against
+    /// `against` on `case`, or what is missing for it.
+    fn comparison(
+        &self,
+        (server, label): (Server, &str),
+        (against, against_label): (Server, &str),
+        case: Case,
+        what: &str,
+    ) -> String {
+        match (self.summary(server, case), self.ratio_to(server, against, case)) {
+            (Some(s), Some(r)) => {
+                format!("bench: {label} {:.0} req/s = {r:.2} × {against_label} ({what})", s.requests_per_second)
+            }
+            (Some(s), None) => format!(
+                "bench: {label} {:.0} req/s, no {against_label} figure to compare ({what})",
+                s.requests_per_second
+            ),
+            (None, _) => format!("bench: {label}: no figure ({what})"),
+        }
     }
 
     /// `bench: fairway/afxdp X req/s = R × nginx (keep-alive plaintext, 256
     /// connections)`, or what is missing for it.
     #[must_use]
     pub fn headline(&self) -> String {
-        let case = Case::HEADLINE;
-        let (afxdp, nginx) = (Server::FairwayAfxdp, Server::Nginx);
-        match (self.summary(afxdp, case), self.ratio(afxdp, case)) {
-            (Some(s), Some(r)) => {
-                format!("bench: {afxdp} {:.0} req/s = {r:.2} × {nginx} ({case})", s.requests_per_second)
-            }
-            (Some(s), None) => {
-                format!("bench: {afxdp} {:.0} req/s, no {nginx} figure to compare ({case})", s.requests_per_second)
-            }
-            (None, _) => format!("bench: {afxdp}: no figure ({case})"),
-        }
+        let (afxdp, nginx, case) = (Server::FairwayAfxdp, Server::Nginx, Case::HEADLINE);
+        self.comparison((afxdp, afxdp.name()), (nginx, nginx.name()), case, case.describe())
     }
 
-    /// The closing lines: the latency line (if that case ran), then the
-    /// headline, last.
+    /// When the axum servers ran: `bench: axum on fairway/afxdp X req/s = R
+    /// × axum on tokio (keep-alive, 256 connections)`, and the same with
+    /// `Connection: close` over 64 connections.
+    #[must_use]
+    pub fn axum_lines(&self) -> Vec<String> {
+        if !self.rows.iter().any(|r| r.server.group() == Group::Axum) {
+            return Vec::new();
+        }
+        let (ours, theirs) = ((Server::AxumAfxdp, "axum on fairway/afxdp"), (Server::AxumTokio, "axum on tokio"));
+        vec![
+            self.comparison(ours, theirs, Case::KeepAlive256, "keep-alive, 256 connections"),
+            self.comparison(ours, theirs, Case::Close, "Connection: close, 64 connections"),
+        ]
+    }
+
+    /// For each baseline server that ran: `bench: fairway/afxdp X req/s = R
+    /// × baseline/afxdp (keep-alive plaintext, 256 connections)`, the
+    /// same for kernel.
+    #[must_use]
+    pub fn baseline_lines(&self) -> Vec<String> {
+        let case = Case::HEADLINE;
+        [(Server::FairwayAfxdp, Server::BaselineAfxdp), (Server::FairwayKernel, Server::BaselineKernel)]
+            .into_iter()
+            .filter(|&(_, baseline)| self.rows.iter().any(|r| r.server == baseline))
+            .map(|(ours, baseline)| {
+                self.comparison((ours, ours.name()), (baseline, baseline.name()), case, case.describe())
+            })
+            .collect()
+    }
+
+    /// The closing lines: against the baseline build, the axum group's
+    /// (its throughput, p99 and CPU per request), the built-in group's CPU
+    /// per request and p99 (each if it ran), then the headline, last.
     #[must_use]
     pub fn closing_lines(&self) -> Vec<String> {
-        self.latency_line().into_iter().chain([self.headline()]).collect()
+        let mut lines = self.baseline_lines();
+        lines.extend(self.axum_lines());
+        lines.extend(self.group_latency_line(Group::Axum));
+        lines.extend(self.cpu_line(Group::Axum));
+        lines.extend(self.cpu_line(Group::BuiltIn));
+        lines.extend(self.latency_line());
+        lines.push(self.headline());
+        lines
     }
 
     /// The whole Markdown file: title, `setup` lines, tables, closing
@@ -210,10 +351,39 @@ impl Report {
     }
 }
 
+/// What comes above a group's tables: nothing for the built-in server's,
+/// which comes first; for the axum group, what its rows are and what they
+/// are compared with.
+fn group_title(group: Group) -> Option<String> {
+    match group {
+        Group::BuiltIn => None,
+        Group::Axum => Some(format!(
+            "The axum example (server/examples/axum_app.rs) on Fairway, and the same router on tokio ({}), \
+             which the ratios are to:",
+            Group::Axum.baseline()
+        )),
+    }
+}
+
+/// The column names of `group`'s throughput table, or of its latency
+/// table: the ratio is to the group's baseline.
+fn header(group: Group, latency: bool) -> Vec<String> {
+    let baseline = group.baseline();
+    let mut names: Vec<String> = ["server", "case", "req/s", "p50", "p99"].map(String::from).to_vec();
+    if latency {
+        names.extend([format!("p99 × {baseline} (lower is better)"), "server CPU per request".into()]);
+    } else {
+        names.push(format!("× {baseline}"));
+    }
+    names.push("errors".into());
+    names
+}
+
 /// Rows under `header`, columns aligned: text left, numbers right, the
 /// last column unpadded.
-fn aligned(header: &[&str; 7], cells: &[[String; 7]]) -> String {
-    let mut widths = header.map(|h| h.chars().count());
+fn aligned(header: &[String], cells: &[Vec<String>]) -> String {
+    let last = header.len().saturating_sub(1);
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in cells {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
@@ -221,17 +391,17 @@ fn aligned(header: &[&str; 7], cells: &[[String; 7]]) -> String {
     }
     let line = |row: &[String]| {
         let mut out = String::new();
-        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+        for (i, (cell, &width)) in row.iter().zip(&widths).enumerate() {
             let pad = width - cell.chars().count();
             match i {
                 0 | 1 => out.push_str(&format!("{cell}{}  ", " ".repeat(pad))),
-                6 => out.push_str(cell),
+                _ if i == last => out.push_str(cell),
                 _ => out.push_str(&format!("{}{cell}  ", " ".repeat(pad))),
             }
         }
         out.trim_end().to_owned()
     };
-    let mut out = line(&header.map(str::to_owned));
+    let mut out = line(header);
     out.push('\n');
     for row in cells {
         out.push_str(&line(row));
@@ -240,17 +410,23 @@ fn aligned(header: &[&str; 7], cells: &[[String; 7]]) -> String {
     out
 }
 
-fn markdown_rows(header: &[&str; 7], cells: &[[String; 7]]) -> String {
+fn markdown_rows(header: &[String], cells: &[Vec<String>]) -> String {
     let mut out = format!("| {} |\n", header.join(" | "));
-    out.push_str("|---|---|--:|--:|--:|--:|--:|\n");
+    // Text left, numbers right.
+    out.push_str("|---|---|");
+    out.push_str(&"--:|".repeat(header.len().saturating_sub(2)));
+    out.push('\n');
     for row in cells {
-        out.push_str(&format!("| {} |\n", row.clone().map(|c| c.replace('|', "\\|")).join(" | ")));
+        let escaped: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
+        out.push_str(&format!("| {} |\n", escaped.join(" | ")));
     }
     out
 }
 
-const HEADER: [&str; 7] = ["server", "case", "req/s", "p50", "p99", "× nginx", "errors"];
-const LATENCY_HEADER: [&str; 7] = ["server", "case", "req/s", "p50", "p99", "p99 × nginx (lower is better)", "errors"];
+/// CPU time per request, to the hundredth of a microsecond.
+fn cpu_cell(per_request: Duration) -> String {
+    format!("{:.2} µs", per_request.as_secs_f64() * 1e6)
+}
 
 /// A latency, or `n/a` when there is none to trust.
 fn latency_cell(latency: Option<Duration>) -> String {
@@ -308,6 +484,7 @@ mod tests {
             requests: 1,
             socket_errors: 0,
             non_2xx: 0,
+            server_cpu: None,
         }
     }
 
@@ -323,6 +500,7 @@ mod tests {
                 row(Server::Nginx, Case::KeepAlive256, 130_000.0),
             ],
             latency_rate: None,
+            axum_latency_rate: None,
         }
     }
 
@@ -352,6 +530,7 @@ mod tests {
         let report = Report {
             rows: vec![Row { server: Server::Nginx, case: Case::Pipelined, outcome: Ok(s) }],
             latency_rate: None,
+            axum_latency_rate: None,
         };
         let table = report.text_table();
         let line = table.lines().nth(1).unwrap();
@@ -414,6 +593,7 @@ mod tests {
         let pipes = Report {
             rows: vec![Row { server: Server::Nginx, case: Case::Close, outcome: Err("a|b".into()) }],
             latency_rate: None,
+            axum_latency_rate: None,
         };
         assert!(pipes.markdown_table().contains("a\\|b"));
     }
@@ -458,7 +638,8 @@ mod tests {
             report.latency_line().unwrap(),
             "bench: p99 at half nginx's rate (65000 req/s): fairway/afxdp 600 µs vs nginx 1.50 ms"
         );
-        assert_eq!(report.closing_lines(), [report.latency_line().unwrap(), report.headline()]);
+        let cpu = report.cpu_line(Group::BuiltIn).unwrap();
+        assert_eq!(report.closing_lines(), [cpu, report.latency_line().unwrap(), report.headline()]);
         let text = report.markdown("2026-01-02", &[]);
         let last: Vec<&str> = text.trim_end().lines().rev().take(2).collect();
         assert_eq!(last, [report.headline(), report.latency_line().unwrap()]);
@@ -472,6 +653,126 @@ mod tests {
             none.latency_line().unwrap(),
             "bench: p99 at half nginx's rate (no rate): fairway/afxdp no figure vs nginx no figure"
         );
+    }
+
+    /// Every server: the built-in group (with the baseline build) and the
+    /// axum group, throughput and latency with CPU time per request.
+    fn both_groups() -> Report {
+        let mut report = with_latency();
+        report.rows.push(row(Server::BaselineAfxdp, Case::KeepAlive256, 150_000.0));
+        report.rows.push(row(Server::BaselineKernel, Case::KeepAlive256, 104_000.0));
+        report.rows[1] = row(Server::FairwayKernel, Case::KeepAlive256, 104_000.0);
+        for (server, keep_alive, close) in [
+            (Server::AxumAfxdp, 120_000.0, 30_000.0),
+            (Server::AxumKernel, 90_000.0, 20_000.0),
+            (Server::AxumTokio, 80_000.0, 15_000.0),
+        ] {
+            report.rows.push(row(server, Case::KeepAlive256, keep_alive));
+            report.rows.push(row(server, Case::Close, close));
+        }
+        let latency = |server, p99_us, cpu_ns| {
+            let mut run = run(40_000.0, 90, p99_us);
+            run.server_cpu = Some(Duration::from_nanos(cpu_ns));
+            Row { server, case: Case::LatencyHalf, outcome: Ok(Summary::of(&[run]).unwrap()) }
+        };
+        report.rows.push(latency(Server::AxumAfxdp, 700, 4_250));
+        report.rows.push(latency(Server::AxumTokio, 1_400, 9_500));
+        report.axum_latency_rate = Some(40_000.0);
+        for row in &mut report.rows {
+            if let (Server::FairwayAfxdp, Case::LatencyHalf, Ok(s)) = (row.server, row.case, &mut row.outcome) {
+                s.server_cpu = Some(Duration::from_nanos(2_130));
+            }
+        }
+        report
+    }
+
+    #[test]
+    fn ratios_are_to_the_baseline_of_each_group() {
+        let report = both_groups();
+        assert_eq!(report.ratio(Server::AxumAfxdp, Case::KeepAlive256), Some(1.5));
+        assert_eq!(report.ratio(Server::AxumTokio, Case::Close), Some(1.0));
+        assert_eq!(report.ratio(Server::AxumKernel, Case::Close).map(|r| (r * 100.0).round()), Some(133.0));
+        // The baseline build is compared with nginx, like the server it is.
+        assert_eq!(report.ratio(Server::BaselineKernel, Case::KeepAlive256), Some(0.8));
+        assert_eq!(report.p99_ratio(Server::AxumAfxdp, Case::LatencyHalf), Some(0.5));
+        assert_eq!((report.rate(Group::BuiltIn), report.rate(Group::Axum)), (Some(65_000.0), Some(40_000.0)));
+    }
+
+    #[test]
+    fn the_axum_group_has_tables_of_its_own() {
+        let report = both_groups();
+        let table = report.text_table();
+        let lines: Vec<&str> = table.lines().collect();
+        // Built-in: throughput (header + 5 rows), blank, title, latency
+        // (header + 3 rows); blank, axum title, throughput (header + 6),
+        // blank, title, latency (header + 2).
+        assert_eq!(lines.len(), 6 + 1 + 1 + 4 + 1 + 1 + 7 + 1 + 1 + 3, "{table}");
+        assert!(lines[0].contains("× nginx") && lines[4].starts_with("baseline/afxdp"), "{table}");
+        assert!(lines[8].contains("p99 × nginx (lower is better)  server CPU per request  errors"), "{table}");
+        assert!(lines[9].starts_with("fairway/afxdp") && lines[9].contains("2.13 µs"), "{table}");
+        assert!(lines[10].ends_with("gone") && lines[11].starts_with("nginx"), "{table}");
+        assert_eq!(lines[12], "");
+        assert!(lines[13].starts_with("The axum example (server/examples/axum_app.rs) on Fairway"), "{table}");
+        assert!(lines[14].contains("× axum/tokio") && !lines[14].contains("nginx"), "{table}");
+        assert!(lines[15].starts_with("axum/afxdp") && lines[15].contains("1.50"), "{table}");
+        assert!(lines[15].contains("keep-alive plaintext, 256 connections"), "{table}");
+        assert!(lines[22].starts_with("Latency at half axum/tokio's saturated keep-alive-256 rate (40000 req/s)"));
+        assert!(lines[23].contains("p99 × axum/tokio (lower is better)"), "{table}");
+        assert!(lines[24].contains("open-loop plaintext at half axum/tokio's rate"), "{table}");
+        assert!(lines[24].contains("0.50") && lines[24].contains("4.25 µs"), "{table}");
+        assert!(lines[25].starts_with("axum/tokio") && lines[25].contains("9.50 µs"), "{table}");
+        let markdown = report.markdown_table();
+        assert_eq!(markdown.matches("|---|---|--:|--:|--:|--:|--:|\n").count(), 2, "{markdown}");
+        assert_eq!(markdown.matches("|---|---|--:|--:|--:|--:|--:|--:|\n").count(), 2, "{markdown}");
+        assert!(markdown.contains("\n\nThe axum example (server/examples/axum_app.rs) on Fairway"), "{markdown}");
+        assert!(markdown.contains("| server | case | req/s | p50 | p99 | × axum/tokio | errors |"), "{markdown}");
+        assert!(markdown.contains("| 0.50 | 4.25 µs | 0 |"), "{markdown}");
+        // Only axum servers: their tables alone.
+        let axum_only = Report {
+            rows: report.rows.iter().filter(|r| r.server.group() == Group::Axum).cloned().collect(),
+            ..report.clone()
+        };
+        assert!(axum_only.text_table().starts_with("The axum example"), "{}", axum_only.text_table());
+        assert!(!axum_only.markdown_table().contains("nginx"));
+    }
+
+    #[test]
+    fn the_closing_lines_of_every_group() {
+        let report = both_groups();
+        assert_eq!(
+            report.closing_lines(),
+            [
+                "bench: fairway/afxdp 195000 req/s = 1.30 × baseline/afxdp (keep-alive plaintext, 256 connections)",
+                "bench: fairway/kernel 104000 req/s = 1.00 × baseline/kernel (keep-alive plaintext, 256 connections)",
+                "bench: axum on fairway/afxdp 120000 req/s = 1.50 × axum on tokio (keep-alive, 256 connections)",
+                "bench: axum on fairway/afxdp 30000 req/s = 2.00 × axum on tokio (Connection: close, 64 connections)",
+                "bench: p99 at half axum/tokio's rate (40000 req/s): axum/afxdp 700 µs vs axum/tokio 1.40 ms",
+                "bench: server CPU per request at 40000 req/s: axum/afxdp 4.25 µs, axum/tokio 9.50 µs",
+                "bench: server CPU per request at 65000 req/s: fairway/afxdp 2.13 µs, fairway/kernel no figure, \
+                 nginx no figure",
+                "bench: p99 at half nginx's rate (65000 req/s): fairway/afxdp 600 µs vs nginx 1.50 ms",
+                "bench: fairway/afxdp 195000 req/s = 1.50 × nginx (keep-alive plaintext, 256 connections)",
+            ]
+        );
+        assert!(report.markdown("2026-01-02", &[]).trim_end().ends_with(&report.headline()));
+        // What is missing is said.
+        let mut missing = both_groups();
+        missing.rows.retain(|r| !(r.server == Server::AxumTokio && r.case == Case::Close));
+        missing.rows.retain(|r| !(r.server == Server::AxumAfxdp && r.case == Case::KeepAlive256));
+        missing.axum_latency_rate = None;
+        let lines = missing.axum_lines();
+        assert_eq!(lines[0], "bench: axum on fairway/afxdp: no figure (keep-alive, 256 connections)");
+        assert_eq!(
+            lines[1],
+            "bench: axum on fairway/afxdp 30000 req/s, no axum on tokio figure to compare (Connection: close, 64 \
+             connections)"
+        );
+        assert!(missing.cpu_line(Group::Axum).unwrap().starts_with("bench: server CPU per request at no rate: "));
+        // Groups that did not run have no lines.
+        assert_eq!(sample().axum_lines(), Vec::<String>::new());
+        assert_eq!(sample().baseline_lines(), Vec::<String>::new());
+        assert_eq!(sample().cpu_line(Group::BuiltIn), None);
+        assert_eq!(with_latency().cpu_line(Group::Axum), None);
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub struct WrkResult {
     pub socket_errors: u64,
     /// `Non-2xx or 3xx responses:`.
     pub non_2xx: u64,
+    /// The server's CPU time per answered request over the measured
+    /// window: only from the open-loop generator, when it was given the
+    /// server's process (wrk cannot tell).
+    pub server_cpu: Option<Duration>,
 }
 
 impl WrkResult {
@@ -109,6 +113,7 @@ pub fn parse(report: &str) -> Result<WrkResult, String> {
         requests,
         socket_errors,
         non_2xx,
+        server_cpu: None,
     })
 }
 

@@ -1,6 +1,6 @@
 //! `cargo xtask bench`: the loopback benchmark binary, the criterion
-//! micro-benchmarks, and the `nic` and `http` benchmarks on the namespace
-//! testbed (root).
+//! micro-benchmarks, allocations per request (`alloc`), and the `nic` and
+//! `http` benchmarks on the namespace testbed (root).
 
 use std::ffi::OsString;
 use std::time::Instant;
@@ -12,7 +12,8 @@ use crate::commands::run;
 use crate::error::Failure;
 use crate::system;
 
-/// Debian packages `bench loopback` and `bench micro` need: none.
+/// Debian packages `bench loopback`, `bench micro` and `bench alloc`
+/// need: none.
 pub const PACKAGES: &[&str] = &[];
 
 /// The kernel-stack server `bench nic` and `bench http` compare Fairway
@@ -48,7 +49,9 @@ pub fn run(cargo: &Cargo, args: &BenchArgs) -> Result<(), Failure> {
             let packages = if args.target == BenchTarget::Nic { nic_packages() } else { http_packages() };
             system::ensure_debian_packages(&packages)?;
         }
-        BenchTarget::Loopback | BenchTarget::Micro | BenchTarget::All => system::ensure_debian_packages(PACKAGES)?,
+        BenchTarget::Loopback | BenchTarget::Micro | BenchTarget::Alloc | BenchTarget::All => {
+            system::ensure_debian_packages(PACKAGES)?
+        }
     }
     for (name, invocation) in invocations(cargo, args, asks_help) {
         eprintln!("xtask bench {name}: $ {}", invocation.display());
@@ -67,10 +70,16 @@ fn invocations(cargo: &Cargo, args: &BenchArgs, asks_help: bool) -> Vec<(&'stati
         BenchTarget::Loopback => vec![("loopback", loopback(cargo, &args.args))],
         BenchTarget::Micro => vec![("micro", micro(cargo, &args.args))],
         BenchTarget::Nic => vec![("nic", nic(cargo, &args.args))],
+        BenchTarget::Alloc => vec![("alloc", alloc(cargo, &args.args))],
         BenchTarget::Http if asks_help => vec![("http", http(cargo, &args.args))],
-        BenchTarget::Http => {
-            vec![("http: the server", run::build(cargo, true)), ("http", http(cargo, &args.args))]
-        }
+        // `cargo run` builds only the binary it runs: the other servers
+        // `http` starts are built first.
+        BenchTarget::Http => vec![
+            ("http: the server", run::build(cargo, true)),
+            ("http: the axum example", axum_example(cargo)),
+            ("http: axum on tokio", axum_tokio(cargo)),
+            ("http", http(cargo, &args.args)),
+        ],
         BenchTarget::All => vec![("loopback", loopback(cargo, &[])), ("micro", micro(cargo, &[]))],
     }
 }
@@ -86,9 +95,28 @@ fn nic(cargo: &Cargo, args: &[OsString]) -> Invocation {
 }
 
 /// `cargo run --release -p fairway-benches --bin http -- <args>`; it
-/// finds the server [`run::build`] made beside itself.
+/// finds the server [`run::build`] made beside itself, the axum example
+/// in `examples/` there, and `axum_tokio` beside itself.
 fn http(cargo: &Cargo, args: &[OsString]) -> Invocation {
     cargo.run_release_bin("fairway-benches", None, "http", args)
+}
+
+/// `cargo build --release -p fairway --features afxdp --example
+/// axum_app`: the axum example `http` serves over AF_XDP and kernel
+/// sockets.
+fn axum_example(cargo: &Cargo) -> Invocation {
+    cargo.command(["build", "--release", "-p", "fairway", "--features", "afxdp", "--example", "axum_app"])
+}
+
+/// `cargo build --release -p fairway-benches --bin axum_tokio`: the same
+/// router on tokio, which `http` compares the example with.
+fn axum_tokio(cargo: &Cargo) -> Invocation {
+    cargo.command(["build", "--release", "-p", "fairway-benches", "--bin", "axum_tokio"])
+}
+
+/// `cargo run --release -p fairway-benches --bin axum_alloc -- <args>`
+fn alloc(cargo: &Cargo, args: &[OsString]) -> Invocation {
+    cargo.run_release_bin("fairway-benches", None, "axum_alloc", args)
 }
 
 /// `cargo bench -p fairway-benches <args>`
@@ -160,11 +188,16 @@ mod tests {
     }
 
     #[test]
-    fn http_builds_the_server_then_runs_the_binary() {
+    fn http_builds_the_servers_then_runs_the_binary() {
         assert_eq!(
             lines(BenchTarget::Http, &["--duration", "5"]),
             [
                 ("http: the server", "cargo build --release -p fairway --features afxdp".to_owned()),
+                (
+                    "http: the axum example",
+                    "cargo build --release -p fairway --features afxdp --example axum_app".to_owned()
+                ),
+                ("http: axum on tokio", "cargo build --release -p fairway-benches --bin axum_tokio".to_owned()),
                 ("http", "cargo run --release -p fairway-benches --bin http -- --duration 5".to_owned()),
             ]
         );
@@ -190,8 +223,25 @@ mod tests {
         let help = crate::cli::help(Some(crate::cli::Topic::Bench));
         let cargo = Cargo::new("cargo", "/ws");
         assert!(help.contains(&run::build(&cargo, true).display()));
+        assert!(help.contains(&axum_tokio(&cargo).display()));
+        // The help breaks the example's command line over two lines.
+        let joined = help.split_whitespace().collect::<Vec<_>>().join(" ").replace(" \\ ", " ");
+        assert!(joined.contains(&axum_example(&cargo).display()), "help lacks the axum example's build");
         assert!(help.contains(&format!("{} [ARGS...]", http(&cargo, &[]).display())));
         assert!(help.contains("Not nic or http"));
+    }
+
+    #[test]
+    fn alloc_runs_the_binary_and_needs_no_packages() {
+        assert_eq!(
+            lines(BenchTarget::Alloc, &["--requests", "5000"]),
+            [("alloc", "cargo run --release -p fairway-benches --bin axum_alloc -- --requests 5000".to_owned())]
+        );
+        let help = crate::cli::help(Some(crate::cli::Topic::Bench));
+        let joined = help.split_whitespace().collect::<Vec<_>>().join(" ").replace(" \\ ", " ");
+        let cargo = Cargo::new("cargo", "/ws");
+        assert!(joined.contains(&format!("{} [ARGS...]", alloc(&cargo, &[]).display())), "{help}");
+        assert!(PACKAGES.is_empty());
     }
 
     #[test]

@@ -2,6 +2,11 @@
 //! `Poll`, and a loop that hands out every request the moment it is due,
 //! reads answers, and records latency from when each request was due.
 //!
+//! With the server's pid, the server's CPU time is read when the first
+//! measured request falls due (before it is sent) and when the loop ends
+//! (just after the last answer): a few `/proc` reads, microseconds, once
+//! each.
+//!
 //! The loop polls with a zero timeout: epoll's timeout is in whole
 //! milliseconds, and sleeping to the next due time would make sends up to
 //! a millisecond late, which would count as latency. The generator owns
@@ -16,9 +21,10 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
 use super::Config;
-use super::outcome::OpenLoopOutcome;
+use super::outcome::{OpenLoopOutcome, ServerCpu};
 use super::response::ResponseReader;
 use super::schedule::Schedule;
+use super::server_cpu::ProcessTree;
 
 /// How long all connections have to be established before the run.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -118,9 +124,13 @@ impl Tally {
 ///
 /// # Errors
 ///
-/// When the connections cannot be set up at all.
+/// When the connections cannot be set up at all, or the server's process
+/// (`server_pid`) cannot be read before the run.
 pub fn run(config: &Config) -> io::Result<OpenLoopOutcome> {
     let schedule = Schedule::new(config.rate, config.connections).map_err(io::Error::other)?;
+    // Found before the clock starts: scanning /proc takes milliseconds.
+    let server = config.server_pid.map(ProcessTree::of).transpose()?;
+    let mut cpu_before = None;
     let request = config.request();
     let mut poll = Poll::new()?;
     let mut events = Events::with_capacity(1024);
@@ -167,6 +177,11 @@ pub fn run(config: &Config) -> io::Result<OpenLoopOutcome> {
     loop {
         let now = Instant::now();
         while next < total && start + schedule.due(next) <= now {
+            if next == first
+                && let Some(server) = &server
+            {
+                cpu_before = cpu_time(server);
+            }
             let at = start + schedule.due(next);
             let measured = next >= first;
             if measured {
@@ -227,6 +242,7 @@ pub fn run(config: &Config) -> io::Result<OpenLoopOutcome> {
             }
         }
     }
+    let cpu_after = server.as_ref().and_then(cpu_time);
     for conn in &mut conns {
         tally.lost(&mut conn.queue);
     }
@@ -251,7 +267,16 @@ pub fn run(config: &Config) -> io::Result<OpenLoopOutcome> {
         p999: quantile(0.999),
         max: Duration::from_nanos(tally.latency.max()),
         late_max: tally.late_max,
+        server_cpu: cpu_before
+            .zip(cpu_after)
+            .map(|(before, after)| ServerCpu { time: after.saturating_sub(before), answered: tally.answered }),
     })
+}
+
+/// The server's CPU time so far, or `None` (said on stderr) when a
+/// process of it is gone.
+fn cpu_time(server: &ProcessTree) -> Option<Duration> {
+    server.cpu_time().map_err(|e| eprintln!("openloop: no server CPU time: {e}")).ok()
 }
 
 /// Counts connection `i`'s requests as lost and opens it again; its
@@ -323,6 +348,7 @@ mod tests {
             duration: Duration::from_millis(500),
             warm_up: Duration::from_millis(100),
             drain: Duration::from_secs(2),
+            server_pid: None,
         }
     }
 
@@ -362,6 +388,22 @@ mod tests {
         // 20 due, one answered every 50 ms for about 200 ms.
         assert_eq!(outcome.requests, 20);
         assert!(outcome.errors >= 10, "{outcome:?}");
+    }
+
+    #[test]
+    fn the_server_cpu_time_is_measured_over_the_window() {
+        // The server is a thread of this process: its pid is ours (and
+        // the generator's own spinning is counted too, as it is not when
+        // the server is a process of its own).
+        let mut c = config(server(Duration::ZERO), 2000.0, 4);
+        c.server_pid = Some(std::process::id());
+        let outcome = run(&c).unwrap();
+        let cpu = outcome.server_cpu.unwrap();
+        assert_eq!(cpu.answered, 1000, "{outcome:?}");
+        assert!(cpu.time > Duration::ZERO && cpu.time < Duration::from_secs(5), "{cpu:?}");
+        assert_eq!(run(&config(server(Duration::ZERO), 2000.0, 4)).unwrap().server_cpu, None);
+        c.server_pid = Some(u32::MAX);
+        assert!(run(&c).is_err());
     }
 
     #[test]

@@ -8,12 +8,14 @@
 //! - [`schedule`]: rate → when each request is due, on which connection;
 //! - [`response`]: where each response ends, across split reads;
 //! - [`generator`]: the connections and the event loop;
+//! - [`server_cpu`]: the server's CPU time, from `/proc`;
 //! - [`outcome`]: the percentiles, as one line and back.
 
 pub mod generator;
 pub mod outcome;
 pub mod response;
 pub mod schedule;
+pub mod server_cpu;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -36,12 +38,16 @@ pub struct Config {
     /// How long after the last request is due the answers may still come;
     /// those that do not are errors.
     pub drain: Duration,
+    /// The server's process, whose CPU time (with its descendants') over
+    /// the measured window is reported; `None`: not measured.
+    pub server_pid: Option<u32>,
 }
 
 /// `http openloop`'s usage.
 pub const USAGE: &str = "\
 usage: http openloop --connect ADDR:PORT --rate R [--connections C]
                      [--duration S] [--warm-up S] [--path P] [--drain S]
+                     [--server-pid PID]
 
 Open-loop load: GET P (default /plaintext) due every 1/R s, round-robin over
 C keep-alive connections (default 256), one outstanding request each; a
@@ -49,7 +55,9 @@ request due on a busy connection waits and its latency counts from when it
 was due. Requests due in the S seconds (default 10) after the warm-up
 (default 1) are measured; answers have --drain seconds (default 2) after
 the last is due. Prints p50, p90, p99, p99.9, max and the achieved rate as
-one `openloop:` line.";
+one `openloop:` line. With --server-pid, also the CPU time (utime + stime
+from /proc) of that process and its descendants from just before the first
+measured request is due to just after the last answer, and the answers.";
 
 impl Config {
     /// Parses the arguments after `openloop`. `Err("")` asks for the help.
@@ -67,6 +75,7 @@ impl Config {
             duration: Duration::from_secs(10),
             warm_up: Duration::from_secs(1),
             drain: Duration::from_secs(2),
+            server_pid: None,
         };
         let mut it = args.into_iter();
         while let Some(flag) = it.next() {
@@ -92,6 +101,10 @@ impl Config {
                 "--warm-up" => c.warm_up = seconds(value()?)?,
                 "--drain" => c.drain = seconds(value()?)?,
                 "--path" => c.path = value()?,
+                "--server-pid" => {
+                    let v = value()?;
+                    c.server_pid = Some(v.parse().map_err(|e| format!("--server-pid {v}: {e}"))?);
+                }
                 "-h" | "--help" => return Err(String::new()),
                 other => return Err(format!("unknown argument {other}")),
             }
@@ -151,6 +164,9 @@ mod tests {
         .unwrap();
         assert_eq!((c.connections, c.duration, c.warm_up), (2, Duration::from_millis(500), Duration::ZERO));
         assert_eq!((c.drain, c.path.as_str()), (Duration::from_secs(1), "/json"));
+        assert_eq!(c.server_pid, None);
+        let c = parse(&["--connect", "127.0.0.1:80", "--rate", "5", "--server-pid", "4242"]).unwrap();
+        assert_eq!(c.server_pid, Some(4242));
     }
 
     #[test]
@@ -163,6 +179,7 @@ mod tests {
         assert!(parse(&["--connect", "1.2.3.4:80", "--rate", "5", "--connections", "0"]).is_err());
         assert!(parse(&["--connect", "1.2.3.4:80", "--rate", "5", "--path", "/a b"]).is_err());
         assert!(parse(&["--connect", "1.2.3.4:80", "--rate", "5", "--duration", "0"]).is_err());
+        assert!(parse(&["--connect", "1.2.3.4:80", "--rate", "5", "--server-pid", "x"]).is_err());
         assert!(parse(&["--nope"]).unwrap_err().contains("--nope"));
     }
 

@@ -34,19 +34,45 @@ pub struct OpenLoopOutcome {
     /// due (its own loop, not the server): large values mean the client
     /// core could not keep up and the latencies include that.
     pub late_max: Duration,
+    /// The server's CPU time over the window, when it was measured
+    /// (`--server-pid`).
+    pub server_cpu: Option<ServerCpu>,
+}
+
+/// The server's CPU time over the measured window, and the answers it
+/// gave in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerCpu {
+    /// User and system time of the server's processes, from just before
+    /// the first measured request was due to just after the last answer.
+    pub time: Duration,
+    /// Measured requests answered with 2xx or 3xx.
+    pub answered: u64,
+}
+
+impl ServerCpu {
+    /// CPU time per answered request; `None` when none was.
+    #[must_use]
+    pub fn per_request(&self) -> Option<Duration> {
+        let answered = u32::try_from(self.answered).ok().filter(|&n| n > 0)?;
+        Some(self.time / answered)
+    }
 }
 
 const PREFIX: &str = "openloop:";
 
 impl OpenLoopOutcome {
     /// `openloop: target=R achieved=A requests=N errors=E p50_us=..
-    /// p90_us=.. p99_us=.. p999_us=.. max_us=.. late_max_us=..`
+    /// p90_us=.. p99_us=.. p999_us=.. max_us=.. late_max_us=..`, and
+    /// ` server_cpu_us=.. answered=..` when the server's CPU was measured.
     #[must_use]
     pub fn line(&self) -> String {
         let us = |d: Duration| d.as_micros();
+        let cpu =
+            self.server_cpu.map_or(String::new(), |c| format!(" server_cpu_us={} answered={}", us(c.time), c.answered));
         format!(
             "{PREFIX} target={:.0} achieved={:.0} requests={} errors={} p50_us={} p90_us={} p99_us={} \
-             p999_us={} max_us={} late_max_us={}",
+             p999_us={} max_us={} late_max_us={}{cpu}",
             self.target_rate,
             self.achieved_rate,
             self.requests,
@@ -80,6 +106,11 @@ impl OpenLoopOutcome {
             value.parse::<f64>().map_err(|_| format!("{name}={value}: not a number"))
         };
         let micros = |name: &str| field(name).map(|us| Duration::from_micros(us as u64));
+        let server_cpu = if line.split_whitespace().any(|w| w.starts_with("server_cpu_us=")) {
+            Some(ServerCpu { time: micros("server_cpu_us")?, answered: field("answered")? as u64 })
+        } else {
+            None
+        };
         Ok(OpenLoopOutcome {
             target_rate: field("target")?,
             achieved_rate: field("achieved")?,
@@ -91,10 +122,12 @@ impl OpenLoopOutcome {
             p999: micros("p999_us")?,
             max: micros("max_us")?,
             late_max: micros("late_max_us")?,
+            server_cpu,
         })
     }
 
-    /// As a row of the bench's table: the achieved rate, p50 and p99.
+    /// As a row of the bench's table: the achieved rate, p50, p99, and the
+    /// server's CPU time per answered request.
     #[must_use]
     pub fn as_wrk_result(&self) -> WrkResult {
         WrkResult {
@@ -104,6 +137,7 @@ impl OpenLoopOutcome {
             requests: self.requests,
             socket_errors: self.errors,
             non_2xx: 0,
+            server_cpu: self.server_cpu.and_then(|c| c.per_request()),
         }
     }
 }
@@ -124,6 +158,7 @@ mod tests {
             p999: Duration::from_micros(4_100),
             max: Duration::from_micros(12_000),
             late_max: Duration::from_micros(40),
+            server_cpu: None,
         }
     }
 
@@ -137,6 +172,25 @@ mod tests {
         );
         let output = format!("openloop: connected 256\n{line}\n");
         assert_eq!(OpenLoopOutcome::parse(&output), Ok(sample()));
+    }
+
+    #[test]
+    fn the_server_cpu_time_goes_on_the_line_when_measured() {
+        let measured = OpenLoopOutcome {
+            server_cpu: Some(ServerCpu { time: Duration::from_micros(3_520_000), answered: 703_998 }),
+            ..sample()
+        };
+        let line = measured.line();
+        assert!(line.starts_with(&sample().line()), "{line}");
+        assert!(line.ends_with(" late_max_us=40 server_cpu_us=3520000 answered=703998"), "{line}");
+        assert_eq!(OpenLoopOutcome::parse(&line), Ok(measured.clone()));
+        let per_request = measured.as_wrk_result().server_cpu.unwrap();
+        assert_eq!(per_request.as_nanos(), 3_520_000_000 / 703_998);
+        assert_eq!(sample().as_wrk_result().server_cpu, None);
+        // Without answers there is no figure per request; a time without
+        // its count is not a line.
+        assert_eq!(ServerCpu { time: Duration::from_secs(1), answered: 0 }.per_request(), None);
+        assert!(OpenLoopOutcome::parse(&line.replace(" answered=703998", "")).unwrap_err().contains("answered"));
     }
 
     #[test]
