@@ -8,8 +8,8 @@
 //! allows: on the userspace stack the bytes go from the connection's
 //! receive ring straight into hyper's buffer, one copy; kernel sockets
 //! read into a shard buffer first. Writes copy once, into the send ring or
-//! the kernel. Writes are vectored, so hyper need not flatten a head and a
-//! body into one buffer first.
+//! the kernel. Writes are vectored (one `writev` on kernel sockets), so
+//! hyper need not flatten a head and a body into one buffer first.
 //!
 //! With the feature `tokio`, a stream is also tokio's `AsyncRead` and
 //! `AsyncWrite`. Both types are `!Send`: they belong to the shard whose
@@ -165,22 +165,7 @@ impl hyper::rt::Write for TcpStream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let mut total = 0;
-        for buf in bufs.iter().filter(|b| !b.is_empty()) {
-            match self.rt.poll_write(self.id, cx, buf) {
-                Poll::Ready(Ok(n)) => {
-                    total += n;
-                    if n < buf.len() {
-                        break;
-                    }
-                }
-                // Report what went, if anything did; the error comes again.
-                Poll::Ready(Err(e)) if total == 0 => return Poll::Ready(Err(e)),
-                Poll::Pending if total == 0 => return Poll::Pending,
-                Poll::Ready(Err(_)) | Poll::Pending => break,
-            }
-        }
-        Poll::Ready(Ok(total))
+        self.rt.poll_write_vectored(self.id, cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -494,12 +494,17 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
     fn settle(&mut self, t: &mut T, i: usize, now: Instant, next: Next) {
         let Some(slot) = self.slots[i].as_ref() else { return };
         match next {
+            // A deadline that moves later (the usual case: every exchange
+            // pushes the idle timeout back) leaves the timer where it is:
+            // it fires early, the service finds nothing due, and the
+            // settle after it arms the deadline of then. So a busy
+            // connection touches the wheel about once per timeout, not once
+            // per request.
             Next::Keep => match self.service.deadline(&slot.session) {
-                Some(at) if self.timers.deadline(i as u32) != Some(at) => self.timers.schedule(i as u32, at),
-                Some(_) => {}
-                None => {
-                    self.timers.cancel(i as u32);
+                Some(at) if self.timers.deadline(i as u32).is_none_or(|armed| at < armed) => {
+                    self.timers.schedule(i as u32, at);
                 }
+                Some(_) | None => {}
             },
             Next::Close => self.linger(t, i, now),
             Next::Abort => {

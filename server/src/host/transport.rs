@@ -111,6 +111,30 @@ pub trait Transport {
     /// [`TransportError::WouldBlock`] when nothing fits now.
     fn send(&mut self, conn: Self::Conn, data: &[u8]) -> Result<usize, TransportError>;
 
+    /// Queues the slices of `data` in order, as one `send` of them all
+    /// would: how much was taken. One syscall (`writev`) on kernel
+    /// sockets; the default sends slice by slice.
+    ///
+    /// # Errors
+    ///
+    /// [`TransportError::WouldBlock`] when nothing fits now.
+    fn send_vectored(&mut self, conn: Self::Conn, data: &[std::io::IoSlice<'_>]) -> Result<usize, TransportError> {
+        let mut total = 0;
+        for slice in data.iter().filter(|s| !s.is_empty()) {
+            match self.send(conn, slice) {
+                Ok(n) => {
+                    total += n;
+                    if n < slice.len() {
+                        break;
+                    }
+                }
+                Err(e) if total == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(total)
+    }
+
     /// Shuts the sending side: a FIN follows what is queued. Input still
     /// arrives.
     fn shutdown(&mut self, conn: Self::Conn);

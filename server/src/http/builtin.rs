@@ -61,7 +61,7 @@ pub struct Plaintext;
 
 impl Handler for Plaintext {
     fn request(&mut self, _: &mut Context<'_>, _: &Request<'_>, res: Response<'_>) -> Reply {
-        res.status(200).header("Content-Type", TEXT_PLAIN).body(b"Hello, World!")
+        res.status(200).trusted_header("Content-Type", TEXT_PLAIN).body(b"Hello, World!")
     }
 }
 
@@ -75,7 +75,7 @@ impl Handler for Json {
         let mut w = ByteWriter::new(&mut body);
         Message { message: "Hello, World!" }.write_json(&mut w);
         let len = w.len();
-        res.status(200).header("Content-Type", b"application/json").body(&body[..len])
+        res.status(200).trusted_header("Content-Type", b"application/json").body(&body[..len])
     }
 }
 
@@ -85,7 +85,7 @@ pub struct Healthz;
 
 impl Handler for Healthz {
     fn request(&mut self, _: &mut Context<'_>, _: &Request<'_>, res: Response<'_>) -> Reply {
-        res.status(200).header("Content-Type", TEXT_PLAIN).body(b"ok\n")
+        res.status(200).trusted_header("Content-Type", TEXT_PLAIN).body(b"ok\n")
     }
 }
 
@@ -95,7 +95,7 @@ pub struct Metrics;
 
 impl Handler for Metrics {
     fn request(&mut self, cx: &mut Context<'_>, _: &Request<'_>, res: Response<'_>) -> Reply {
-        res.status(200).header("Content-Type", PROMETHEUS_TEXT).body_with(|out| cx.site().metrics(out))
+        res.status(200).trusted_header("Content-Type", PROMETHEUS_TEXT).body_with(|out| cx.site().metrics(out))
     }
 }
 
@@ -150,7 +150,7 @@ impl Handler for Upload {
         }
         w.put(b"\n");
         let len = w.len();
-        res.status(200).header("Content-Type", TEXT_PLAIN).body(&body[..len])
+        res.status(200).trusted_header("Content-Type", TEXT_PLAIN).body(&body[..len])
     }
 
     fn cancel(&mut self, exchange: crate::http::handler::Exchange) {
@@ -167,7 +167,7 @@ impl Handler for Files {
     fn request(&mut self, cx: &mut Context<'_>, req: &Request<'_>, res: Response<'_>) -> Reply {
         let Some(files) = cx.site().files() else { return res.error(404) };
         if !matches!(req.method(), Method::Get | Method::Head) {
-            return error_with(res, 405, |h| h.header("Allow", b"GET, HEAD"));
+            return error_with(res, 405, |h| h.trusted_header("Allow", b"GET, HEAD"));
         }
         match files.open(req.path()) {
             Ok(file) => static_file(req, res, file),
@@ -183,8 +183,8 @@ fn static_file(req: &Request<'_>, res: Response<'_>, file: OpenFile) -> Reply {
         // RFC 9110 §15.4.5: the validators a 200 would carry, no content.
         return res
             .status(304)
-            .header("ETag", etag.as_bytes())
-            .header("Last-Modified", &last_modified)
+            .trusted_header("ETag", etag.as_bytes())
+            .trusted_header("Last-Modified", &last_modified)
             .finish_with(Body::None);
     }
     let range = if file.range_applies(req.header("if-range")) {
@@ -218,14 +218,14 @@ fn ranged(
             });
         }
     };
-    let mut h = res.status(status).header("Content-Type", content_type);
+    let mut h = res.status(status).trusted_header("Content-Type", content_type);
     h.content_length(end - start);
     if status == 206 {
         h.writer().content_range(start, end, len);
     }
-    let mut h = h.header("Accept-Ranges", b"bytes");
+    let mut h = h.trusted_header("Accept-Ranges", b"bytes");
     if let Some((etag, last_modified)) = validators {
-        h = h.header("ETag", etag).header("Last-Modified", last_modified);
+        h = h.trusted_header("ETag", etag).trusted_header("Last-Modified", last_modified);
     }
     h.finish_with(if start < end { tail(start, end) } else { Body::None })
 }

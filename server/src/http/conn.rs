@@ -716,7 +716,10 @@ impl HttpConn {
                     // Its body, if any, need not be read: nothing follows.
                     return true;
                 }
-                self.reading = Reading::Body { framing, sink: Sink::Drop, after: After::Head };
+                // No body to drop (the usual request): on to the next head.
+                if !matches!(framing, BodyFraming::Length { remaining: 0 }) {
+                    self.reading = Reading::Body { framing, sink: Sink::Drop, after: After::Head };
+                }
             }
             ReplyKind::ReadBody | ReplyKind::Collect => {
                 let sink = if matches!(reply, ReplyKind::Collect) { Sink::Collect } else { Sink::Stream };
@@ -784,6 +787,15 @@ impl HttpConn {
     fn read_body(&mut self, now: Instant, env: &mut Env<'_>) -> bool {
         let Reading::Body { framing, sink, after } = &mut self.reading else { return false };
         let (sink, after) = (*sink, *after);
+        if sink == Sink::Drop && matches!(framing, BodyFraming::Length { remaining: 0 }) {
+            // Nothing to read, nobody to tell: what follows the body, now.
+            self.reading = match after {
+                After::Head => Reading::Head,
+                After::Answer(pending) => Reading::Answer { pending, status: 200, collected: false },
+                After::Defer(pending) => Reading::Deferred { pending },
+            };
+            return true;
+        }
         let id = match after {
             After::Answer(p) | After::Defer(p) => p.id,
             After::Head => Exchange::new(self.slot, self.seq),

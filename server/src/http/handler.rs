@@ -449,7 +449,7 @@ impl<'a> Response<'a> {
         w.put(reason(status).as_bytes());
         w.put(b"\n");
         let len = w.len();
-        self.status(status).header("Content-Type", b"text/plain").body(&text[..len])
+        self.status(status).trusted_header("Content-Type", b"text/plain").body(&text[..len])
     }
 
     /// Streams the request body to [`Handler::body`], then asks
@@ -492,20 +492,34 @@ impl<'a> Head<'a> {
     /// answer a 500.
     #[must_use]
     pub fn header(mut self, name: &str, value: &[u8]) -> Head<'a> {
-        let token =
-            !name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b));
+        let token = !name.is_empty() && name.bytes().all(|b| TOKEN[usize::from(b)]);
         let clean = !value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0);
         if !token || !clean {
             self.bad = true;
-        } else if name.eq_ignore_ascii_case("connection") {
-            if value.split(|&b| b == b',').any(|o| o.trim_ascii().eq_ignore_ascii_case(b"close")) {
-                self.persistence = Persistence::Close;
-            }
-        } else if name.eq_ignore_ascii_case("content-length") || name.eq_ignore_ascii_case("transfer-encoding") {
-            self.bad = true;
-        } else {
-            self.w.header(name, value);
+            return self;
         }
+        // Only names of these lengths can be the ones the server owns.
+        match name.len() {
+            10 if name.eq_ignore_ascii_case("connection") => {
+                if value.split(|&b| b == b',').any(|o| o.trim_ascii().eq_ignore_ascii_case(b"close")) {
+                    self.persistence = Persistence::Close;
+                }
+            }
+            14 | 17
+                if name.eq_ignore_ascii_case("content-length") || name.eq_ignore_ascii_case("transfer-encoding") =>
+            {
+                self.bad = true;
+            }
+            _ => self.w.header(name, value),
+        }
+        self
+    }
+
+    /// A header the server itself writes, known to be valid (the built-in
+    /// endpoints' `Content-Type`, `ETag`, ...): no checks.
+    #[must_use]
+    pub(crate) fn trusted_header(mut self, name: &str, value: &[u8]) -> Head<'a> {
+        self.w.header(name, value);
         self
     }
 
@@ -610,6 +624,22 @@ impl<'a> Head<'a> {
         answer(status, if bad { None } else { w.finish() }, tail, persistence)
     }
 }
+
+/// The bytes of an RFC 9110 token (`tchar`): a header name is one or more.
+static TOKEN: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~'
+            );
+        b += 1;
+    }
+    table
+};
 
 fn answer(status: u16, len: Option<usize>, body: Body, persistence: Persistence) -> Reply {
     Reply(ReplyKind::Answer { status, len, body, close: persistence == Persistence::Close })

@@ -227,7 +227,7 @@ fn not_allowed(res: Response<'_>, allowed: Methods) -> Reply {
     let mut w = ByteWriter::new(&mut allow);
     allowed.allow(&mut w);
     let len = w.len();
-    error_with(res, 405, |h| h.header("Allow", &allow[..len]))
+    error_with(res, 405, |h| h.trusted_header("Allow", &allow[..len]))
 }
 
 /// An error answer (its reason phrase as the body) with `extra` headers
@@ -238,7 +238,7 @@ pub(crate) fn error_with(res: Response<'_>, status: u16, extra: impl FnOnce(Head
     w.put(reason(status).as_bytes());
     w.put(b"\n");
     let len = w.len();
-    let mut head = res.status(status).header("Content-Type", b"text/plain");
+    let mut head = res.status(status).trusted_header("Content-Type", b"text/plain");
     head.content_length(len as u64);
     extra(head).body(&text[..len])
 }

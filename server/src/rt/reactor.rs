@@ -111,6 +111,9 @@ impl<X: Transport> Transport for Shared<X> {
     fn send(&mut self, conn: X::Conn, data: &[u8]) -> Result<usize, TransportError> {
         self.0.borrow_mut().send(conn, data)
     }
+    fn send_vectored(&mut self, conn: X::Conn, data: &[io::IoSlice<'_>]) -> Result<usize, TransportError> {
+        self.0.borrow_mut().send_vectored(conn, data)
+    }
     fn shutdown(&mut self, conn: X::Conn) {
         self.0.borrow_mut().shutdown(conn);
     }
@@ -191,6 +194,13 @@ pub(crate) trait Runtime {
     ) -> Poll<io::Result<usize>>;
     /// Queues bytes to send on `id`.
     fn poll_write(&self, id: ConnId, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>>;
+    /// Queues the slices of `data`, in order, on `id`.
+    fn poll_write_vectored(
+        &self,
+        id: ConnId,
+        cx: &mut Context<'_>,
+        data: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>>;
     /// Shuts `id`'s sending side.
     fn shutdown(&self, id: ConnId) -> io::Result<()>;
     /// The task is done with `id`: the host lingers and closes it.
@@ -335,13 +345,22 @@ impl<X: Transport + 'static> Runtime for Core<X> {
     }
 
     fn poll_write(&self, id: ConnId, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(id, cx, &[io::IoSlice::new(data)])
+    }
+
+    fn poll_write_vectored(
+        &self,
+        id: ConnId,
+        cx: &mut Context<'_>,
+        data: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         let mut state = self.state.borrow_mut();
         let now = state.now;
         let Some(c) = state.conn(id) else { return Poll::Ready(Err(gone())) };
-        if data.is_empty() {
+        if data.iter().all(|s| s.is_empty()) {
             return Poll::Ready(Ok(0));
         }
-        match self.net.borrow_mut().send(c.conn, data) {
+        match self.net.borrow_mut().send_vectored(c.conn, data) {
             Ok(n) => {
                 c.last_io = now;
                 Poll::Ready(Ok(n))

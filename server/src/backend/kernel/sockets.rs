@@ -261,6 +261,27 @@ impl Transport for KernelSockets {
         }
     }
 
+    /// One `writev`: a response's head and body in one syscall.
+    fn send_vectored(&mut self, conn: KernelConn, data: &[io::IoSlice<'_>]) -> Result<usize, TransportError> {
+        let slot = self.slot(conn).ok_or(TransportError::Failed)?;
+        let Some(stream) = slot.stream.as_mut().filter(|_| slot.writable) else {
+            return Err(TransportError::WouldBlock);
+        };
+        let want: usize = data.iter().map(|s| s.len()).sum();
+        loop {
+            match stream.write_vectored(data) {
+                Ok(0) if want > 0 => return Err(TransportError::Failed),
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    slot.writable = false;
+                    return Err(TransportError::WouldBlock);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Err(TransportError::Failed),
+            }
+        }
+    }
+
     fn shutdown(&mut self, conn: KernelConn) {
         if let Some(stream) = self.slot(conn).and_then(|s| s.stream.as_ref()) {
             let _ = stream.shutdown(Shutdown::Write);
