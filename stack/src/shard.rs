@@ -547,6 +547,12 @@ impl Shard {
         true
     }
 
+    /// The peer's end of a connection the application holds: what
+    /// [`flow`](Self::flow) says of it, without the rest.
+    pub fn peer(&self, h: Handle) -> Option<SocketAddrV4> {
+        self.conns.get(h.0).filter(|c| c.is_accepted() && !c.is_orphan()).map(|c| c.tuple.remote())
+    }
+
     /// Statistics of a connection the application holds.
     pub fn flow(&self, h: Handle) -> Option<FlowStats> {
         self.conns.get(h.0).filter(|c| c.is_accepted() && !c.is_orphan()).map(Connection::stats)

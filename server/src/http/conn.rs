@@ -182,15 +182,17 @@ pub struct HttpConn {
 /// The room an answer is written in: the window's free space (at least
 /// [`RESERVE`]) after the `at` bytes already written there (an interim
 /// 100), and the connection's text buffer for bodies too large for it.
+#[allow(clippy::too_many_arguments)]
 fn answer_room<'a>(
     out: &'a mut ByteWindow,
     at: usize,
     text: &'a mut Vec<u8>,
+    body: &'a mut Body,
     server: &'a [u8],
     date: &'a [u8],
     shape: Shape,
 ) -> Response<'a> {
-    Response { out: &mut out.spare(RESERVE)[at..], common: Common { server, date }, shape, text }
+    Response { out: &mut out.spare(RESERVE)[at..], common: Common { server, date }, shape, text, body }
 }
 
 /// The earlier of two optional times.
@@ -691,7 +693,15 @@ impl HttpConn {
         let id = Exchange::new(self.slot, self.seq);
         let shape = Shape { persistence, head_only, http10 };
         let pending = Pending { id, started, shape, due: now + self.response_timeout };
-        let res = answer_room(&mut self.out, at, &mut self.text, self.server, &self.date[..self.date_len], shape);
+        let res = answer_room(
+            &mut self.out,
+            at,
+            &mut self.text,
+            &mut self.body,
+            self.server,
+            &self.date[..self.date_len],
+            shape,
+        );
         let (mut cx, handler) = env.call(id, now, self.peer);
         let reply = catch_unwind(AssertUnwindSafe(|| handler.request(&mut cx, &Request { head: &req }, res)));
         self.wake_at = earliest(self.wake_at, cx.wake_at);
@@ -746,11 +756,9 @@ impl HttpConn {
     /// when the connection can no longer go on (the answer did not fit).
     fn apply(&mut self, reply: Reply, pending: Pending, now: Instant, site: &mut dyn Site) -> bool {
         match reply.0 {
-            ReplyKind::Answer { status, len: Some(len), body, close } => {
+            ReplyKind::Answer { status, len: Some(len), close, streams } => {
                 self.out.commit(len);
-                let streaming = matches!(body, Body::Produced { .. });
-                self.body = body;
-                self.held = streaming.then_some(pending.id);
+                self.held = streams.then_some(pending.id);
                 site.record(status, std_duration(now - pending.started));
                 // Answered: nothing of it is left to cancel.
                 self.reading = Reading::Head;
@@ -761,6 +769,7 @@ impl HttpConn {
             }
             ReplyKind::Answer { len: None, .. } => {
                 // A head over its room, or a header the server refuses.
+                self.body = Body::None;
                 self.held = None;
                 self.input.clear();
                 self.refuse(500, pending.started, now, site);
@@ -916,8 +925,15 @@ impl HttpConn {
             return;
         }
         self.copy_date(env.site);
-        let res =
-            answer_room(&mut self.out, 0, &mut self.text, self.server, &self.date[..self.date_len], pending.shape);
+        let res = answer_room(
+            &mut self.out,
+            0,
+            &mut self.text,
+            &mut self.body,
+            self.server,
+            &self.date[..self.date_len],
+            pending.shape,
+        );
         let body = if collected { &self.collected[..] } else { &[] };
         let (mut cx, handler) = env.call(pending.id, now, self.peer);
         let reply = catch_unwind(AssertUnwindSafe(|| handler.body_end(&mut cx, body, res)));
@@ -938,8 +954,15 @@ impl HttpConn {
     /// did (or failed): false while it still defers.
     fn resume(&mut self, pending: Pending, now: Instant, env: &mut Env<'_>) -> bool {
         self.copy_date(env.site);
-        let res =
-            answer_room(&mut self.out, 0, &mut self.text, self.server, &self.date[..self.date_len], pending.shape);
+        let res = answer_room(
+            &mut self.out,
+            0,
+            &mut self.text,
+            &mut self.body,
+            self.server,
+            &self.date[..self.date_len],
+            pending.shape,
+        );
         let (mut cx, handler) = env.call(pending.id, now, self.peer);
         let reply = catch_unwind(AssertUnwindSafe(|| handler.resume(&mut cx, res)));
         self.wake_at = earliest(self.wake_at, cx.wake_at);
@@ -971,12 +994,18 @@ impl HttpConn {
     /// Answers `status` and closes after it: the input cannot be trusted.
     fn refuse(&mut self, status: u16, started: Instant, now: Instant, site: &mut dyn Site) {
         self.copy_date(site);
-        let res =
-            answer_room(&mut self.out, 0, &mut self.text, self.server, &self.date[..self.date_len], Shape::REFUSAL);
+        let res = answer_room(
+            &mut self.out,
+            0,
+            &mut self.text,
+            &mut self.body,
+            self.server,
+            &self.date[..self.date_len],
+            Shape::REFUSAL,
+        );
         match res.error(status).0 {
-            ReplyKind::Answer { status, len: Some(len), body, .. } => {
+            ReplyKind::Answer { status, len: Some(len), .. } => {
                 self.out.commit(len);
-                self.body = body;
                 site.record(status, std_duration(now - started));
                 self.close_reading();
             }

@@ -374,16 +374,25 @@ impl std::fmt::Debug for Request<'_> {
 #[derive(Debug)]
 pub struct Reply(pub(crate) ReplyKind);
 
+impl Reply {
+    /// Whether the handler is called again for this exchange (its body is
+    /// read, its answer deferred or streamed).
+    pub(crate) fn holds(&self) -> bool {
+        !matches!(self.0, ReplyKind::Answer { streams: false, .. })
+    }
+}
+
 #[derive(Debug)]
 pub(crate) enum ReplyKind {
     /// A head (and maybe an inline body) was written: `len` bytes of the
-    /// response's room (`None`: it did not fit, or a header was bad), the
-    /// rest of the body to come from `body`.
+    /// response's room (`None`: it did not fit, or a header was bad); the
+    /// rest of the body to come is in the response's body slot, made by
+    /// the handler's `produce` when it `streams`.
     Answer {
         status: u16,
         len: Option<usize>,
-        body: Body,
         close: bool,
+        streams: bool,
     },
     ReadBody,
     Collect,
@@ -413,12 +422,16 @@ pub struct Response<'a> {
     pub(crate) common: Common<'a>,
     pub(crate) shape: Shape,
     pub(crate) text: &'a mut Vec<u8>,
+    /// Where the rest of the body goes: the connection's, so it is not
+    /// moved through the handler's return.
+    pub(crate) body: &'a mut Body,
 }
 
 impl<'a> Response<'a> {
     /// Begins the answer: the status line, `Server` and `Date`.
+    #[inline]
     pub fn status(self, status: u16) -> Head<'a> {
-        let Response { out, common, shape, text } = self;
+        let Response { out, common, shape, text, body } = self;
         Head {
             w: HeadWriter::start(out, status, common),
             status,
@@ -426,12 +439,14 @@ impl<'a> Response<'a> {
             head_only: shape.head_only,
             http10: shape.http10,
             text,
+            slot: body,
             length_written: false,
             bad: false,
         }
     }
 
     /// `status` with a `text/plain; charset=utf-8` body.
+    #[inline]
     pub fn text(self, status: u16, body: &str) -> Reply {
         self.status(status).header("Content-Type", b"text/plain; charset=utf-8").body(body.as_bytes())
     }
@@ -443,6 +458,7 @@ impl<'a> Response<'a> {
 
     /// `status` with its reason phrase and a newline as a `text/plain`
     /// body: how the server answers errors.
+    #[inline]
     pub fn error(self, status: u16) -> Reply {
         let mut text = [0u8; 48];
         let mut w = ByteWriter::new(&mut text);
@@ -480,6 +496,7 @@ pub struct Head<'a> {
     head_only: bool,
     http10: bool,
     text: &'a mut Vec<u8>,
+    slot: &'a mut Body,
     length_written: bool,
     bad: bool,
 }
@@ -491,6 +508,7 @@ impl<'a> Head<'a> {
     /// token, a value with a CR, LF or NUL, or a framing header makes the
     /// answer a 500.
     #[must_use]
+    #[inline]
     pub fn header(mut self, name: &str, value: &[u8]) -> Head<'a> {
         let token = !name.is_empty() && name.bytes().all(|b| TOKEN[usize::from(b)]);
         let clean = !value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0);
@@ -518,6 +536,7 @@ impl<'a> Head<'a> {
     /// A header the server itself writes, known to be valid (the built-in
     /// endpoints' `Content-Type`, `ETag`, ...): no checks.
     #[must_use]
+    #[inline]
     pub(crate) fn trusted_header(mut self, name: &str, value: &[u8]) -> Head<'a> {
         self.w.header(name, value);
         self
@@ -533,9 +552,10 @@ impl<'a> Head<'a> {
 
     /// The whole body: copied into the window with the head when it fits,
     /// else into the connection's text buffer (whose room is reused).
+    #[inline]
     pub fn body(mut self, body: &[u8]) -> Reply {
         self.content_length(body.len() as u64);
-        let Head { w, status, persistence, head_only, text, bad, .. } = self;
+        let Head { w, status, persistence, head_only, text, slot, bad, .. } = self;
         let mut w = w.end(persistence);
         let mut tail = Body::None;
         if !head_only {
@@ -547,29 +567,30 @@ impl<'a> Head<'a> {
                 tail = Body::Text { next: 0, end: body.len() };
             }
         }
-        answer(status, if bad { None } else { w.finish() }, tail, persistence)
+        answer(slot, status, if bad { None } else { w.finish() }, tail, persistence)
     }
 
     /// A body that lives as long as the program: sent from where it is.
     pub fn static_body(mut self, body: &'static [u8]) -> Reply {
         self.content_length(body.len() as u64);
-        let Head { w, status, persistence, head_only, bad, .. } = self;
+        let Head { w, status, persistence, head_only, slot, bad, .. } = self;
         let w = w.end(persistence);
         let tail = if head_only || body.is_empty() { Body::None } else { Body::Static { bytes: body, next: 0 } };
-        answer(status, if bad { None } else { w.finish() }, tail, persistence)
+        answer(slot, status, if bad { None } else { w.finish() }, tail, persistence)
     }
 
     /// A body rendered by `render` into the connection's text buffer
     /// (cleared first; its room is reused).
+    #[inline]
     pub fn body_with(mut self, render: impl FnOnce(&mut Vec<u8>)) -> Reply {
         self.text.clear();
         render(self.text);
         let len = self.text.len();
         self.content_length(len as u64);
-        let Head { w, status, persistence, head_only, bad, .. } = self;
+        let Head { w, status, persistence, head_only, slot, bad, .. } = self;
         let w = w.end(persistence);
         let tail = if head_only || len == 0 { Body::None } else { Body::Text { next: 0, end: len } };
-        answer(status, if bad { None } else { w.finish() }, tail, persistence)
+        answer(slot, status, if bad { None } else { w.finish() }, tail, persistence)
     }
 
     /// A body that [`Handler::produce`] writes as the window frees up:
@@ -591,18 +612,19 @@ impl<'a> Head<'a> {
                 true
             }
         };
-        let Head { w, status, persistence, head_only, bad, .. } = self;
+        let Head { w, status, persistence, head_only, slot, bad, .. } = self;
         let w = w.end(persistence);
         let tail = match len {
             _ if head_only => Body::None,
             Some(0) => Body::None,
             remaining => Body::Produced { remaining, chunked, done: false },
         };
-        answer(status, if bad { None } else { w.finish() }, tail, persistence)
+        answer(slot, status, if bad { None } else { w.finish() }, tail, persistence)
     }
 
     /// Writes `Content-Length` once, unless the status forbids a body
     /// length (1xx, 204, 304: RFC 9110 §8.6).
+    #[inline]
     pub(crate) fn content_length(&mut self, len: u64) {
         if !self.length_written && !matches!(self.status, 100..=199 | 204 | 304) {
             self.w.header_u64("Content-Length", len);
@@ -617,11 +639,12 @@ impl<'a> Head<'a> {
 
     /// Ends the head with `tail` to follow (the built-in endpoints' bodies:
     /// files, generated bytes).
+    #[inline]
     pub(crate) fn finish_with(self, tail: Body) -> Reply {
-        let Head { w, status, persistence, head_only, bad, .. } = self;
+        let Head { w, status, persistence, head_only, slot, bad, .. } = self;
         let w = w.end(persistence);
         let tail = if head_only { Body::None } else { tail };
-        answer(status, if bad { None } else { w.finish() }, tail, persistence)
+        answer(slot, status, if bad { None } else { w.finish() }, tail, persistence)
     }
 }
 
@@ -641,6 +664,10 @@ static TOKEN: [bool; 256] = {
     table
 };
 
-fn answer(status: u16, len: Option<usize>, body: Body, persistence: Persistence) -> Reply {
-    Reply(ReplyKind::Answer { status, len, body, close: persistence == Persistence::Close })
+/// Puts `tail` in the connection's body slot and says what was written.
+#[inline]
+fn answer(slot: &mut Body, status: u16, len: Option<usize>, tail: Body, persistence: Persistence) -> Reply {
+    let streams = matches!(tail, Body::Produced { .. });
+    *slot = tail;
+    Reply(ReplyKind::Answer { status, len, close: persistence == Persistence::Close, streams })
 }

@@ -155,7 +155,7 @@ pub(crate) fn parse_head<'h, 'b>(
         "POST" => Method::Post,
         _ => Method::Other,
     };
-    let path = origin_path(target).ok_or(Reject::BadRequest)?;
+    let (path, query) = origin_path(target).ok_or(Reject::BadRequest)?;
     let http10 = version == 0;
     let fields = read_fields(req.headers, http10)?;
     let framing = match (fields.chunked, fields.content_length) {
@@ -168,7 +168,7 @@ pub(crate) fn parse_head<'h, 'b>(
         method,
         method_name,
         target,
-        query: query_of(target),
+        query,
         path,
         http10,
         keep_alive: !fields.close && (!http10 || fields.keep_alive),
@@ -205,29 +205,27 @@ fn request_line_len(buf: &[u8]) -> Option<usize> {
     Some(if lf > 0 && line[lf - 1] == b'\r' { lf - 1 } else { lf })
 }
 
-/// The path of an origin-form (`/a/b?q`) or absolute-form
-/// (`http://host/a/b?q`) target, without query or fragment.
-fn origin_path(target: &str) -> Option<&str> {
-    let target = match target.split_once("://") {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") => {
-            match rest.find('/') {
-                Some(slash) => &rest[slash..],
-                None => "/",
+/// The path and the query of an origin-form (`/a/b?q`) or absolute-form
+/// (`http://host/a/b?q`) target, without the `?` or a fragment.
+fn origin_path(target: &str) -> Option<(&str, Option<&str>)> {
+    // Origin form, the usual one, needs no search for a scheme.
+    let target = if target.starts_with('/') {
+        target
+    } else {
+        match target.split_once("://") {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") => {
+                match rest.find('/') {
+                    Some(slash) => &rest[slash..],
+                    None => "/",
+                }
             }
+            _ => return None,
         }
-        _ => target,
     };
-    if !target.starts_with('/') {
-        return None;
-    }
     let end = target.find(['?', '#']).unwrap_or(target.len());
-    Some(&target[..end])
-}
-
-/// The query of a target, without its `?` or a fragment.
-fn query_of(target: &str) -> Option<&str> {
-    let (_, rest) = target.split_once('?')?;
-    Some(rest.split_once('#').map_or(rest, |(query, _)| query))
+    let (path, rest) = target.split_at(end);
+    let query = rest.strip_prefix('?').map(|q| q.split_once('#').map_or(q, |(q, _)| q));
+    Some((path, query))
 }
 
 /// What the field lines say about framing and the connection.

@@ -32,6 +32,7 @@ pub(crate) const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// The reason phrase for each status this server sends.
 #[must_use]
+#[inline]
 pub(crate) fn reason(status: u16) -> &'static str {
     match status {
         100 => "Continue",
@@ -89,6 +90,7 @@ impl<'a> ByteWriter<'a> {
         ByteWriter { buf, len: 0, overflow: false }
     }
 
+    #[inline]
     pub(crate) fn put(&mut self, bytes: &[u8]) {
         match self.buf.get_mut(self.len..self.len + bytes.len()) {
             Some(dst) => {
@@ -99,6 +101,7 @@ impl<'a> ByteWriter<'a> {
         }
     }
 
+    #[inline]
     pub(crate) fn put_u64(&mut self, n: u64) {
         self.put(itoa::Buffer::new().format(n).as_bytes());
     }
@@ -129,6 +132,7 @@ impl<'a> ByteWriter<'a> {
     }
 
     /// What was written, or `None` if anything did not fit.
+    #[inline]
     pub(crate) fn finish(self) -> Option<usize> {
         (!self.overflow).then_some(self.len)
     }
@@ -159,6 +163,7 @@ pub(crate) struct HeadWriter<'a> {
 
 impl<'a> HeadWriter<'a> {
     /// Starts a head: status line, `Server`, `Date`.
+    #[inline]
     pub(crate) fn start(buf: &'a mut [u8], status: u16, common: Common<'_>) -> HeadWriter<'a> {
         let mut w = ByteWriter::new(buf);
         w.put(b"HTTP/1.1 ");
@@ -173,6 +178,7 @@ impl<'a> HeadWriter<'a> {
         HeadWriter { w }
     }
 
+    #[inline]
     pub(crate) fn header(&mut self, name: &str, value: &[u8]) {
         self.w.put(name.as_bytes());
         self.w.put(b": ");
@@ -180,6 +186,7 @@ impl<'a> HeadWriter<'a> {
         self.w.put(b"\r\n");
     }
 
+    #[inline]
     pub(crate) fn header_u64(&mut self, name: &str, value: u64) {
         self.w.put(name.as_bytes());
         self.w.put(b": ");
@@ -206,6 +213,7 @@ impl<'a> HeadWriter<'a> {
     }
 
     /// Ends the head; the body (if inline) follows at the returned offset.
+    #[inline]
     pub(crate) fn end(mut self, persistence: Persistence) -> ByteWriter<'a> {
         match persistence {
             Persistence::Default => {}

@@ -252,8 +252,12 @@ impl Handler for Router {
                 continue;
             }
             if route.methods.contains(method) {
-                self.owners.insert(cx.exchange(), Owner::Route(i));
-                return route.handler.request(cx, req, res);
+                let reply = route.handler.request(cx, req, res);
+                // Remembered only for an exchange it will be called for again.
+                if reply.holds() {
+                    self.owners.insert(cx.exchange(), Owner::Route(i));
+                }
+                return reply;
             }
             allowed = allowed | route.methods;
         }
@@ -274,8 +278,11 @@ impl Handler for Router {
         }
         match &mut self.fallback {
             Some((_, handler)) => {
-                self.owners.insert(cx.exchange(), Owner::Fallback);
-                handler.request(cx, req, res)
+                let reply = handler.request(cx, req, res);
+                if reply.holds() {
+                    self.owners.insert(cx.exchange(), Owner::Fallback);
+                }
+                reply
             }
             None => res.error(404),
         }

@@ -46,8 +46,8 @@ impl Transport for Shard {
     fn accept(&mut self, listener: Listener) -> Option<(Handle, SocketAddr)> {
         loop {
             let h = Shard::accept(self, listener)?;
-            match self.flow(h) {
-                Some(stats) => return Some((h, SocketAddr::V4(stats.remote))),
+            match self.peer(h) {
+                Some(peer) => return Some((h, SocketAddr::V4(peer))),
                 None => self.close(h),
             }
         }
