@@ -10,7 +10,7 @@
 //! window control's board of active weights.
 //!
 //! The loop's knobs apply as on the userspace backends: `--batch` bounds
-//! the readiness events taken per turn (at least 16), `--itr-us`
+//! the readiness events taken per turn (at least 256), `--itr-us`
 //! coalesces wake-ups, and `--busy-poll-us` polls (`epoll_wait` without a
 //! timeout) for that long before it sleeps; off by default here, where the
 //! kernel's interrupts already queued the data (it cost about 4 % CPU per

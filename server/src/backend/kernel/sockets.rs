@@ -37,6 +37,10 @@ const LISTENER: Token = Token(usize::MAX);
 /// The waker's token.
 const WAKER: Token = Token(usize::MAX - 1);
 
+/// The fewest readiness events taken per poll: with hundreds of busy
+/// connections, fewer means more `epoll_wait` calls for the same work.
+const MIN_EVENTS: usize = 256;
+
 /// A kernel connection's name: its slot and the slot's generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelConn {
@@ -330,7 +334,8 @@ impl std::fmt::Debug for KernelPoll {
 }
 
 impl KernelPoll {
-    /// A poll taking up to `batch` events at a time.
+    /// A poll taking up to `batch` events at a time (at least
+    /// [`MIN_EVENTS`]).
     ///
     /// # Errors
     ///
@@ -338,7 +343,7 @@ impl KernelPoll {
     pub fn new(batch: usize) -> io::Result<KernelPoll> {
         let poll = Poll::new()?;
         let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER)?);
-        let batch = batch.max(16);
+        let batch = batch.max(MIN_EVENTS);
         Ok(KernelPoll {
             poll,
             events: Events::with_capacity(batch),
