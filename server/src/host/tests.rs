@@ -248,3 +248,104 @@ fn a_woken_slot_is_driven_again() {
         got.ends_with(b"ok\n")
     });
 }
+
+/// Connections whose peers read everything at once: `send` never says
+/// `WouldBlock`, as a kernel socket on loopback often does not.
+#[derive(Default)]
+struct Bottomless {
+    /// Per connection: the request not yet read, and the bytes sent.
+    conns: Vec<(Vec<u8>, usize)>,
+    backlog: Vec<u32>,
+}
+
+impl Transport for Bottomless {
+    type Conn = u32;
+    type Listener = ();
+    type Event = u32;
+
+    fn index(conn: u32) -> usize {
+        conn as usize
+    }
+
+    fn classify(conn: u32) -> HostEvent<u32, ()> {
+        HostEvent::Ready(conn)
+    }
+
+    fn listen(&mut self, _: u16) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn unlisten(&mut self, (): ()) {}
+
+    fn accept(&mut self, (): ()) -> Option<(u32, std::net::SocketAddr)> {
+        Some((self.backlog.pop()?, std::net::SocketAddr::from((CLIENT_IP, 4000))))
+    }
+
+    fn recv(&mut self, conn: u32, buf: &mut [u8]) -> Result<usize, TransportError> {
+        let input = &mut self.conns[conn as usize].0;
+        if input.is_empty() {
+            return Err(TransportError::WouldBlock);
+        }
+        let n = input.len().min(buf.len());
+        buf[..n].copy_from_slice(&input[..n]);
+        input.drain(..n);
+        Ok(n)
+    }
+
+    fn recv_with(
+        &mut self,
+        conn: u32,
+        scratch: &mut [u8],
+        take: &mut dyn FnMut(&[u8]) -> usize,
+    ) -> Result<usize, TransportError> {
+        let n = self.recv(conn, scratch)?;
+        Ok(take(&scratch[..n]).min(n))
+    }
+
+    fn send(&mut self, conn: u32, data: &[u8]) -> Result<usize, TransportError> {
+        self.conns[conn as usize].1 += data.len();
+        Ok(data.len())
+    }
+
+    fn shutdown(&mut self, _: u32) {}
+
+    fn close(&mut self, _: u32) {}
+
+    fn abort(&mut self, _: u32) {}
+}
+
+#[test]
+fn a_connection_that_never_blocks_shares_its_shard() {
+    let hub = Arc::new(MetricsHub::new(1, 4, "test"));
+    let mut host: Host<Bottomless, HttpService<Router>> = Host::with_service(
+        HttpService::new(HttpConfig::default()),
+        ShardSite::new(0, hub, None, 4).unwrap(),
+        Arc::new(ConnectionLimit::new(2)),
+        Arc::new(AtomicBool::new(false)),
+        StdDuration::from_secs(5),
+        WakeQueue::new(None),
+    );
+    let request = b"GET /bytes/1000000000 HTTP/1.1\r\nHost: x\r\n\r\n".to_vec();
+    let mut t = Bottomless { conns: vec![(request.clone(), 0), (request, 0)], backlog: vec![1, 0] };
+    let now = Instant::from_secs(1);
+    host.start(&mut t, now);
+    // Both are admitted and served; a gigabyte each, and neither may take
+    // the turn for itself.
+    host.accept_all(&mut t, now, ());
+    // A turn's budget, plus the output window it may have begun; twice for
+    // a connection driven both by an event and by its own wake.
+    let turn_bound = 2 * (crate::http::TURN_BYTES + HttpConfig::default().output_window);
+    assert!(t.conns.iter().all(|&(_, sent)| sent > 0 && sent <= turn_bound), "{:?}", t.conns);
+    for turn in 1..=20 {
+        // An event for the second, as the kernel would send for its ACKs;
+        // the first has only its own wake.
+        let before: Vec<usize> = t.conns.iter().map(|c| c.1).collect();
+        host.on_event(&mut t, now, 1);
+        host.poll(&mut t, now);
+        for (i, (&(_, sent), was)) in t.conns.iter().zip(before).enumerate() {
+            assert!(sent > was, "turn {turn}: connection {i} was not served");
+            assert!(sent - was <= turn_bound, "turn {turn}: connection {i} sent {} bytes", sent - was);
+        }
+        assert_eq!(host.poll_timeout(), Some(Instant::ZERO), "a connection with more to send keeps the loop awake");
+    }
+}

@@ -8,7 +8,10 @@
 //! - an event that names a connection ([`HostEvent::Ready`]) means it may
 //!   have input, room for output, or news (a FIN): the host calls
 //!   [`recv`](Transport::recv) and [`send`](Transport::send) until they say
-//!   [`TransportError::WouldBlock`], and only then waits for the next event;
+//!   [`TransportError::WouldBlock`], and only then waits for the next event
+//!   (a service that stops earlier, at its turn's budget, wakes the
+//!   connection to be driven again next turn: the readiness it did not use
+//!   is still there, with no event to say so);
 //! - `recv` returning `Ok(0)` is the peer's FIN, after everything it sent;
 //! - a connection name is generational: once closed, it never reaches a
 //!   later connection, so a stale event is ignored, not misdelivered.

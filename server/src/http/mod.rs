@@ -137,6 +137,8 @@ pub use date::DateCache;
 pub use handler::{Context, Exchange, ExchangeMap, Handler, Head, Method, Produce, Reply, Request, Response};
 pub use router::{FnHandler, Methods, Router, handler_fn};
 pub use service::HttpService;
+#[cfg(test)]
+pub(crate) use service::TURN_BYTES;
 pub use static_files::StaticFiles;
 
 /// How the HTTP layer behaves; one per server, from the CLI or TOML.

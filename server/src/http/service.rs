@@ -89,12 +89,22 @@ impl<T: Transport, H: Handler> Service<T> for HttpService<H> {
     }
 }
 
+/// The most bytes one connection moves (in and out) in one turn of the
+/// loop. A kernel socket whose peer reads as fast as we write never says
+/// `WouldBlock`: without a bound, one download would keep the shard to
+/// itself and starve every other connection on it. Past the bound the
+/// connection wakes itself and goes on next turn, after the others' events.
+/// Half a megabyte is a fraction of a millisecond of copying, and a large
+/// multiple of a turn's fixed cost.
+pub(crate) const TURN_BYTES: usize = 512 * 1024;
+
 /// Drives one connection as far as it goes now: read while it wants input,
 /// flush, and again while either made progress (a flush can free room for
-/// requests held back).
+/// requests held back), up to [`TURN_BYTES`] this turn.
 fn drive<T: Transport>(conn: &mut HttpConn, cx: &mut Cx<'_, T>, handler: &mut dyn Handler) -> Next {
     let (now, c) = (cx.now, cx.conn);
     let mut env = Env { site: &mut *cx.site, handler, waker: cx.waker };
+    let mut moved = 0;
     loop {
         let mut progress = false;
         while conn.wants_input() {
@@ -106,6 +116,10 @@ fn drive<T: Transport>(conn: &mut HttpConn, cx: &mut Cx<'_, T>, handler: &mut dy
                 Ok(n) => {
                     conn.on_recv(n, now, &mut env);
                     progress = true;
+                    moved += n;
+                    if moved >= TURN_BYTES {
+                        break;
+                    }
                 }
                 Err(TransportError::WouldBlock) => break,
                 Err(TransportError::Failed) => return Next::Abort,
@@ -121,7 +135,8 @@ fn drive<T: Transport>(conn: &mut HttpConn, cx: &mut Cx<'_, T>, handler: &mut dy
                 Ok(n) => {
                     conn.consume(n);
                     progress |= n > 0;
-                    if n < len {
+                    moved += n;
+                    if n < len || moved >= TURN_BYTES {
                         break;
                     }
                 }
@@ -133,6 +148,12 @@ fn drive<T: Transport>(conn: &mut HttpConn, cx: &mut Cx<'_, T>, handler: &mut dy
             return Next::Close;
         }
         if !progress {
+            return Next::Keep;
+        }
+        if moved >= TURN_BYTES {
+            // Readiness is remembered (the transport has not said
+            // `WouldBlock`): the wake brings it back without an event.
+            env.waker.wake_by_ref();
             return Next::Keep;
         }
     }
