@@ -458,6 +458,21 @@ fn summarise(runs: Vec<(Server, Case, Vec<Outcome>)>) -> Report {
     Report { rows, latency_rate: None, axum_latency_rate: None }
 }
 
+/// `path` as the committed report names it: relative to the repository,
+/// or only by its last components when it is elsewhere (a report names no
+/// path of the machine it ran on).
+fn shown(path: &Path) -> String {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new("/"));
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+    let repo = repo.canonicalize().unwrap_or_else(|_| repo.to_owned());
+    if let Ok(inside) = path.strip_prefix(&repo) {
+        return inside.display().to_string();
+    }
+    let tail: Vec<_> = path.components().rev().take(2).collect();
+    let tail: PathBuf = tail.into_iter().rev().collect();
+    format!("…/{} (outside the repository)", tail.display())
+}
+
 /// What the table was measured on.
 fn setup_lines(args: &Args, cores: &Cores, total: usize, programs: &Programs) -> Vec<String> {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
@@ -483,16 +498,16 @@ fn setup_lines(args: &Args, cores: &Cores, total: usize, programs: &Programs) ->
             args.prefix,
             kernel.trim()
         ),
-        format!("fairway: {}", programs.fairway.display()),
+        format!("fairway: {}", shown(&programs.fairway)),
     ];
     if let Some(baseline) = programs.baseline.as_ref().filter(|_| ran(Server::is_baseline_build)) {
-        lines.push(format!("baseline (baseline/*): {}", baseline.display()));
+        lines.push(format!("baseline (baseline/*): {}", shown(baseline)));
     }
     if ran(|s| s.group() == Group::Axum) {
         lines.push(format!(
             "axum example (axum/afxdp, axum/kernel): {}; axum/tokio: {}",
-            programs.axum.display(),
-            programs.axum_tokio.display()
+            shown(&programs.axum),
+            shown(&programs.axum_tokio)
         ));
         lines.push(
             "ratios (× columns) within each group: fairway/*, baseline/* and nginx to nginx; axum/* to axum/tokio \
@@ -518,6 +533,13 @@ mod tests {
 
     fn parse_strs(args: &[&str]) -> Result<Args, String> {
         parse(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn reports_name_paths_relative_to_the_repository() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        assert_eq!(shown(&repo.join("target/release/fairway")), "target/release/fairway");
+        assert_eq!(shown(Path::new("/elsewhere/build/release/fairway")), "…/release/fairway (outside the repository)");
     }
 
     #[test]
