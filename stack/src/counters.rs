@@ -142,6 +142,8 @@ pub struct Counters {
     pub syn_cookies_sent: u64,
     /// Connections restored from a valid SYN cookie.
     pub syn_cookies_accepted: u64,
+    /// SYNs whose MSS was below the floor (48 bytes), raised to it.
+    pub mss_raised: u64,
 }
 
 impl Default for Counters {
@@ -164,6 +166,7 @@ impl Default for Counters {
             arp_replies: 0,
             syn_cookies_sent: 0,
             syn_cookies_accepted: 0,
+            mss_raised: 0,
         }
     }
 }

@@ -806,6 +806,9 @@ impl Shard {
             return self.drop(Drop::TcpConnectionLimit);
         }
         l.syn_queue += 1;
+        if crate::tcp::connection::peer_mss(seg).1 {
+            self.env.0.counters.mss_raised += 1;
+        }
         let iss = self.isn.isn(now, &tuple);
         let mut conn = Connection::accept_syn(Key::default(), tuple, iss, listener, seg, now, &self.env.0);
         conn.set_syn_queue_slot();

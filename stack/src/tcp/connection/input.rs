@@ -43,6 +43,9 @@ impl Connection {
             return Outcome::KEEP;
         }
         self.take_peer_syn(now, seg, env);
+        if peer_mss(seg).1 {
+            env.counters.mss_raised += 1;
+        }
         match seg.ack {
             Some(ack) => {
                 self.snd_una = ack;

@@ -78,6 +78,19 @@ pub(crate) const NEVER: Instant = Instant::from_micros(u64::MAX);
 /// The MSS assumed when the peer sends no MSS option (RFC 9293 §3.7.1).
 const DEFAULT_PEER_MSS: u16 = 536;
 
+/// The smallest MSS a connection sends with, whatever the peer's SYN asks:
+/// an MSS of 8 would have every byte cost a 54-byte header, a cheap way to
+/// make a server burn its CPU and queues ("SACK Panic", CVE-2019-11479).
+/// Linux's floor since then, `tcp_min_snd_mss`.
+pub(crate) const MIN_PEER_MSS: u16 = 48;
+
+/// The MSS a peer's SYN (or SYN-ACK) asks for, raised to [`MIN_PEER_MSS`],
+/// and whether it had to be.
+pub(crate) fn peer_mss(seg: &Segment<'_>) -> (u16, bool) {
+    let asked = seg.mss.filter(|&m| m > 0).unwrap_or(DEFAULT_PEER_MSS);
+    (asked.max(MIN_PEER_MSS), asked < MIN_PEER_MSS)
+}
+
 /// Largest window expressible without window scaling.
 const MAX_UNSCALED_WINDOW: usize = u16::MAX as usize;
 
@@ -525,9 +538,9 @@ impl Connection {
         self.rcv_nxt = seg.seq + 1u32;
         self.rcv_adv = self.rcv_nxt;
         // RFC 9293 §3.7.1: send at most the peer's MSS (536 without the
-        // option), and never more than our own link allows.
-        let peer_mss = seg.mss.filter(|&m| m > 0).unwrap_or(DEFAULT_PEER_MSS);
-        self.snd_mss = peer_mss.min(env.mss);
+        // option; never less than MIN_PEER_MSS), and never more than our
+        // own link allows.
+        self.snd_mss = peer_mss(seg).0.min(env.mss);
         // The window in a SYN is never scaled (RFC 7323 §2.2).
         self.snd_wnd = seg.window as u32;
         self.max_snd_wnd = self.snd_wnd;

@@ -150,3 +150,30 @@ fn a_forged_cookie_is_answered_with_rst() {
     assert_eq!(t.shard.connection_count(), 1);
     assert_eq!(t.shard.counters().syn_cookies_accepted, 0);
 }
+
+#[test]
+fn a_tiny_mss_is_raised_to_the_floor_and_counted() {
+    // CVE-2019-11479: a SYN asking for 8-byte segments would have every
+    // byte sent cost a header. We send 48 at least, as Linux does.
+    let mut t = T::listening();
+    t.send(t.seg_in().seq(IRS).no_ack().syn().mss(8));
+    t.iss = t.expected_iss(REMOTE_PORT);
+    t.recv(&[t.seg_out().seq(t.iss).ack(IRS + 1).syn().mss(1460)]);
+    t.send(t.seg_in());
+    t.handle = t.shard.accept(t.listener.unwrap());
+    assert_eq!(t.shard.flow(t.h()).unwrap().mss, 48);
+    assert_eq!(t.shard.counters().mss_raised, 1);
+    let _ = t.events();
+    let data = [7u8; 100];
+    assert_eq!(t.shard.send(t.h(), &data), Ok(100));
+    let s = t.iss.wrapping_add(1);
+    t.recv(&[
+        t.seg_out().data(&data[..48]),
+        t.seg_out().seq(s + 48).data(&data[48..96]),
+        t.seg_out().seq(s + 96).data(&data[96..]).psh(),
+    ]);
+    // At the floor itself nothing is raised.
+    let mut t = T::listening();
+    t.send(t.seg_in().seq(IRS).no_ack().syn().mss(48));
+    assert_eq!(t.shard.counters().mss_raised, 0);
+}
