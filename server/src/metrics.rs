@@ -389,7 +389,13 @@ impl MetricsHub {
             let _ = merged.latency.add(&m.latency);
         }
 
-        family(out, "fairway_info", "gauge", "The running server; the value is always 1.")?;
+        family(
+            out,
+            "fairway_info",
+            "gauge",
+            "The running server; the value is always 1. Every figure here merges what each shard last \
+             published: the shard answering this scrape as of now, the others at most 1 s ago.",
+        )?;
         out.write_all(b"fairway_info{version=\"")?;
         escape_label_value(out, env!("CARGO_PKG_VERSION"));
         out.write_all(b"\",backend=\"")?;
@@ -434,7 +440,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 19] = [
+        let per_shard: [(&str, &str, &str, Get); 20] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -455,6 +461,9 @@ impl MetricsHub {
                 m.stack.as_ref().map(|c| c.established)
             }),
             ("fairway_tcp_resets_sent_total", "counter", "TCP RSTs sent.", |m| m.stack.as_ref().map(|c| c.resets_sent)),
+            ("fairway_tcp_mss_raised_total", "counter", "SYNs whose MSS was below 48 bytes, raised to 48.", |m| {
+                m.stack.as_ref().map(|c| c.mss_raised)
+            }),
             ("fairway_tasks", "gauge", "Async tasks alive on the shard's executor.", |m| m.tasks.map(|t| t.0)),
             (
                 "fairway_task_panics_total",

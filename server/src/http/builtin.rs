@@ -47,7 +47,7 @@ pub fn builtin(http: &HttpConfig) -> Router {
         .route(Method::Post, "/upload", Upload::default())
         .about("the body's length and SHA-256")
         .route(Method::Get, "/metrics", Metrics)
-        .about("Prometheus metrics")
+        .about("Prometheus metrics (other shards' figures up to 1 s old)")
         .route(Method::Get, "/healthz", Healthz)
         .about("ok")
         .fallback(Files)
