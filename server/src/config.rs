@@ -325,6 +325,16 @@ pub struct Options {
     #[arg(long, value_name = "TIME")]
     pub header_timeout: Option<Span>,
 
+    /// Time a request body has from its start, plus a second for every --body-min-rate bytes it
+    /// brings (408 and close beyond: slow POST) [default: 20s]
+    #[arg(long, value_name = "TIME")]
+    pub body_timeout: Option<Span>,
+
+    /// Bytes a second a request body must average to earn time beyond --body-timeout; 0: the whole
+    /// body within --body-timeout [default: 500]
+    #[arg(long, value_name = "SIZE")]
+    pub body_min_rate: Option<ByteSize>,
+
     /// A keep-alive connection idle this long is closed [default: 60s]
     #[arg(long, value_name = "TIME")]
     pub idle_timeout: Option<Span>,
@@ -398,6 +408,8 @@ impl Options {
             max_request_line: self.max_request_line.or(file.max_request_line),
             header_timeout: self.header_timeout.or(file.header_timeout),
             idle_timeout: self.idle_timeout.or(file.idle_timeout),
+            body_timeout: self.body_timeout.or(file.body_timeout),
+            body_min_rate: self.body_min_rate.or(file.body_min_rate),
             response_timeout: self.response_timeout.or(file.response_timeout),
             max_connections: self.max_connections.or(file.max_connections),
             socket_buffer: self.socket_buffer.or(file.socket_buffer),
@@ -496,6 +508,10 @@ pub struct Config {
     pub header_timeout: Duration,
     /// Keep-alive idle timeout.
     pub idle_timeout: Duration,
+    /// Time a request body has, before what its rate earns.
+    pub body_timeout: Duration,
+    /// The body rate, bytes a second, that earns more time.
+    pub body_min_rate: u64,
     /// Time a deferred answer may take.
     pub response_timeout: Duration,
     /// Most connections at once.
@@ -527,6 +543,8 @@ impl Config {
             header_timeout: self.header_timeout,
             idle_timeout: self.idle_timeout,
             response_timeout: self.response_timeout,
+            body_timeout: self.body_timeout,
+            body_min_rate: self.body_min_rate,
             ..HttpConfig::default()
         }
     }
@@ -699,6 +717,8 @@ impl Options {
             max_request_line,
             header_timeout: span(self.header_timeout, Duration::from_secs(10), "header-timeout")?,
             idle_timeout: span(self.idle_timeout, Duration::from_secs(60), "idle-timeout")?,
+            body_timeout: span(self.body_timeout, Duration::from_secs(20), "body-timeout")?,
+            body_min_rate: self.body_min_rate.map_or(500, |r| r.0),
             response_timeout: span(self.response_timeout, Duration::from_secs(30), "response-timeout")?,
             max_connections: at_least_one(self.max_connections.unwrap_or(10_000), "max-connections")?,
             socket_buffer,

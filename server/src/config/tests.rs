@@ -23,6 +23,8 @@ const KEYS: &[&str] = &[
     "max-head",
     "max-request-line",
     "header-timeout",
+    "body-timeout",
+    "body-min-rate",
     "idle-timeout",
     "response-timeout",
     "max-connections",
@@ -246,7 +248,10 @@ max-body = 1000
 max-head = 1000
 max-request-line = 100
 header-timeout = "1s"
+body-timeout = "4s"
+body-min-rate = "2KiB"
 idle-timeout = "1s"
+response-timeout = "3s"
 max-connections = 5
 shutdown-grace = "1s"
 log = "warn"
@@ -261,6 +266,8 @@ weight = {{ "10.77.0.12" = 2 }}
     assert_eq!(c.root.as_deref(), Some(dir.as_path()));
     assert_eq!(c.listen, "127.0.0.1:9090".parse().unwrap());
     assert_eq!(c.weights.weight_of(ip("10.77.0.12")).get(), 2.0);
+    assert_eq!((c.body_timeout, c.body_min_rate), (Duration::from_secs(4), 2048));
+    assert_eq!(c.response_timeout, Duration::from_secs(3));
     let nested = TempFile::new("nested", "config = \"other.toml\"\n");
     let e = err(&["--config", nested.path()]);
     assert!(e.contains(":1:") && e.contains("config"), "{e}");
@@ -374,6 +381,8 @@ fn help_explains_every_key_with_its_default() {
         "[default: 16KiB]".to_owned(),
         "[default: 8KiB]".to_owned(),
         "[default: 10s]".to_owned(),
+        "[default: 20s]".to_owned(),
+        "[default: 500]".to_owned(),
         "[default: 60s]".to_owned(),
         "[default: 30s]".to_owned(),
         "[default: 5s]".to_owned(),
@@ -389,6 +398,7 @@ fn help_explains_every_key_with_its_default() {
     assert_eq!(c.max_request_line as u64, "8KiB".parse::<ByteSize>().unwrap().0);
     assert_eq!(c.header_timeout, "10s".parse::<Span>().unwrap().0);
     assert_eq!(c.idle_timeout, "60s".parse::<Span>().unwrap().0);
+    assert_eq!((c.body_timeout, c.body_min_rate), ("20s".parse::<Span>().unwrap().0, 500));
     assert_eq!(c.shutdown_grace, "5s".parse::<Span>().unwrap().0);
 }
 
@@ -431,8 +441,13 @@ fn the_http_layer_gets_the_limits_and_timeouts() {
         "7s",
         "--response-timeout",
         "2s",
+        "--body-timeout",
+        "9s",
+        "--body-min-rate",
+        "1KiB",
     ]);
     let http = config.http();
+    assert_eq!((http.body_timeout, http.body_min_rate), (Duration::from_secs(9), 1024));
     assert_eq!((http.max_request_line, http.max_head, http.max_body, http.max_bytes), (1024, 4096, 1 << 20, 2 << 20));
     assert_eq!((http.header_timeout, http.idle_timeout), (Duration::from_secs(3), Duration::from_secs(7)));
     assert_eq!(http.response_timeout, Duration::from_secs(2));

@@ -33,7 +33,7 @@ use crate::http::body::Body;
 use crate::http::chunked::{ChunkError, ChunkedDecoder};
 use crate::http::handler::{Context, Exchange, Handler, Produce, Reply, ReplyKind, Request, Response, Shape};
 use crate::http::input::Input;
-use crate::http::parse::{self, Framing, Head, HeadLimits, MAX_HEADERS, Method};
+use crate::http::parse::{self, Framing, Head, HeadLimits, MAX_HEADERS, Method, Reject};
 use crate::http::response::{CONTINUE, Common, MAX_FIELD, MAX_INLINE_BODY, MAX_RESPONSE_HEAD, Persistence};
 use crate::http::window::ByteWindow;
 use crate::http::{HttpConfig, Site};
@@ -91,7 +91,7 @@ enum Reading {
     /// Waiting for (the rest of) a request head.
     Head,
     /// Reading a request's body into `sink`; `after` says what then.
-    Body { framing: BodyFraming, sink: Sink, after: After },
+    Body { framing: BodyFraming, sink: Sink, after: After, clock: BodyClock },
     /// A body for the handler is in (`status` 200) or was refused: its
     /// answer waits for window room and for the responses before it.
     Answer { pending: Pending, status: u16, collected: bool },
@@ -100,6 +100,24 @@ enum Reading {
     /// No more requests are read; the connection closes once its output is
     /// flushed.
     Closing,
+}
+
+/// How long a request body has had, against the body timeout: it must
+/// come at `body_min_rate` on average after a start of `body_timeout`
+/// (the slow-POST attack sends a byte a second, which no idle timeout
+/// cuts). Time the handler holds the body back is not the peer's.
+#[derive(Clone, Copy, Debug)]
+struct BodyClock {
+    since: Instant,
+    got: u64,
+    /// The handler has held the body back since then.
+    held: Option<Instant>,
+}
+
+impl BodyClock {
+    fn new(now: Instant) -> BodyClock {
+        BodyClock { since: now, got: 0, held: None }
+    }
 }
 
 #[derive(Debug)]
@@ -137,6 +155,8 @@ pub struct HttpConn {
     header_timeout: Duration,
     idle_timeout: Duration,
     response_timeout: Duration,
+    body_timeout: Duration,
+    body_min_rate: u64,
     max_collect: usize,
     server: &'static [u8],
 
@@ -221,6 +241,8 @@ impl HttpConn {
             header_timeout: cfg.header_timeout.into(),
             idle_timeout: cfg.idle_timeout.into(),
             response_timeout: cfg.response_timeout.into(),
+            body_timeout: cfg.body_timeout.into(),
+            body_min_rate: cfg.body_min_rate,
             max_collect: cfg.max_collect,
             server: cfg.server_name.as_bytes(),
             input: Input::new(cfg.max_head.max(MIN_INPUT)),
@@ -396,6 +418,9 @@ impl HttpConn {
         if let Some(header) = self.header_deadline() {
             at = at.min(header);
         }
+        if let Some(body) = self.body_deadline() {
+            at = at.min(body);
+        }
         if let Reading::Deferred { pending } = &self.reading {
             at = at.min(pending.due);
         }
@@ -403,6 +428,21 @@ impl HttpConn {
             at = at.min(wake);
         }
         Some(at)
+    }
+
+    /// When a body still arriving is cut: `body_timeout` after it began,
+    /// plus a second per `body_min_rate` bytes it brought. Not while the
+    /// handler holds it back, nor while input waits to be read.
+    fn body_deadline(&self) -> Option<Instant> {
+        let Reading::Body { clock, .. } = &self.reading else { return None };
+        if clock.held.is_some() || !self.input.is_empty() {
+            return None;
+        }
+        let earned = match self.body_min_rate {
+            0 => 0,
+            rate => clock.got.saturating_mul(1_000_000) / rate,
+        };
+        Some(clock.since + self.body_timeout + Duration::from_micros(earned))
     }
 
     fn header_deadline(&self) -> Option<Instant> {
@@ -434,6 +474,22 @@ impl HttpConn {
             self.input.clear();
             self.awaiting_head = false;
             self.refuse(408, started, now, env.site);
+            return;
+        }
+        if let Some(deadline) = self.body_deadline()
+            && now >= deadline
+        {
+            match self.reading {
+                // Answered already: nobody waits for a 408.
+                Reading::Body { after: After::Head, .. } => self.close_reading(),
+                Reading::Body { after: After::Answer(pending) | After::Defer(pending), .. } if room => {
+                    self.to_cancel = self.held.take();
+                    self.flush_cancel(env.handler);
+                    self.input.clear();
+                    self.refuse(408, pending.started, now, env.site);
+                }
+                _ => self.abort(),
+            }
             return;
         }
         if let Reading::Deferred { pending } = self.reading
@@ -667,6 +723,11 @@ impl HttpConn {
         let req = match parse::parse_head(self.input.filled(), &mut headers, &self.limits) {
             Ok(Head::Partial) => return false,
             Ok(Head::Complete(req)) => req,
+            Err(Reject::NewerMinor { at }) => {
+                // HTTP/1.2 and later 1.x are read as 1.1 (RFC 9110 §2.5).
+                self.input.filled_mut()[at] = b'1';
+                return self.read_head(now, env);
+            }
             Err(reject) => {
                 self.input.clear();
                 self.refuse(reject.status(), started, now, env.site);
@@ -728,7 +789,8 @@ impl HttpConn {
                 }
                 // No body to drop (the usual request): on to the next head.
                 if !matches!(framing, BodyFraming::Length { remaining: 0 }) {
-                    self.reading = Reading::Body { framing, sink: Sink::Drop, after: After::Head };
+                    self.reading =
+                        Reading::Body { framing, sink: Sink::Drop, after: After::Head, clock: BodyClock::new(now) };
                 }
             }
             ReplyKind::ReadBody | ReplyKind::Collect => {
@@ -742,11 +804,17 @@ impl HttpConn {
                 }
                 self.collected.clear();
                 self.held = Some(id);
-                self.reading = Reading::Body { framing, sink, after: After::Answer(pending) };
+                self.reading =
+                    Reading::Body { framing, sink, after: After::Answer(pending), clock: BodyClock::new(now) };
             }
             ReplyKind::Defer => {
                 self.held = Some(id);
-                self.reading = Reading::Body { framing, sink: Sink::Drop, after: After::Defer(pending) };
+                self.reading = Reading::Body {
+                    framing,
+                    sink: Sink::Drop,
+                    after: After::Defer(pending),
+                    clock: BodyClock::new(now),
+                };
             }
         }
         true
@@ -794,7 +862,7 @@ impl HttpConn {
     /// Reads what the input holds of a request body. Returns false when it
     /// needs more input (or the handler holds the rest back).
     fn read_body(&mut self, now: Instant, env: &mut Env<'_>) -> bool {
-        let Reading::Body { framing, sink, after } = &mut self.reading else { return false };
+        let Reading::Body { framing, sink, after, clock } = &mut self.reading else { return false };
         let (sink, after) = (*sink, *after);
         if sink == Sink::Drop && matches!(framing, BodyFraming::Length { remaining: 0 }) {
             // Nothing to read, nobody to tell: what follows the body, now.
@@ -858,6 +926,7 @@ impl HttpConn {
                 let used = take(&input.filled()[..offer]);
                 input.consume(used);
                 *remaining -= used as u64;
+                clock.got += used as u64;
                 (*remaining == 0).then_some(200)
             }
             BodyFraming::Chunked { decoder, seen } => {
@@ -878,12 +947,18 @@ impl HttpConn {
                         Ok(_) if *seen > max_body => Some(413),
                         Ok(used) => {
                             input.consume(used);
+                            clock.got += used as u64;
                             decoder.is_done().then_some(200)
                         }
                     }
                 }
             }
         };
+        if held_back {
+            clock.held.get_or_insert(now);
+        } else if let Some(held) = clock.held.take() {
+            clock.since += now - held;
+        }
         let wake = cx.wake_at;
         let outcome = match outcome {
             _ if panicked => Some(500),

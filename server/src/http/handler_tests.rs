@@ -371,6 +371,7 @@ fn router() -> Router {
         .route(Method::Post | Method::Put, "/a", handler_fn(|_, req, res| res.text(201, req.method_name())))
         .prefix(Method::Get, "/files/", handler_fn(|_, req, res| res.text(200, req.path())))
         .route(Method::Post, "/demo", Demo::default())
+        .prefix(Methods::ANY, "/dav/", handler_fn(|_, req, res| res.text(207, req.method_name())))
         .with_index("a test router")
 }
 
@@ -386,6 +387,12 @@ fn routes_go_by_method_and_path_and_wrong_methods_get_405_with_allow() {
     assert_eq!((r.status, r.header("Allow")), (405, Some("GET, HEAD, POST, PUT")));
     assert_eq!(ask("GET /files/x/y HTTP/1.1\r\nHost: x\r\n\r\n").body, b"/files/x/y");
     assert_eq!(ask("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n").status, 404);
+    // A method without a name here is 501 (RFC 9110 §9.1), on a known path
+    // or not, unless a route for any method takes it.
+    assert_eq!(ask("LOCK /a HTTP/1.1\r\nHost: x\r\n\r\n").status, 501);
+    assert_eq!(ask("LOCK /nope HTTP/1.1\r\nHost: x\r\n\r\n").status, 501);
+    let dav = ask("PROPFIND /dav/x HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!((dav.status, dav.body.as_slice()), (207, &b"PROPFIND"[..]));
     // The same exchange's later calls reach the handler that took it.
     let echo = ask("POST /demo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
     assert_eq!(echo.status, 404, "the demo answers its own paths only");

@@ -50,6 +50,11 @@ impl Input {
         self.window.filled()
     }
 
+    /// The same bytes, to change in place.
+    pub(crate) fn filled_mut(&mut self) -> &mut [u8] {
+        self.window.filled_mut()
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.window.len()
     }

@@ -14,10 +14,13 @@
 //!   strictly in request order; a request whose body is still arriving, or
 //!   whose answer is deferred or streaming, holds back the ones behind
 //!   it), `Content-Length` and chunked request bodies, `Expect:
-//!   100-continue`, `HEAD`, and the limits: 414, 431, 400, 413, 408 on a
-//!   head that takes longer than `header_timeout` from its first byte, 503
-//!   on an answer deferred past `response_timeout`, a silent close after
-//!   `idle_timeout`.
+//!   100-continue`, `HEAD`, and the limits: 414, 431, 400, 413, 501 (a
+//!   method no route knows, a transfer coding other than chunked), 505 (an
+//!   HTTP major version other than 1; a newer HTTP/1.x is read as 1.1),
+//!   408 on a head that takes longer than `header_timeout` from its first
+//!   byte or a body slower than `body_timeout` and `body_min_rate` allow,
+//!   503 on an answer deferred past `response_timeout`, a silent close
+//!   after `idle_timeout`.
 //! - [`Handler`]: what answers requests (see [`handler`]): at once,
 //!   streamed, after reading the body, or later; a [`Router`] composes
 //!   handlers by method and path.
@@ -79,8 +82,10 @@
 //!   the handler answers then has the body it carries read and dropped
 //!   before the next request is looked at; one whose handler reads the body
 //!   (`/upload`) is answered when the body is complete.
-//! - Every 400/413/414/431/501 and every 408 closes the connection after the
-//!   response; an idle connection (no request started, or a peer that stopped
+//! - Every 400/413/414/431/501 (but a method's, which leaves the request
+//!   framed) and 505, and every 408, closes the connection after the
+//!   response; a body that trickles in after its request was answered is
+//!   cut at the same deadline without another answer; an idle connection (no request started, or a peer that stopped
 //!   reading or sending a body) is closed silently after `idle_timeout`.
 //! - HTTP/1.1 requests need exactly one `Host` (RFC 9112 §3.2).
 //! - `100 Continue` goes to every HTTP/1.1 request with `Expect:
@@ -163,6 +168,13 @@ pub struct HttpConfig {
     /// A deferred answer ([`Handler`]) must come within this time of its
     /// request's head; later → 503 and close.
     pub response_timeout: Duration,
+    /// A request body has this long from its start, plus a second for
+    /// every `body_min_rate` bytes it brings; later → 408 and close (the
+    /// slow-POST attack). Time its handler holds it back does not count.
+    pub body_timeout: Duration,
+    /// The average rate, bytes a second, that earns a body more time
+    /// beyond `body_timeout`; 0: the whole body within `body_timeout`.
+    pub body_min_rate: u64,
     /// The largest request body a handler may gather whole
     /// (`collect_body`); larger → 413.
     pub max_collect: usize,
@@ -184,6 +196,8 @@ impl Default for HttpConfig {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             response_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(20),
+            body_min_rate: 500,
             max_collect: 64 * 1024,
             server_name: "fairway",
             output_window: 32 * 1024,

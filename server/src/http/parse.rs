@@ -11,6 +11,10 @@
 //!   number → 400. A coding other than `chunked` before it (`gzip, chunked`)
 //!   → 501: this server decodes no other coding.
 //! - RFC 9112 §3.2: an HTTP/1.1 request without `Host`, or with two → 400.
+//! - RFC 9110 §2.5 and §15.6.6: `HTTP/1.x` with a minor version above 1 is
+//!   read as HTTP/1.1 (the caller rewrites the digit, see
+//!   [`Reject::NewerMinor`]); a major version other than 1 (`HTTP/2.0`, as
+//!   in the HTTP/2 preface) → 505.
 //! - A `Content-Length` over `max_body` → 413 before any of the body is read.
 //!
 //! Each of these answers and closes: after a framing error the next byte's
@@ -42,6 +46,11 @@ pub(crate) enum Reject {
     HeadTooLarge,
     /// 501: a transfer coding other than chunked.
     NotImplemented,
+    /// 505: an HTTP major version other than 1.
+    VersionNotSupported,
+    /// Not a refusal: the request line says `HTTP/1.x` with x above 1, at
+    /// byte `at`. The caller makes that digit a `1` and parses again.
+    NewerMinor { at: usize },
 }
 
 impl Reject {
@@ -52,6 +61,9 @@ impl Reject {
             Reject::UriTooLong => 414,
             Reject::HeadTooLarge => 431,
             Reject::NotImplemented => 501,
+            Reject::VersionNotSupported => 505,
+            // Never answered: the caller parses again.
+            Reject::NewerMinor { .. } => 400,
         }
     }
 }
@@ -133,6 +145,15 @@ pub(crate) fn parse_head<'h, 'b>(
             return Ok(Head::Partial);
         }
         Err(httparse::Error::TooManyHeaders) => return Err(Reject::HeadTooLarge),
+        Err(httparse::Error::Version) => {
+            check_partial(buf, limits)?;
+            return match version(buf) {
+                Version::Partial => Ok(Head::Partial),
+                Version::NewerMinor(at) => Err(Reject::NewerMinor { at }),
+                Version::OtherMajor => Err(Reject::VersionNotSupported),
+                Version::Malformed => Err(Reject::BadRequest),
+            };
+        }
         Err(_) => {
             // A line cut short by the limit is reported as a limit.
             check_partial(buf, limits)?;
@@ -195,6 +216,50 @@ pub(crate) fn check_partial(buf: &[u8], limits: &HeadLimits) -> Result<(), Rejec
 /// Empty lines before a request line are ignored (RFC 9112 §2.2).
 fn leading_newlines(buf: &[u8]) -> usize {
     buf.iter().take_while(|&&b| b == b'\r' || b == b'\n').count()
+}
+
+/// What a request line's version says, when httparse refused it.
+#[derive(Debug, PartialEq, Eq)]
+enum Version {
+    /// Not all of it is here yet.
+    Partial,
+    /// `HTTP/1.x`, x above 1: its minor digit is at this offset.
+    NewerMinor(usize),
+    /// `HTTP/y.x`, y not 1.
+    OtherMajor,
+    /// Not `HTTP/DIGIT.DIGIT` (RFC 9112 §2.3).
+    Malformed,
+}
+
+/// Reads the version at the end of the request line at the start of
+/// `buf`: after the line's second space, up to its end.
+fn version(buf: &[u8]) -> Version {
+    let start = leading_newlines(buf);
+    let line = &buf[start..];
+    let (line, ended) = match line.iter().position(|&b| b == b'\n') {
+        Some(lf) => (line[..lf].strip_suffix(b"\r").unwrap_or(&line[..lf]), true),
+        None => (line, false),
+    };
+    let mut spaces = line.iter().enumerate().filter(|&(_, &b)| b == b' ').map(|(i, _)| i);
+    let (Some(_), Some(second)) = (spaces.next(), spaces.next()) else {
+        return if ended { Version::Malformed } else { Version::Partial };
+    };
+    let token = &line[second + 1..];
+    const SHAPE: &[u8] = b"HTTP/0.0";
+    let fits =
+        |t: &[u8]| t.iter().zip(SHAPE).all(|(&b, &want)| if want == b'0' { b.is_ascii_digit() } else { b == want });
+    if !fits(token) || token.len() > SHAPE.len() {
+        return Version::Malformed;
+    }
+    if token.len() < SHAPE.len() || !ended {
+        // A digit may still be followed by more than a line end.
+        return if ended { Version::Malformed } else { Version::Partial };
+    }
+    match (token[5], token[7]) {
+        (b'1', b'2'..=b'9') => Version::NewerMinor(start + second + 1 + 7),
+        (b'1', _) => Version::Malformed,
+        _ => Version::OtherMajor,
+    }
 }
 
 /// The request line's length without its line ending, once it has one.
@@ -335,6 +400,36 @@ mod tests {
     }
 
     #[test]
+    fn versions_other_than_1_0_and_1_1() {
+        // A newer 1.x is read as 1.1 once the caller rewrites its digit.
+        let text = "GET / HTTP/1.2\r\nHost: x\r\n\r\n";
+        let at = match parse(text) {
+            Err(Reject::NewerMinor { at }) => at,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(&text[at..=at], "2");
+        let mut fixed = text.as_bytes().to_vec();
+        fixed[at] = b'1';
+        assert!(parse(std::str::from_utf8(&fixed).unwrap()).unwrap().unwrap().2, "keep-alive, as 1.1");
+        // Empty lines first move the digit.
+        assert!(matches!(parse("\r\nGET / HTTP/1.9\r\nHost: x\r\n\r\n"), Err(Reject::NewerMinor { at: 15 })));
+        for other_major in ["HTTP/2.0", "HTTP/3.0", "HTTP/0.9"] {
+            let text = format!("GET / {other_major}\r\nHost: x\r\n\r\n");
+            assert_eq!(parse(&text), Err(Reject::VersionNotSupported), "{other_major}");
+        }
+        assert_eq!(parse("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), Err(Reject::VersionNotSupported), "the HTTP/2 preface");
+        for malformed in ["HTTP/1.10", "HTTP/11", "HTTP/a.1", "http/1.1", "HTTP/1.", "HTTP/1.1 x"] {
+            let text = format!("GET / {malformed}\r\nHost: x\r\n\r\n");
+            assert_eq!(parse(&text), Err(Reject::BadRequest), "{malformed}");
+        }
+        // Not all there yet: wait for the rest.
+        for partial in ["GET / HTTP/1.2", "GET / HTTP/2.0"] {
+            assert_eq!(parse(partial), Ok(None), "{partial}");
+        }
+        assert_eq!(Reject::VersionNotSupported.status(), 505);
+    }
+
+    #[test]
     fn a_plain_get_and_its_defaults() {
         assert_eq!(
             parse("GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n"),
@@ -379,7 +474,6 @@ mod tests {
         for bad in [
             "GET / HTTP/1.1\r\n\r\n",                       // no Host
             "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", // two
-            "GET / HTTP/2.0\r\nHost: x\r\n\r\n",
             "GET x HTTP/1.1\r\nHost: x\r\n\r\n",
             "GET * HTTP/1.1\r\nHost: x\r\n\r\n",
             "GET  / HTTP/1.1\r\nHost: x\r\n\r\n",

@@ -4,8 +4,11 @@
 //! ([`Router::route`]) or a prefix ([`Router::prefix`]), each for a set of
 //! [`Methods`] (`GET` brings `HEAD` with it). The first whose path and
 //! method match takes the request; a path that matches only under other
-//! methods is answered 405 with `Allow`; anything else goes to the
-//! [fallback](Router::fallback), or is a 404. With
+//! methods is answered 405 with `Allow`. A method the router has no name
+//! for ([`Method::Other`]: not one of the seven it knows, or not in upper
+//! case, as method names are case-sensitive) is answered 501 unless a
+//! route for [`Methods::ANY`] takes it (RFC 9110 §9.1). Anything else goes
+//! to the [fallback](Router::fallback), or is a 404. With
 //! [`with_index`](Router::with_index), `GET /` lists the routes (unless a
 //! route takes `/`, or the site's static root has an `index.html`, which
 //! the fallback then serves).
@@ -260,6 +263,9 @@ impl Handler for Router {
                 return reply;
             }
             allowed = allowed | route.methods;
+        }
+        if method == Method::Other {
+            return res.error(501);
         }
         if allowed != Methods::default() {
             return not_allowed(res, allowed);

@@ -93,6 +93,8 @@ pub(super) fn config() -> HttpConfig {
         header_timeout: StdDuration::from_secs(10),
         idle_timeout: StdDuration::from_secs(60),
         response_timeout: StdDuration::from_secs(30),
+        body_timeout: StdDuration::from_secs(20),
+        body_min_rate: 500,
         max_collect: 64 * 1024,
         server_name: "fairway",
         output_window: 4096,
@@ -380,6 +382,39 @@ fn unknown_paths_and_wrong_methods() {
 }
 
 #[test]
+fn http_1_2_is_read_as_1_1_and_http_2_0_is_505() {
+    let mut site = TestSite::new();
+    let (out, c) = once(&mut site, "GET /plaintext HTTP/1.2\r\nHost: x\r\n\r\n");
+    let r = one(&out);
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"Hello, World!"[..]));
+    assert!(out.starts_with(b"HTTP/1.1 200 "), "answered as 1.1");
+    assert!(!c.close_after_flush(), "persistent, as 1.1");
+    for req in ["GET /plaintext HTTP/2.0\r\nHost: x\r\n\r\n", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"] {
+        let (out, c) = once(&mut site, req);
+        assert_eq!(one(&out).status, 505, "{req}");
+        assert!(c.close_after_flush(), "{req}");
+    }
+}
+
+#[test]
+fn a_method_without_a_name_here_is_not_implemented() {
+    // RFC 9110 §9.1: 501 for an unrecognised method, whatever the path;
+    // method names are case-sensitive, so `get` is one.
+    let mut site = TestSite::new();
+    for req in [
+        "get /plaintext HTTP/1.1\r\nHost: x\r\n\r\n",
+        "BREW /plaintext HTTP/1.1\r\nHost: x\r\n\r\n",
+        "PROPFIND /nope HTTP/1.1\r\nHost: x\r\n\r\n",
+        "TRACE / HTTP/1.1\r\nHost: x\r\n\r\n",
+    ] {
+        let (out, c) = once(&mut site, req);
+        let r = one(&out);
+        assert_eq!((r.status, r.body.as_slice()), (501, &b"Not Implemented\n"[..]), "{req}");
+        assert!(!c.close_after_flush(), "{req}");
+    }
+}
+
+#[test]
 fn head_has_the_headers_of_get_and_no_body() {
     for path in ["/plaintext", "/json", "/bytes/100", "/metrics", "/healthz", "/nope"] {
         let mut site = TestSite::new();
@@ -540,13 +575,15 @@ fn over_large_heads_are_431() {
 fn malformed_heads_are_400() {
     for bad in [
         &b"GET / HTTP/1.1\r\n\r\n"[..], // no Host
-        b"GET /plaintext HTTP/9.9\r\nHost: x\r\n\r\n",
+        b"GET /plaintext HTTP/1.1x\r\nHost: x\r\n\r\n",
         b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", // TLS
         b"GET / HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n",
         b"GET /plaintext HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\n",
     ] {
         refused(bad, 400);
     }
+    // Another major version is not a malformed request: 505 (RFC 9110 §15.6.6).
+    refused(b"GET /plaintext HTTP/9.9\r\nHost: x\r\n\r\n", 505);
 }
 
 #[test]
@@ -587,6 +624,86 @@ fn slowloris_gets_408_after_the_header_timeout() {
     assert_eq!((r.status, r.header("Connection")), (408, Some("close")));
     assert!(c.should_close());
     assert_eq!(site.records, [(408, StdDuration::from_secs(10))]);
+}
+
+#[test]
+fn a_body_that_trickles_in_gets_408_after_the_body_timeout() {
+    // The slow POST: a byte a second keeps the idle timeout from ever
+    // firing; the body timeout (20 s, and a second more per 500 bytes)
+    // does.
+    let mut site = TestSite::new();
+    let mut c = conn();
+    let t = Instant::from_secs;
+    feed(&mut c, &mut site, b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n", t(1));
+    for second in 2..=20 {
+        assert!(feed(&mut c, &mut site, b"a", t(second)).is_empty());
+        assert!(c.deadline().is_some_and(|at| at > t(second)), "at {second} s: {:?}", c.deadline());
+    }
+    // 19 bytes earned 38 ms beyond the 20 s from the body's start.
+    let due = t(21) + fairway_stack::time::Duration::from_millis(38);
+    assert_eq!(c.deadline(), Some(due));
+    c.on_timeout(due - fairway_stack::time::Duration::from_millis(1), &mut site.env());
+    assert!(!c.wants_output(), "early: nothing");
+    c.on_timeout(due, &mut site.env());
+    let mut out = Vec::new();
+    drain(&mut c, due, &mut site, &mut out);
+    let r = one(&out);
+    assert_eq!((r.status, r.header("Connection")), (408, Some("close")));
+    assert!(c.should_close());
+    assert_eq!(site.records[0].0, 408);
+}
+
+#[test]
+fn a_body_at_the_minimum_rate_is_never_cut() {
+    // 600 bytes a second for 60 s: past the 20 s, each second earns 1.2.
+    let mut site = TestSite::new();
+    let mut c = HttpConn::new(&HttpConfig { max_body: 100_000, ..config() });
+    c.reset(Instant::ZERO);
+    let t = Instant::from_secs;
+    feed(&mut c, &mut site, b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 36000\r\n\r\n", t(0));
+    let mut out = Vec::new();
+    for second in 1..=60 {
+        let now = t(second);
+        if c.deadline().is_some_and(|at| at <= now) {
+            c.on_timeout(now, &mut site.env());
+        }
+        out.extend(feed(&mut c, &mut site, &[b'z'; 600], now));
+    }
+    let r = one(&out);
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+#[test]
+fn with_no_minimum_rate_the_whole_body_has_the_body_timeout() {
+    let mut site = TestSite::new();
+    let mut c = HttpConn::new(&HttpConfig { body_min_rate: 0, max_body: 100_000, ..config() });
+    c.reset(Instant::ZERO);
+    let t = Instant::from_secs;
+    feed(&mut c, &mut site, b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n", t(0));
+    feed(&mut c, &mut site, &[b'z'; 9000], t(1));
+    assert_eq!(c.deadline(), Some(t(20)), "what came earns nothing");
+    c.on_timeout(t(20), &mut site.env());
+    let mut out = Vec::new();
+    drain(&mut c, t(20), &mut site, &mut out);
+    assert_eq!(one(&out).status, 408);
+}
+
+#[test]
+fn a_dropped_body_that_trickles_in_is_closed_without_another_answer() {
+    // /plaintext is answered at once; the body it carries is read and
+    // dropped, and a trickle of it closes the connection silently.
+    let mut site = TestSite::new();
+    let mut c = conn();
+    let t = Instant::from_secs;
+    let out = feed(&mut c, &mut site, b"GET /plaintext HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n", t(0));
+    assert_eq!(one(&out).status, 200);
+    let due = c.deadline().unwrap();
+    assert_eq!(due, t(20));
+    c.on_timeout(due, &mut site.env());
+    let mut out = Vec::new();
+    drain(&mut c, due, &mut site, &mut out);
+    assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+    assert!(c.should_close());
 }
 
 #[test]

@@ -22,6 +22,11 @@ impl ByteWindow {
         &self.buf[self.start..self.end]
     }
 
+    /// The same bytes, to change in place.
+    pub(crate) fn filled_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.end]
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.end - self.start
     }
