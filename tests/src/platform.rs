@@ -446,3 +446,66 @@ print(got[:12].decode(errors="replace"))
 "#;
     python(target, GARBAGE, &[], Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}")).trim().to_owned()
 }
+
+/// The edges foreign clients found (issue 12), against a server started
+/// with `--body-timeout 1s` and the default head limits: a 17 KB and a
+/// 100 KB header line each get their 431 before the connection ends (no
+/// bare reset), a 10 KB request line its 414; `HTTP/1.2` is answered as
+/// 1.1, `HTTP/2.0` gets 505, a lower-case method 501; a body trickling
+/// in at a byte every 250 ms gets 408 about a second after it began.
+/// Returns how many responses the server sent.
+///
+/// # Panics
+///
+/// On any wrong answer.
+pub fn check_edges(target: &Target) -> u64 {
+    const EDGES: &str = r#"
+def ask(raw):
+    s = connect()
+    s.sendall(raw)
+    return until_close(s)[:13].decode(errors="replace")
+
+def line(n):
+    return b"GET /plaintext HTTP/1.1\r\nHost: fairway\r\nX-Big: " + b"a" * n + b"\r\n\r\n"
+
+print("17k", ask(line(17_000)))
+print("100k", ask(line(100_000)))
+print("uri", ask(b"GET /" + b"a" * 10_000 + b" HTTP/1.1\r\nHost: fairway\r\n\r\n"))
+print("1.2", ask(b"GET /plaintext HTTP/1.2\r\nHost: fairway\r\nConnection: close\r\n\r\n"))
+print("2.0", ask(b"GET /plaintext HTTP/2.0\r\nHost: fairway\r\n\r\n"))
+print("get", ask(b"get /plaintext HTTP/1.1\r\nHost: fairway\r\nConnection: close\r\n\r\n"))
+
+s = connect()
+s.sendall(b"POST /upload HTTP/1.1\r\nHost: fairway\r\nContent-Length: 1000\r\n\r\n")
+t = time.monotonic()
+s.settimeout(0.25)
+got = b""
+while not got and time.monotonic() - t < 20:
+    try:
+        s.sendall(b"a")
+        got = s.recv(4096)
+    except socket.timeout:
+        pass
+took = time.monotonic() - t
+s.settimeout(10)
+print("slow", f"{took:.3f}", (got + until_close(s))[:13].decode(errors="replace"))
+"#;
+    let out = python(target, EDGES, &[], Duration::from_secs(90)).unwrap_or_else(|e| panic!("{e}"));
+    let said: Vec<(&str, &str)> = out.lines().filter_map(|l| l.split_once(' ')).collect();
+    let status = |case: &str| said.iter().find(|(c, _)| *c == case).map(|&(_, s)| s).unwrap_or("");
+    for (case, want) in [
+        ("17k", "HTTP/1.1 431 "),
+        ("100k", "HTTP/1.1 431 "),
+        ("uri", "HTTP/1.1 414 "),
+        ("1.2", "HTTP/1.1 200 "),
+        ("2.0", "HTTP/1.1 505 "),
+        ("get", "HTTP/1.1 501 "),
+    ] {
+        assert_eq!(status(case), want, "{case}:\n{out}");
+    }
+    let (took, said) = status("slow").split_once(' ').unwrap_or_else(|| panic!("{out}"));
+    let took: f64 = took.parse().unwrap_or_else(|_| panic!("{out}"));
+    assert_eq!(said, "HTTP/1.1 408 ", "the slow body:\n{out}");
+    assert!((0.9..5.0).contains(&took), "the slow body was cut after {took} s");
+    7
+}

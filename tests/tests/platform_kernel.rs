@@ -9,7 +9,7 @@ use fairway::Server;
 use fairway::config::Config;
 use fairway_tests::apps::handler_app::test_app;
 use fairway_tests::platform::{
-    Target, check_axum_example, check_curl_bytes, check_handler_app, countdown_in_flight, garbage, gauge,
+    Target, check_axum_example, check_curl_bytes, check_edges, check_handler_app, countdown_in_flight, garbage, gauge,
     header_timeout, keep_alive_load, reset_mid_response, wait_for_gauge,
 };
 
@@ -32,6 +32,15 @@ fn a_user_handler_answers_python_and_curl_on_kernel_sockets() {
     assert_eq!(reports.len(), 2);
     let answered: u64 = reports.iter().map(|r| r.requests).sum();
     assert_eq!(answered, requests, "{reports:?}");
+}
+
+#[test]
+fn the_edges_foreign_clients_found_are_answered_on_kernel_sockets() {
+    let server = Server::builder().config(config(&["--body-timeout", "1s"])).spawn().unwrap();
+    let answered = check_edges(&Target::local(server.local_addr()));
+    let reports = server.shutdown().unwrap();
+    let requests: u64 = reports.iter().map(|r| r.requests).sum();
+    assert_eq!(requests, answered, "{reports:?}");
 }
 
 #[test]

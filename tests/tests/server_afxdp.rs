@@ -12,7 +12,7 @@ use std::time::Duration;
 use fairway_stack::Drop;
 use fairway_tests::apps::handler_app::test_app;
 use fairway_tests::platform::{
-    Target, check_axum_example, check_curl_bytes, check_handler_app, countdown_in_flight, garbage, gauge,
+    Target, check_axum_example, check_curl_bytes, check_edges, check_handler_app, countdown_in_flight, garbage, gauge,
     header_timeout, keep_alive_load, reset_mid_response, wait_for_gauge,
 };
 use fairway_tests::real_peers::python_concurrent;
@@ -177,6 +177,19 @@ fn a_user_handler_over_afxdp() {
     let requests = check_handler_app(&target, Duration::from_secs(1)) + check_curl_bytes(&target, &[1, 3_000_000]);
     let reports = served.stop();
     assert_eq!(reports[0].requests, requests, "{reports:?}");
+}
+
+/// The edges foreign clients found (issue 12) over AF_XDP: oversized heads
+/// answered 431 before the close (they were bare resets), 414, 501, 505,
+/// HTTP/1.2 as 1.1, and a slow body's 408.
+#[test]
+fn the_edges_foreign_clients_found_are_answered_over_afxdp() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tb = testbed(1, 1);
+    let served = Served::start(&tb, &flags(&tb, "10.77.0.1/24", &["--body-timeout", "1s"]));
+    let answered = check_edges(&Target::testbed(&tb, 0));
+    let reports = served.stop();
+    assert_eq!(reports[0].requests, answered, "{reports:?}");
 }
 
 /// The axum example on the async runtime over AF_XDP: its routes to curl

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use fairway_tests::apps::handler_app::test_app;
-use fairway_tests::platform::{Target, check_curl_bytes, check_handler_app};
+use fairway_tests::platform::{Target, check_curl_bytes, check_edges, check_handler_app};
 use fairway_tests::served::{
     Root, Served, check_endpoints, check_graceful_shutdown, check_static_files, check_uploads, check_wrk,
 };
@@ -60,6 +60,20 @@ fn a_short_wrk_run_over_tap() {
 
 /// A user's `Handler` application over TAP (see the AF_XDP test of the
 /// same name).
+/// The edges foreign clients found (issue 12) over TAP (see the AF_XDP
+/// test of the same name).
+#[test]
+fn the_edges_foreign_clients_found_are_answered_over_tap() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
+    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(1).queues(1)).unwrap();
+    let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
+    let served = Served::start(&tb, &["--backend", "tap", "--tap-name", TAP_IF, "--ip", &ip, "--body-timeout", "1s"]);
+    let answered = check_edges(&Target::testbed(&tb, 0));
+    let reports = served.stop();
+    assert_eq!(reports[0].requests, answered, "{reports:?}");
+}
+
 #[test]
 fn a_user_handler_over_tap() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
