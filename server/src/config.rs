@@ -594,11 +594,28 @@ impl Config {
 /// Reads and parses a `--config` file.
 fn read_file(path: &Path) -> Result<Options, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-    toml::from_str(&text).map_err(|e| ConfigError::File {
+    parse_file(path, &text)
+}
+
+/// Parses the text of the `--config` file at `path`.
+fn parse_file(path: &Path, text: &str) -> Result<Options, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::File {
         path: path.to_owned(),
         line: e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1),
         message: e.message().trim().replace('\n', " "),
     })
+}
+
+/// For the fuzz targets (feature `fuzzing`): `text` as a config file's,
+/// resolved with no flags on the command line.
+///
+/// # Errors
+///
+/// As [`Config::load`] with `--config` naming a file that holds `text`.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn from_file_text(text: &str) -> Result<Config, ConfigError> {
+    parse_file(Path::new("fuzz.toml"), text)?.resolve(None)
 }
 
 fn invalid(message: impl Into<String>) -> ConfigError {

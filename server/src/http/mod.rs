@@ -120,6 +120,9 @@ pub mod static_files;
 mod body;
 mod chunked;
 mod conn;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod input;
 mod json;
 mod parse;
