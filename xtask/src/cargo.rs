@@ -39,6 +39,11 @@ impl Cargo {
         Cargo { program: program.into(), root: root.into() }
     }
 
+    /// The workspace root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// Where cargo puts what it builds: `$CARGO_TARGET_DIR` (relative to
     /// the workspace root, where cargo runs, when relative), else the
     /// workspace's `target/`. A `build.target-dir` in a cargo config file is
@@ -118,6 +123,12 @@ impl Invocation {
             dir: None,
             env: Vec::new(),
         }
+    }
+
+    /// Runs it from `dir`.
+    pub fn in_dir(mut self, dir: &Path) -> Invocation {
+        self.dir = Some(dir.to_owned());
+        self
     }
 
     /// Sets an environment variable for the child.

@@ -27,6 +27,7 @@ pub enum Command {
     Run(RunArgs),
     Testbed(TestbedArgs),
     Lab(PassThrough),
+    Fuzz(FuzzArgs),
 }
 
 /// A subcommand with its own help page.
@@ -38,10 +39,12 @@ pub enum Topic {
     Bench,
     Testbed,
     Lab,
+    Fuzz,
 }
 
 impl Topic {
-    const ALL: [Topic; 6] = [Topic::Run, Topic::Test, Topic::Sim, Topic::Bench, Topic::Testbed, Topic::Lab];
+    const ALL: [Topic; 7] =
+        [Topic::Run, Topic::Test, Topic::Sim, Topic::Bench, Topic::Testbed, Topic::Lab, Topic::Fuzz];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -51,6 +54,7 @@ impl Topic {
             Topic::Bench => "bench",
             Topic::Testbed => "testbed",
             Topic::Lab => "lab",
+            Topic::Fuzz => "fuzz",
         }
     }
 
@@ -66,6 +70,17 @@ pub struct TestArgs {
     pub quick: bool,
     /// Appended to the `cargo test` command line.
     pub extra: Vec<OsString>,
+}
+
+/// `cargo xtask fuzz [TARGET...] [--seconds N | --runs N]`
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FuzzArgs {
+    /// The targets to run (none: every one).
+    pub targets: Vec<String>,
+    /// Seconds per target.
+    pub seconds: Option<u64>,
+    /// Executions per target (wins over `seconds`).
+    pub runs: Option<u64>,
 }
 
 /// Arguments handed unchanged to the binary a subcommand runs.
@@ -181,8 +196,9 @@ where
         Some("bench") => parse_bench(rest),
         Some("testbed") => parse_testbed(rest),
         Some("lab") => Ok(parse_pass_through(rest).map_or(Command::Help(Some(Topic::Lab)), Command::Lab)),
+        Some("fuzz") => parse_fuzz(rest),
         _ => Err(Failure::usage(format!(
-            "unknown command `{}` (expected one of: run, test, sim, bench, testbed, lab, help)",
+            "unknown command `{}` (expected one of: run, test, sim, bench, testbed, lab, fuzz, help)",
             first.to_string_lossy()
         ))),
     }
@@ -199,7 +215,7 @@ fn parse_help(rest: Vec<OsString>) -> Result<Command, Failure> {
             Some("help") => Ok(Command::Help(None)),
             Some(name) if let Some(topic) = Topic::from_name(name) => Ok(Command::Help(Some(topic))),
             _ => Err(Failure::usage(format!(
-                "no help for `{}`: not a command (expected one of: run, test, sim, bench, testbed, lab)",
+                "no help for `{}`: not a command (expected one of: run, test, sim, bench, testbed, lab, fuzz)",
                 topic.to_string_lossy()
             ))),
         },
@@ -263,6 +279,32 @@ fn parse_run(rest: Vec<OsString>) -> Result<Command, Failure> {
         }
     }
     Ok(Command::Run(parsed))
+}
+
+fn parse_fuzz(rest: Vec<OsString>) -> Result<Command, Failure> {
+    let mut parsed = FuzzArgs::default();
+    let mut args = rest.into_iter();
+    let number = |value: Option<String>, flag: &str| -> Result<u64, Failure> {
+        let value = value.ok_or_else(|| Failure::usage_of("fuzz", format!("{flag} needs a value")))?;
+        match value.parse::<u64>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(Failure::usage_of("fuzz", format!("{flag} takes a whole number of at least 1, not `{value}`"))),
+        }
+    };
+    while let Some(arg) = args.next() {
+        if is_help_flag(&arg) {
+            return Ok(Command::Help(Some(Topic::Fuzz)));
+        } else if let Some(value) = option_value(&arg, "--seconds", &mut args) {
+            parsed.seconds = Some(number(value, "--seconds")?);
+        } else if let Some(value) = option_value(&arg, "--runs", &mut args) {
+            parsed.runs = Some(number(value, "--runs")?);
+        } else if arg.to_string_lossy().starts_with('-') {
+            return Err(Failure::usage_of("fuzz", format!("unexpected option `{}`", arg.to_string_lossy())));
+        } else {
+            parsed.targets.push(arg.to_string_lossy().into_owned());
+        }
+    }
+    Ok(Command::Fuzz(parsed))
 }
 
 /// `Some(value)` when `arg` is `name` (value: the next argument) or
@@ -366,6 +408,7 @@ pub fn help(topic: Option<Topic>) -> &'static str {
         Some(Topic::Bench) => BENCH_HELP,
         Some(Topic::Testbed) => TESTBED_HELP,
         Some(Topic::Lab) => LAB_HELP,
+        Some(Topic::Fuzz) => FUZZ_HELP,
     }
 }
 
@@ -383,12 +426,44 @@ Commands:
           root), all
   testbed Bring the namespace testbed up or down, or show it (as root)
   lab     Run the lab experiments (fairway-lab): lab fairness
+  fuzz    Run the coverage-guided fuzz targets (cargo-fuzz, nightly)
   help    Show this help, or a command's: cargo xtask help <COMMAND>
 
 Each command also takes -h/--help.
 
 Commands install the Debian packages they need when missing (as root); when
 not root they print the apt-get command to run instead.
+";
+
+pub const FUZZ_HELP: &str = "\
+Usage: cargo xtask fuzz [TARGET...] [--seconds N | --runs N]
+
+Runs the libFuzzer targets in fuzz/ (cargo-fuzz on the nightly toolchain;
+both installed first when missing), each on its corpus in fuzz/corpus/TARGET,
+which grows with what the run finds. One line per target: executions,
+coverage (cov: edges, ft: features) and corpus size. A crash stops the run;
+the input is left in fuzz/artifacts/TARGET/.
+
+Targets (all of them when none is named):
+  http_head     the request-head parser and its limits
+  range         Range values against file lengths
+  chunked       the chunked decoder, whole against split anywhere
+  http_conn     one HTTP connection: inputs split anywhere, partial
+                flushes, timeouts, EOF
+  assembler     reassembly bookkeeping against a map of what arrived
+  config        the TOML config file and --weight values
+  shard_frames  a client and a server shard, frames dropped, duplicated,
+                reordered, rewritten (checksums fixed) or raw, both
+                applications and the clock driven by the fuzzer
+
+Options:
+      --seconds N  Run each target for N seconds (default 60)
+      --runs N     Run each target for N executions instead
+  -h, --help       Show this help
+
+Examples:
+  cargo xtask fuzz --seconds 30
+  cargo xtask fuzz shard_frames --runs 10000000
 ";
 
 pub const TEST_HELP: &str = "\
@@ -826,6 +901,22 @@ mod tests {
         use std::os::unix::ffi::OsStringExt;
         let odd = OsString::from_vec(vec![0x66, 0xff, 0x6f]);
         assert_eq!(parse(vec![OsString::from("sim"), odd.clone()]), Ok(Command::Sim(PassThrough { args: vec![odd] })));
+    }
+
+    #[test]
+    fn fuzz_takes_targets_and_a_budget() {
+        assert_eq!(parse_strs(&["fuzz"]), Ok(Command::Fuzz(FuzzArgs::default())));
+        assert_eq!(
+            parse_strs(&["fuzz", "range", "chunked", "--runs", "1000", "--seconds=5"]),
+            Ok(Command::Fuzz(FuzzArgs {
+                targets: vec!["range".into(), "chunked".into()],
+                seconds: Some(5),
+                runs: Some(1000)
+            }))
+        );
+        for bad in [&["fuzz", "--runs"][..], &["fuzz", "--seconds", "0"], &["fuzz", "--fast"]] {
+            assert!(matches!(parse_strs(bad), Err(Failure::Usage { .. })), "{bad:?}");
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! `cargo xtask`: Fairway's set-up and orchestration (run, test, sim, bench,
-//! testbed, lab).
+//! testbed, lab, fuzz).
 //!
 //! std only but for signal-hook (so that `run` can clean up after Ctrl-C),
 //! so that it builds in seconds. Layout: `cli` parses the command
@@ -17,7 +17,7 @@ use std::process::ExitCode;
 
 use cargo::Cargo;
 use cli::Command;
-use commands::{bench, lab, run, sim, test, testbed};
+use commands::{bench, fuzz, lab, run, sim, test, testbed};
 
 fn main() -> ExitCode {
     let result = cli::parse(std::env::args_os().skip(1)).and_then(|command| dispatch(&command));
@@ -43,5 +43,6 @@ fn dispatch(command: &Command) -> Result<(), error::Failure> {
         Command::Run(args) => run::run(&cargo, args),
         Command::Testbed(args) => testbed::run(&cargo, args),
         Command::Lab(args) => lab::run(&cargo, args),
+        Command::Fuzz(args) => fuzz::run(&cargo, args),
     }
 }

@@ -2,6 +2,7 @@
 //! `PACKAGES` constant and ensures them before it runs anything.
 
 pub mod bench;
+pub mod fuzz;
 pub mod lab;
 pub mod run;
 pub mod sim;
