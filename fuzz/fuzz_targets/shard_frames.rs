@@ -1,0 +1,271 @@
+//! Two shards, a client and a server with live connections in every
+//! state, and a fuzzer that decides everything between them: which frames
+//! arrive, in what order, twice or not at all; header fields rewritten
+//! (checksums fixed, so the stack's logic sees them, not its checksum
+//! check); raw frames; what each side's application does; and the clock.
+//! Nothing may panic, and the server's counts stay within its limits.
+#![no_main]
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use arbitrary::Arbitrary;
+use fairway_stack::time::{Duration, Instant};
+use fairway_stack::{Config, Event, Handle, Shard};
+use libfuzzer_sys::fuzz_target;
+use smoltcp::wire::{IpAddress, Ipv4Address, Ipv4Packet, TcpPacket};
+
+const SERVER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+/// Ethernet + IPv4 (no options, as the shards send).
+const TCP_AT: usize = 14 + 20;
+
+#[derive(Arbitrary, Debug)]
+enum Field {
+    Seq,
+    Ack,
+    Flags,
+    Window,
+    DataOffset,
+    /// A byte of the options or payload.
+    Byte(u8),
+}
+
+#[derive(Arbitrary, Debug)]
+enum Op {
+    Connect,
+    ClientSend {
+        conn: u8,
+        len: u16,
+    },
+    ClientClose {
+        conn: u8,
+    },
+    ClientAbort {
+        conn: u8,
+    },
+    ServerSend {
+        conn: u8,
+        len: u16,
+    },
+    ServerClose {
+        conn: u8,
+    },
+    ServerAbort {
+        conn: u8,
+    },
+    /// The next frames each way, as they are.
+    Deliver {
+        to_server: u8,
+        to_client: u8,
+    },
+    DropNext,
+    DuplicateNext,
+    SwapNext,
+    /// Rewrites a field of the next frame to the server.
+    Mutate {
+        field: Field,
+        value: u32,
+    },
+    /// Any bytes, as a frame to the server.
+    Raw(Vec<u8>),
+    Advance {
+        ms: u16,
+    },
+}
+
+fn mac(ip: Ipv4Addr) -> [u8; 6] {
+    let [a, b, c, d] = ip.octets();
+    [2, 0, a, b, c, d]
+}
+
+struct World {
+    now: Instant,
+    server: Shard,
+    client: Shard,
+    clients: Vec<Handle>,
+    served: Vec<Handle>,
+    to_server: Vec<Vec<u8>>,
+    to_client: Vec<Vec<u8>>,
+    buf: Vec<u8>,
+}
+
+impl World {
+    fn new() -> World {
+        let mut config = Config::new(mac(SERVER), SERVER, 24);
+        config.limits.max_connections = 8;
+        let mut server = Shard::new(config);
+        let mut client = Shard::new(Config::new(mac(CLIENT), CLIENT, 24));
+        server.add_neighbor(CLIENT, mac(CLIENT));
+        client.add_neighbor(SERVER, mac(SERVER));
+        server.listen(SocketAddrV4::new(SERVER, 80)).expect("a port to listen on");
+        World {
+            now: Instant::from_secs(1),
+            server,
+            client,
+            clients: Vec::new(),
+            served: Vec::new(),
+            to_server: Vec::new(),
+            to_client: Vec::new(),
+            buf: vec![0; 2048],
+        }
+    }
+
+    /// Timers, the applications' answers to events, and what each side
+    /// has to send, queued (not delivered).
+    fn settle(&mut self) {
+        let now = self.now;
+        for shard in [&mut self.server, &mut self.client] {
+            if shard.poll_timeout().is_some_and(|at| at <= now) {
+                shard.handle_timeout(now);
+            }
+        }
+        let mut scratch = [0u8; 4096];
+        while let Some(event) = self.server.poll_event() {
+            match event {
+                Event::Acceptable(l) => {
+                    while let Some(h) = self.server.accept(l) {
+                        self.served.push(h);
+                    }
+                }
+                Event::Readable(h) | Event::HangUp(h) => {
+                    while matches!(self.server.recv(h, &mut scratch), Ok(n) if n > 0) {}
+                }
+                Event::Error(h, _) => self.server.close(h),
+                Event::Connected(_) | Event::Writable(_) => {}
+            }
+        }
+        while let Some(event) = self.client.poll_event() {
+            if let Event::Readable(h) | Event::HangUp(h) = event {
+                while matches!(self.client.recv(h, &mut scratch), Ok(n) if n > 0) {}
+            }
+        }
+        for _ in 0..256 {
+            let Some(n) = self.server.poll_transmit(now, &mut self.buf) else { break };
+            self.to_client.push(self.buf[..n].to_vec());
+        }
+        for _ in 0..256 {
+            let Some(n) = self.client.poll_transmit(now, &mut self.buf) else { break };
+            self.to_server.push(self.buf[..n].to_vec());
+        }
+        // Bounded queues: a fuzz case cannot grow them without end.
+        self.to_server.truncate(512);
+        self.to_client.truncate(512);
+    }
+
+    fn pick(list: &[Handle], i: u8) -> Option<Handle> {
+        (!list.is_empty()).then(|| list[usize::from(i) % list.len()])
+    }
+}
+
+/// Rewrites `field` of a TCP frame and fixes its checksums.
+fn mutate(frame: &mut [u8], field: &Field, value: u32) {
+    if frame.len() < TCP_AT + 20 {
+        return;
+    }
+    {
+        let mut tcp = TcpPacket::new_unchecked(&mut frame[TCP_AT..]);
+        match field {
+            Field::Seq => tcp.set_seq_number(smoltcp::wire::TcpSeqNumber(value as i32)),
+            Field::Ack => tcp.set_ack_number(smoltcp::wire::TcpSeqNumber(value as i32)),
+            Field::Window => tcp.set_window_len(value as u16),
+            Field::Flags | Field::DataOffset | Field::Byte(_) => {}
+        }
+    }
+    match field {
+        // The flags byte (with the reserved bits and NS).
+        Field::Flags => frame[TCP_AT + 13] = value as u8,
+        Field::DataOffset => frame[TCP_AT + 12] = value as u8,
+        Field::Byte(at) => {
+            let at = TCP_AT + 20 + usize::from(*at);
+            if at < frame.len() {
+                frame[at] = value as u8;
+            }
+        }
+        _ => {}
+    }
+    let Ok(ip) = Ipv4Packet::new_checked(&frame[14..]) else { return };
+    let (src, dst, len) = (ip.src_addr(), ip.dst_addr(), usize::from(ip.total_len()));
+    if len < 20 || 14 + len > frame.len() {
+        return;
+    }
+    let mut tcp = TcpPacket::new_unchecked(&mut frame[TCP_AT..14 + len]);
+    tcp.fill_checksum(&IpAddress::Ipv4(Ipv4Address::from(src)), &IpAddress::Ipv4(Ipv4Address::from(dst)));
+}
+
+fuzz_target!(|ops: Vec<Op>| {
+    let mut w = World::new();
+    let data = [0x5au8; 8192];
+    for op in ops.into_iter().take(128) {
+        match op {
+            Op::Connect => {
+                if let Ok(h) = w.client.connect(w.now, SocketAddrV4::new(SERVER, 80)) {
+                    w.clients.push(h);
+                }
+            }
+            Op::ClientSend { conn, len } => {
+                if let Some(h) = World::pick(&w.clients, conn) {
+                    let _ = w.client.send(h, &data[..usize::from(len) % data.len()]);
+                }
+            }
+            Op::ClientClose { conn } => {
+                if let Some(h) = World::pick(&w.clients, conn) {
+                    w.client.close(h);
+                }
+            }
+            Op::ClientAbort { conn } => {
+                if let Some(h) = World::pick(&w.clients, conn) {
+                    w.client.abort(h);
+                }
+            }
+            Op::ServerSend { conn, len } => {
+                if let Some(h) = World::pick(&w.served, conn) {
+                    let _ = w.server.send(h, &data[..usize::from(len) % data.len()]);
+                }
+            }
+            Op::ServerClose { conn } => {
+                if let Some(h) = World::pick(&w.served, conn) {
+                    w.server.close(h);
+                }
+            }
+            Op::ServerAbort { conn } => {
+                if let Some(h) = World::pick(&w.served, conn) {
+                    w.server.abort(h);
+                }
+            }
+            Op::Deliver { to_server, to_client } => {
+                let n = usize::from(to_server % 16).min(w.to_server.len());
+                for frame in w.to_server.drain(..n).collect::<Vec<_>>() {
+                    w.server.handle_frame(w.now, &frame);
+                }
+                let n = usize::from(to_client % 16).min(w.to_client.len());
+                for frame in w.to_client.drain(..n).collect::<Vec<_>>() {
+                    w.client.handle_frame(w.now, &frame);
+                }
+            }
+            Op::DropNext => {
+                if !w.to_server.is_empty() {
+                    w.to_server.remove(0);
+                }
+            }
+            Op::DuplicateNext => {
+                if let Some(first) = w.to_server.first().cloned() {
+                    w.to_server.insert(0, first);
+                }
+            }
+            Op::SwapNext => {
+                if w.to_server.len() >= 2 {
+                    w.to_server.swap(0, 1);
+                }
+            }
+            Op::Mutate { field, value } => {
+                if let Some(frame) = w.to_server.first_mut() {
+                    mutate(frame, &field, value);
+                }
+            }
+            Op::Raw(bytes) => w.server.handle_frame(w.now, &bytes),
+            Op::Advance { ms } => w.now = w.now + Duration::from_millis(u64::from(ms) * 4),
+        }
+        w.settle();
+        assert!(w.server.connection_count() <= 8 + w.server.time_wait_count(), "over the connection limit");
+    }
+});
