@@ -440,7 +440,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 20] = [
+        let per_shard: [(&str, &str, &str, Get); 21] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -464,6 +464,12 @@ impl MetricsHub {
             ("fairway_tcp_mss_raised_total", "counter", "SYNs whose MSS was below 48 bytes, raised to 48.", |m| {
                 m.stack.as_ref().map(|c| c.mss_raised)
             }),
+            (
+                "fairway_tcp_orphans_given_up_total",
+                "counter",
+                "Closed connections given up after the user timeout with their data held by a zero window.",
+                |m| m.stack.as_ref().map(|c| c.orphans_given_up),
+            ),
             ("fairway_tasks", "gauge", "Async tasks alive on the shard's executor.", |m| m.tasks.map(|t| t.0)),
             (
                 "fairway_task_panics_total",

@@ -91,7 +91,9 @@ pub struct TcpConfig {
     /// How long a closed-by-us connection waits in FIN-WAIT-2 for the peer's FIN.
     pub fin_wait2_timeout: Duration,
     /// Abort a connection whose data stays unacknowledged this long (RFC 9293
-    /// user timeout).
+    /// user timeout); and one the application has closed whose data has
+    /// waited this long on the peer's zero window (a connection it holds
+    /// stays open while the peer answers the window probes).
     pub user_timeout: Duration,
     /// SYN retransmissions before an active open gives up (6: about 127 s).
     pub syn_retries: u8,

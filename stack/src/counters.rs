@@ -144,6 +144,9 @@ pub struct Counters {
     pub syn_cookies_accepted: u64,
     /// SYNs whose MSS was below the floor (48 bytes), raised to it.
     pub mss_raised: u64,
+    /// Closed connections given up after the user timeout in persist: the
+    /// peer kept its window shut on the data left to send.
+    pub orphans_given_up: u64,
 }
 
 impl Default for Counters {
@@ -167,6 +170,7 @@ impl Default for Counters {
             syn_cookies_sent: 0,
             syn_cookies_accepted: 0,
             mss_raised: 0,
+            orphans_given_up: 0,
         }
     }
 }

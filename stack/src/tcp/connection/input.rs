@@ -422,8 +422,9 @@ impl Connection {
             self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
             self.snd_wl1 = seg.seq;
             self.snd_wl2 = ack;
-            if self.snd_wnd == 0 {
-                // A live peer with a closed window is not a dead one.
+            if self.snd_wnd == 0 && !self.has(flag::PERSIST) {
+                // A live peer with a closed window is not a dead one (in
+                // persist the time counts from when the window closed).
                 self.unacked_since = now;
             }
             if opened && self.outstanding() == 0 {

@@ -176,6 +176,9 @@ mod flag {
     pub const TLP_NOW: u32 = 1 << 27;
     /// A tail-loss probe is out; no other until an ACK.
     pub const TLP_OUT: u32 = 1 << 28;
+    /// Data waits on the peer's window with nothing in flight; since
+    /// `unacked_since` (which has no other use then).
+    pub const PERSIST: u32 = 1 << 29;
 }
 
 /// What the shard must do after the connection handled an input.
@@ -295,7 +298,8 @@ pub(crate) struct Connection {
     delack_at: Instant,
     /// TIME-WAIT, FIN-WAIT-2 and keep-alive deadline.
     linger_at: Instant,
-    /// When the oldest unacknowledged data was sent (user timeout).
+    /// When the oldest unacknowledged data was sent (user timeout); in
+    /// persist, when that began.
     unacked_since: Instant,
     /// When the peer last sent us anything (keep-alive).
     last_rx: Instant,
@@ -587,6 +591,11 @@ impl Connection {
         self.flags & f != 0
     }
 
+    /// Every flag of `f` is set.
+    fn has_all(&self, f: u32) -> bool {
+        self.flags & f == f
+    }
+
     fn set(&mut self, f: u32) {
         self.flags |= f;
     }
@@ -710,6 +719,9 @@ impl Connection {
         let mut at =
             self.rto_at.min(self.delack_at).min(self.linger_at).min(self.pace_at).min(self.rack_at).min(self.tlp_at);
         if self.outstanding() > 0 && self.state.is_synchronized() {
+            at = at.min(self.unacked_since + cfg.user_timeout);
+        }
+        if self.has_all(flag::ORPHAN | flag::PERSIST) {
             at = at.min(self.unacked_since + cfg.user_timeout);
         }
         at

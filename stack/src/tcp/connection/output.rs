@@ -213,6 +213,10 @@ impl Connection {
             if avail > 0 && self.outstanding() == 0 && self.rto_at == NEVER && !pacing_blocked {
                 // Blocked by the window with nothing in flight: persist.
                 self.rto_at = now + self.rtt.rto();
+                if !self.has(flag::PERSIST) {
+                    self.set(flag::PERSIST);
+                    self.unacked_since = now;
+                }
             }
             if pacing_blocked {
                 self.pace_at = Instant::from_micros(self.pace_next_ns.div_ceil(1000));
@@ -230,6 +234,9 @@ impl Connection {
         let copied = self.tx.copy_out(offset, &mut out[hlen..hlen + len]);
         debug_assert_eq!(copied, len);
 
+        if len > 0 {
+            self.clear(flag::PERSIST);
+        }
         let end = seq + len + send_fin as usize;
         if self.outstanding() == 0 {
             self.unacked_since = now;

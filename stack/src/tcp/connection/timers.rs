@@ -26,6 +26,15 @@ impl Connection {
         if self.outstanding() > 0 && self.state.is_synchronized() && now >= self.unacked_since + env.cfg.user_timeout {
             return self.fail(ConnectionError::TimedOut, env);
         }
+        // A peer may keep its window closed for ever and answer every probe
+        // (RFC 9293 §3.8.6.1): a connection the application holds stays
+        // open, for the application to judge. One it has closed would hold
+        // its buffers for nobody, so after the user timeout in persist it
+        // is given up (RFC 6429; Linux's orphan retries).
+        if self.has_all(flag::ORPHAN | flag::PERSIST) && now >= self.unacked_since + env.cfg.user_timeout {
+            env.counters.orphans_given_up += 1;
+            return self.fail(ConnectionError::TimedOut, env);
+        }
         if now >= self.rack_at {
             // RACK's reordering window has passed for some segment.
             self.rack_at = NEVER;

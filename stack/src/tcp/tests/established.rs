@@ -344,3 +344,33 @@ fn slow_start_grows_a_window_more_than_half_used_and_not_one_half_used() {
         assert_eq!(t.shard.flow(t.h()).unwrap().cwnd, grown, "{sent} bytes in flight");
     }
 }
+
+#[test]
+fn a_window_shut_for_ever_holds_a_connection_only_while_the_application_does() {
+    // A held connection: probed, never given up (RFC 9293 §3.8.6.1).
+    let mut t = T::established();
+    t.send(t.seg_in().window(0));
+    assert_eq!(t.shard.send(t.h(), b"0123456789"), Ok(10));
+    for _ in 0..360 {
+        t.advance(Duration::from_secs(10));
+        let _ = t.frames();
+        t.send(t.seg_in().window(0));
+    }
+    assert_eq!(t.shard.connection_count(), 1, "an hour of probes answered: still open");
+    // Closed by the application with the data still waiting: given up
+    // after the user timeout (300 s) in persist, probes answered or not.
+    let mut t = T::established();
+    t.send(t.seg_in().window(0));
+    assert_eq!(t.shard.send(t.h(), b"0123456789"), Ok(10));
+    t.shard.close(t.h());
+    let _ = t.frames();
+    for _ in 0..29 {
+        t.advance(Duration::from_secs(10));
+        let _ = t.frames();
+        t.send(t.seg_in().window(0));
+    }
+    assert_eq!(t.shard.connection_count(), 1, "within the user timeout");
+    t.advance(Duration::from_secs(11));
+    assert_eq!(t.shard.connection_count(), 0, "given up after it");
+    assert_eq!(t.shard.counters().orphans_given_up, 1);
+}
