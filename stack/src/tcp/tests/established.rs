@@ -374,3 +374,24 @@ fn a_window_shut_for_ever_holds_a_connection_only_while_the_application_does() {
     assert_eq!(t.shard.connection_count(), 0, "given up after it");
     assert_eq!(t.shard.counters().orphans_given_up, 1);
 }
+
+#[test]
+fn acks_divided_into_single_bytes_grow_the_window_by_bytes_not_by_acks() {
+    // ACK division (Savage et al., 1999): a receiver that acknowledges a
+    // segment a byte at a time would, with per-ACK growth, open the
+    // window by an MSS per byte. Growth counts bytes acknowledged
+    // (RFC 3465), so a thousand one-byte ACKs open it by a thousand bytes.
+    let mut t = T::established();
+    let s = t.iss.wrapping_add(1);
+    assert_eq!(t.shard.send(t.h(), &[1u8; 10_000]), Ok(10_000));
+    let _ = t.frames();
+    let before = t.shard.flow(t.h()).unwrap().cwnd;
+    for n in 1..=1000u32 {
+        t.send(t.seg_in().ack(s + n));
+    }
+    let _ = t.frames();
+    let flow = t.shard.flow(t.h()).unwrap();
+    assert_eq!(flow.bytes_acked, 1000);
+    assert!(flow.cwnd <= before + 1000, "cwnd {before} -> {} on 1,000 one-byte ACKs", flow.cwnd);
+    assert_eq!(flow.retransmits, 0, "a partial ACK is no duplicate: no fast retransmit");
+}
