@@ -151,9 +151,26 @@ impl World {
         self.to_server.truncate(512);
         self.to_client.truncate(512);
     }
+}
 
-    fn pick(list: &[Handle], i: u8) -> Option<Handle> {
-        (!list.is_empty()).then(|| list[usize::from(i) % list.len()])
+/// What one side's application does to one of its connections. (The
+/// fuzzer's `Op` keeps a variant for each, so the corpus still decodes.)
+enum Act {
+    Send(u16),
+    Close,
+    Abort,
+}
+
+/// `act` on the connection of `handles` that `conn` picks, if there is one.
+fn act(shard: &mut Shard, handles: &[Handle], conn: u8, act: Act) {
+    const DATA: [u8; 8192] = [0x5a; 8192];
+    let Some(&h) = handles.get(usize::from(conn) % handles.len().max(1)) else { return };
+    match act {
+        Act::Send(len) => {
+            let _ = shard.send(h, &DATA[..usize::from(len) % DATA.len()]);
+        }
+        Act::Close => shard.close(h),
+        Act::Abort => shard.abort(h),
     }
 }
 
@@ -194,7 +211,6 @@ fn mutate(frame: &mut [u8], field: &Field, value: u32) {
 
 fuzz_target!(|ops: Vec<Op>| {
     let mut w = World::new();
-    let data = [0x5au8; 8192];
     for op in ops.into_iter().take(128) {
         match op {
             Op::Connect => {
@@ -202,36 +218,12 @@ fuzz_target!(|ops: Vec<Op>| {
                     w.clients.push(h);
                 }
             }
-            Op::ClientSend { conn, len } => {
-                if let Some(h) = World::pick(&w.clients, conn) {
-                    let _ = w.client.send(h, &data[..usize::from(len) % data.len()]);
-                }
-            }
-            Op::ClientClose { conn } => {
-                if let Some(h) = World::pick(&w.clients, conn) {
-                    w.client.close(h);
-                }
-            }
-            Op::ClientAbort { conn } => {
-                if let Some(h) = World::pick(&w.clients, conn) {
-                    w.client.abort(h);
-                }
-            }
-            Op::ServerSend { conn, len } => {
-                if let Some(h) = World::pick(&w.served, conn) {
-                    let _ = w.server.send(h, &data[..usize::from(len) % data.len()]);
-                }
-            }
-            Op::ServerClose { conn } => {
-                if let Some(h) = World::pick(&w.served, conn) {
-                    w.server.close(h);
-                }
-            }
-            Op::ServerAbort { conn } => {
-                if let Some(h) = World::pick(&w.served, conn) {
-                    w.server.abort(h);
-                }
-            }
+            Op::ClientSend { conn, len } => act(&mut w.client, &w.clients, conn, Act::Send(len)),
+            Op::ClientClose { conn } => act(&mut w.client, &w.clients, conn, Act::Close),
+            Op::ClientAbort { conn } => act(&mut w.client, &w.clients, conn, Act::Abort),
+            Op::ServerSend { conn, len } => act(&mut w.server, &w.served, conn, Act::Send(len)),
+            Op::ServerClose { conn } => act(&mut w.server, &w.served, conn, Act::Close),
+            Op::ServerAbort { conn } => act(&mut w.server, &w.served, conn, Act::Abort),
             Op::Deliver { to_server, to_client } => {
                 let n = usize::from(to_server % 16).min(w.to_server.len());
                 for frame in w.to_server.drain(..n).collect::<Vec<_>>() {

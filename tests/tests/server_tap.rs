@@ -23,13 +23,21 @@ fn prefix() -> String {
     format!("st{}_{}", std::process::id() % 100_000, NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
+/// A testbed with `clients` clients and one queue (root), and the server's
+/// `--ip` on it.
+fn testbed(clients: usize) -> (Testbed, String) {
+    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
+    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(clients).queues(1)).unwrap();
+    let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
+    (tb, ip)
+}
+
 #[test]
 fn kernel_clients_get_every_endpoint_files_uploads_and_a_graceful_shutdown_over_tap() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
-    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(2).queues(1)).unwrap();
+    let (tb, ip) = testbed(2);
     let root = Root::new("tap");
-    let (ip, root_arg) = (format!("{}/{}", tb.server_ip(), tb.prefix_len()), root.arg());
+    let root_arg = root.arg();
     let served = Served::start(
         &tb,
         &["--backend", "tap", "--tap-name", TAP_IF, "--ip", &ip, "--root", &root_arg, "--shutdown-grace", "15s"],
@@ -49,9 +57,7 @@ fn kernel_clients_get_every_endpoint_files_uploads_and_a_graceful_shutdown_over_
 #[test]
 fn a_short_wrk_run_over_tap() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
-    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(1).queues(1)).unwrap();
-    let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
+    let (tb, ip) = testbed(1);
     let served = Served::start(&tb, &["--backend", "tap", "--tap-name", TAP_IF, "--ip", &ip]);
     check_wrk(&tb, 0);
     let reports = served.stop();
@@ -65,9 +71,7 @@ fn a_short_wrk_run_over_tap() {
 #[test]
 fn the_edges_foreign_clients_found_are_answered_over_tap() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
-    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(1).queues(1)).unwrap();
-    let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
+    let (tb, ip) = testbed(1);
     let served = Served::start(&tb, &["--backend", "tap", "--tap-name", TAP_IF, "--ip", &ip, "--body-timeout", "1s"]);
     let answered = check_edges(&Target::testbed(&tb, 0));
     let reports = served.stop();
@@ -77,9 +81,7 @@ fn the_edges_foreign_clients_found_are_answered_over_tap() {
 #[test]
 fn a_user_handler_over_tap() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
-    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(1).queues(1)).unwrap();
-    let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
+    let (tb, ip) = testbed(1);
     let flags = ["--backend", "tap", "--tap-name", TAP_IF, "--ip", &ip, "--response-timeout", "1s"];
     let served = Served::start_with(&tb, &flags, |b| b.handler(test_app));
     let target = Target::testbed(&tb, 0);

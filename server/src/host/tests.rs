@@ -292,16 +292,6 @@ impl Transport for Bottomless {
         Ok(n)
     }
 
-    fn recv_with(
-        &mut self,
-        conn: u32,
-        scratch: &mut [u8],
-        take: &mut dyn FnMut(&[u8]) -> usize,
-    ) -> Result<usize, TransportError> {
-        let n = self.recv(conn, scratch)?;
-        Ok(take(&scratch[..n]).min(n))
-    }
-
     fn send(&mut self, conn: u32, data: &[u8]) -> Result<usize, TransportError> {
         self.conns[conn as usize].1 += data.len();
         Ok(data.len())

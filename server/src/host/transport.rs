@@ -95,7 +95,8 @@ pub trait Transport {
     /// FIN. A backend without a receive ring of its own reads at most
     /// `scratch.len()` bytes into `scratch` first (one copy more) and lends
     /// those, so the caller sizes `scratch` to what `take` can use: what it
-    /// leaves of them is lost.
+    /// leaves of them is lost. That copy is the default; a backend with a
+    /// ring lends from it instead.
     ///
     /// # Errors
     ///
@@ -105,7 +106,10 @@ pub trait Transport {
         conn: Self::Conn,
         scratch: &mut [u8],
         take: &mut dyn FnMut(&[u8]) -> usize,
-    ) -> Result<usize, TransportError>;
+    ) -> Result<usize, TransportError> {
+        let n = self.recv(conn, scratch)?;
+        Ok(take(&scratch[..n]).min(n))
+    }
 
     /// Queues `data` to send: how much was taken (maybe less than all).
     ///

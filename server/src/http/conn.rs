@@ -201,18 +201,19 @@ pub struct HttpConn {
 
 /// The room an answer is written in: the window's free space (at least
 /// [`RESERVE`]) after the `at` bytes already written there (an interim
-/// 100), and the connection's text buffer for bodies too large for it.
-#[allow(clippy::too_many_arguments)]
-fn answer_room<'a>(
-    out: &'a mut ByteWindow,
-    at: usize,
-    text: &'a mut Vec<u8>,
-    body: &'a mut Body,
-    server: &'a [u8],
-    date: &'a [u8],
-    shape: Shape,
-) -> Response<'a> {
-    Response { out: &mut out.spare(RESERVE)[at..], common: Common { server, date }, shape, text, body }
+/// 100), and the connection's text buffer for bodies too large for it. A
+/// macro rather than a method, so that it borrows only those fields of the
+/// connection: the collected body and the peer stay usable beside it.
+macro_rules! answer_room {
+    ($conn:ident, $at:expr, $shape:expr) => {
+        Response {
+            out: &mut $conn.out.spare(RESERVE)[$at..],
+            common: Common { server: $conn.server, date: &$conn.date[..$conn.date_len] },
+            shape: $shape,
+            text: &mut $conn.text,
+            body: &mut $conn.body,
+        }
+    };
 }
 
 /// The earlier of two optional times.
@@ -754,15 +755,7 @@ impl HttpConn {
         let id = Exchange::new(self.slot, self.seq);
         let shape = Shape { persistence, head_only, http10 };
         let pending = Pending { id, started, shape, due: now + self.response_timeout };
-        let res = answer_room(
-            &mut self.out,
-            at,
-            &mut self.text,
-            &mut self.body,
-            self.server,
-            &self.date[..self.date_len],
-            shape,
-        );
+        let res = answer_room!(self, at, shape);
         let (mut cx, handler) = env.call(id, now, self.peer);
         let reply = catch_unwind(AssertUnwindSafe(|| handler.request(&mut cx, &Request { head: &req }, res)));
         self.wake_at = earliest(self.wake_at, cx.wake_at);
@@ -1000,15 +993,7 @@ impl HttpConn {
             return;
         }
         self.copy_date(env.site);
-        let res = answer_room(
-            &mut self.out,
-            0,
-            &mut self.text,
-            &mut self.body,
-            self.server,
-            &self.date[..self.date_len],
-            pending.shape,
-        );
+        let res = answer_room!(self, 0, pending.shape);
         let body = if collected { &self.collected[..] } else { &[] };
         let (mut cx, handler) = env.call(pending.id, now, self.peer);
         let reply = catch_unwind(AssertUnwindSafe(|| handler.body_end(&mut cx, body, res)));
@@ -1029,15 +1014,7 @@ impl HttpConn {
     /// did (or failed): false while it still defers.
     fn resume(&mut self, pending: Pending, now: Instant, env: &mut Env<'_>) -> bool {
         self.copy_date(env.site);
-        let res = answer_room(
-            &mut self.out,
-            0,
-            &mut self.text,
-            &mut self.body,
-            self.server,
-            &self.date[..self.date_len],
-            pending.shape,
-        );
+        let res = answer_room!(self, 0, pending.shape);
         let (mut cx, handler) = env.call(pending.id, now, self.peer);
         let reply = catch_unwind(AssertUnwindSafe(|| handler.resume(&mut cx, res)));
         self.wake_at = earliest(self.wake_at, cx.wake_at);
@@ -1069,15 +1046,7 @@ impl HttpConn {
     /// Answers `status` and closes after it: the input cannot be trusted.
     fn refuse(&mut self, status: u16, started: Instant, now: Instant, site: &mut dyn Site) {
         self.copy_date(site);
-        let res = answer_room(
-            &mut self.out,
-            0,
-            &mut self.text,
-            &mut self.body,
-            self.server,
-            &self.date[..self.date_len],
-            Shape::REFUSAL,
-        );
+        let res = answer_room!(self, 0, Shape::REFUSAL);
         match res.error(status).0 {
             ReplyKind::Answer { status, len: Some(len), .. } => {
                 self.out.commit(len);

@@ -102,7 +102,12 @@ pub(super) fn config() -> HttpConfig {
 }
 
 pub(super) fn conn() -> HttpConn {
-    let mut c = HttpConn::new(&config());
+    conn_with(&config())
+}
+
+/// A fresh connection under `cfg`, accepted at time zero.
+fn conn_with(cfg: &HttpConfig) -> HttpConn {
+    let mut c = HttpConn::new(cfg);
     c.reset(Instant::ZERO);
     c
 }
@@ -657,8 +662,7 @@ fn a_body_that_trickles_in_gets_408_after_the_body_timeout() {
 fn a_body_at_the_minimum_rate_is_never_cut() {
     // 600 bytes a second for 60 s: past the 20 s, each second earns 1.2.
     let mut site = TestSite::new();
-    let mut c = HttpConn::new(&HttpConfig { max_body: 100_000, ..config() });
-    c.reset(Instant::ZERO);
+    let mut c = conn_with(&HttpConfig { max_body: 100_000, ..config() });
     let t = Instant::from_secs;
     feed(&mut c, &mut site, b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 36000\r\n\r\n", t(0));
     let mut out = Vec::new();
@@ -676,8 +680,7 @@ fn a_body_at_the_minimum_rate_is_never_cut() {
 #[test]
 fn with_no_minimum_rate_the_whole_body_has_the_body_timeout() {
     let mut site = TestSite::new();
-    let mut c = HttpConn::new(&HttpConfig { body_min_rate: 0, max_body: 100_000, ..config() });
-    c.reset(Instant::ZERO);
+    let mut c = conn_with(&HttpConfig { body_min_rate: 0, max_body: 100_000, ..config() });
     let t = Instant::from_secs;
     feed(&mut c, &mut site, b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n", t(0));
     feed(&mut c, &mut site, &[b'z'; 9000], t(1));

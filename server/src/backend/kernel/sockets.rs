@@ -70,6 +70,13 @@ struct StreamSlot {
     writable: bool,
 }
 
+/// Which way a call on a stream goes.
+#[derive(Clone, Copy)]
+enum Side {
+    Read,
+    Write,
+}
+
 /// One shard's kernel sockets: its listener and its accepted streams, in
 /// slots named by generational [`KernelConn`]s, each remembering whether
 /// it may still be readable or writable (mio is edge-triggered).
@@ -141,6 +148,36 @@ impl KernelSockets {
         slot.readable = true;
         slot.writable = true;
         Ok(KernelConn { index, generation: slot.generation })
+    }
+
+    /// Runs `op` on `conn`'s stream unless that side is known to be
+    /// drained (or full): the count, or `WouldBlock` (noted, so the next
+    /// call makes no syscall until an event), or `Failed`.
+    fn io(
+        &mut self,
+        conn: KernelConn,
+        side: Side,
+        mut op: impl FnMut(&mut TcpStream) -> io::Result<usize>,
+    ) -> Result<usize, TransportError> {
+        let StreamSlot { stream, readable, writable, .. } = self.slot(conn).ok_or(TransportError::Failed)?;
+        let ready = match side {
+            Side::Read => readable,
+            Side::Write => writable,
+        };
+        let Some(stream) = stream.as_mut().filter(|_| *ready) else {
+            return Err(TransportError::WouldBlock);
+        };
+        loop {
+            match op(stream) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    *ready = false;
+                    return Err(TransportError::WouldBlock);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Err(TransportError::Failed),
+            }
+        }
     }
 
     /// Turns mio's event into the host's, noting the readiness it reports.
@@ -218,71 +255,22 @@ impl Transport for KernelSockets {
     }
 
     fn recv(&mut self, conn: KernelConn, buf: &mut [u8]) -> Result<usize, TransportError> {
-        let slot = self.slot(conn).ok_or(TransportError::Failed)?;
-        let Some(stream) = slot.stream.as_mut().filter(|_| slot.readable) else {
-            return Err(TransportError::WouldBlock);
-        };
-        loop {
-            match stream.read(buf) {
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    slot.readable = false;
-                    return Err(TransportError::WouldBlock);
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return Err(TransportError::Failed),
-            }
-        }
-    }
-
-    /// Reads into `scratch`, then lends it: the kernel has no ring to lend.
-    fn recv_with(
-        &mut self,
-        conn: KernelConn,
-        scratch: &mut [u8],
-        take: &mut dyn FnMut(&[u8]) -> usize,
-    ) -> Result<usize, TransportError> {
-        let n = self.recv(conn, scratch)?;
-        Ok(take(&scratch[..n]).min(n))
+        self.io(conn, Side::Read, |stream| stream.read(buf))
     }
 
     fn send(&mut self, conn: KernelConn, data: &[u8]) -> Result<usize, TransportError> {
-        let slot = self.slot(conn).ok_or(TransportError::Failed)?;
-        let Some(stream) = slot.stream.as_mut().filter(|_| slot.writable) else {
-            return Err(TransportError::WouldBlock);
-        };
-        loop {
-            match stream.write(data) {
-                Ok(0) if !data.is_empty() => return Err(TransportError::Failed),
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    slot.writable = false;
-                    return Err(TransportError::WouldBlock);
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return Err(TransportError::Failed),
-            }
+        match self.io(conn, Side::Write, |stream| stream.write(data)) {
+            Ok(0) if !data.is_empty() => Err(TransportError::Failed),
+            sent => sent,
         }
     }
 
     /// One `writev`: a response's head and body in one syscall.
     fn send_vectored(&mut self, conn: KernelConn, data: &[io::IoSlice<'_>]) -> Result<usize, TransportError> {
-        let slot = self.slot(conn).ok_or(TransportError::Failed)?;
-        let Some(stream) = slot.stream.as_mut().filter(|_| slot.writable) else {
-            return Err(TransportError::WouldBlock);
-        };
         let want: usize = data.iter().map(|s| s.len()).sum();
-        loop {
-            match stream.write_vectored(data) {
-                Ok(0) if want > 0 => return Err(TransportError::Failed),
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    slot.writable = false;
-                    return Err(TransportError::WouldBlock);
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return Err(TransportError::Failed),
-            }
+        match self.io(conn, Side::Write, |stream| stream.write_vectored(data)) {
+            Ok(0) if want > 0 => Err(TransportError::Failed),
+            sent => sent,
         }
     }
 
