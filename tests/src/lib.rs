@@ -23,6 +23,7 @@
 #![deny(missing_docs)]
 
 pub mod apps;
+pub mod attacks;
 pub mod blind_injection;
 pub mod fairness;
 #[cfg(target_os = "linux")]
@@ -37,6 +38,7 @@ pub mod reqresp;
 pub mod scenario;
 #[cfg(target_os = "linux")]
 pub mod served;
+pub mod stats;
 pub mod stream;
 pub mod syn_flood;
 pub mod testbed;
