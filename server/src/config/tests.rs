@@ -29,6 +29,9 @@ const KEYS: &[&str] = &[
     "response-timeout",
     "max-connections",
     "socket-buffer",
+    "tcp-user-timeout",
+    "challenge-acks",
+    "invalid-ack-interval",
     "shutdown-grace",
     "log",
     "fairness",
@@ -253,6 +256,9 @@ body-min-rate = "2KiB"
 idle-timeout = "1s"
 response-timeout = "3s"
 max-connections = 5
+tcp-user-timeout = "30s"
+challenge-acks = 50
+invalid-ack-interval = "100ms"
 shutdown-grace = "1s"
 log = "warn"
 fairness = "off"
@@ -268,6 +274,10 @@ weight = {{ "10.77.0.12" = 2 }}
     assert_eq!(c.weights.weight_of(ip("10.77.0.12")).get(), 2.0);
     assert_eq!((c.body_timeout, c.body_min_rate), (Duration::from_secs(4), 2048));
     assert_eq!(c.response_timeout, Duration::from_secs(3));
+    assert_eq!(
+        (c.tcp_user_timeout, c.challenge_acks, c.invalid_ack_interval),
+        (Duration::from_secs(30), 50, Duration::from_millis(100))
+    );
     let nested = TempFile::new("nested", "config = \"other.toml\"\n");
     let e = err(&["--config", nested.path()]);
     assert!(e.contains(":1:") && e.contains("config"), "{e}");
@@ -389,6 +399,9 @@ fn help_explains_every_key_with_its_default() {
         "[default: off]".to_owned(),
         "[default: 1 for every client]".to_owned(),
         "[default: 1MiB]".to_owned(),
+        "[default: 5m]".to_owned(),
+        format!("[default: {}]", c.challenge_acks),
+        "[default: 500ms]".to_owned(),
     ] {
         assert!(help.replace('\n', " ").contains(&stated), "--help lacks {stated}:\n{help}");
     }
@@ -400,6 +413,14 @@ fn help_explains_every_key_with_its_default() {
     assert_eq!(c.idle_timeout, "60s".parse::<Span>().unwrap().0);
     assert_eq!((c.body_timeout, c.body_min_rate), ("20s".parse::<Span>().unwrap().0, 500));
     assert_eq!(c.shutdown_grace, "5s".parse::<Span>().unwrap().0);
+    assert_eq!(c.tcp_user_timeout, "5m".parse::<Span>().unwrap().0);
+    assert_eq!(c.invalid_ack_interval, "500ms".parse::<Span>().unwrap().0);
+    let stack = fairway_stack::TcpConfig::default();
+    assert_eq!(
+        (c.tcp_user_timeout, c.challenge_acks, c.invalid_ack_interval),
+        (stack.user_timeout.into(), stack.challenge_acks_per_sec, stack.invalid_ack_interval.into()),
+        "the server's defaults are the stack's"
+    );
 }
 
 #[test]
