@@ -59,10 +59,11 @@ use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use sha2::{Digest, Sha256};
 
+use crate::apps::responder::pattern_byte;
 use crate::forge::{Control, Segment, arp_reply, parse_tcp};
 use crate::scenario::{Report, SERVER_IP, SERVER_PORT, client_ip};
 use crate::stats::median;
-use crate::transfers::{Direction, HEADER_LEN, Pattern, Summary, TransferSpec, Transfers, request_header};
+use crate::transfers::{Direction, Pattern, Summary, TransferSpec, Transfers, request_header};
 use crate::world::{App, Clock, Meter, RawHost, Stop, World};
 
 /// The attacker's address.
@@ -218,6 +219,16 @@ enum Phase {
     Reset,
 }
 
+/// What the attacker's connections ask of the server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// The [`Transfers`] protocol of the simulated scenarios.
+    Transfers,
+    /// `GET /bytes/N` of the `fairway` server, N being the transfer's size;
+    /// the body is [`pattern_byte`]s, after a `200` head.
+    HttpBytes,
+}
+
 /// One connection of the attacker's TCP.
 struct RawConn {
     id: u64,
@@ -225,6 +236,11 @@ struct RawConn {
     phase: Phase,
     upload: bool,
     size: u64,
+    /// What we send before any upload data.
+    request: Vec<u8>,
+    /// HTTP: the response head as received so far, and its length once
+    /// complete; `None` for the [`Transfers`] protocol.
+    http_head: Option<(Vec<u8>, Option<u64>)>,
     /// Negotiate SACK and window scaling.
     sack: bool,
     wscale: Option<u8>,
@@ -254,22 +270,29 @@ struct RawConn {
 
 impl RawConn {
     fn stream_len(&self) -> u64 {
-        HEADER_LEN as u64 + if self.upload { self.size } else { 0 }
+        self.request.len() as u64 + if self.upload { self.size } else { 0 }
     }
 
     /// Our stream's bytes at `offset..offset + out.len()`.
     fn fill(&self, offset: u64, out: &mut [u8]) {
-        let direction = if self.upload { Direction::Upload } else { Direction::Download };
-        let header = request_header(self.id, self.size, direction);
+        let request_len = self.request.len() as u64;
         for (i, byte) in out.iter_mut().enumerate() {
             let at = offset + i as u64;
-            if at < HEADER_LEN as u64 {
-                *byte = header[at as usize];
+            if at < request_len {
+                *byte = self.request[at as usize];
             }
         }
-        let data_from = (HEADER_LEN as u64).saturating_sub(offset) as usize;
+        let data_from = request_len.saturating_sub(offset) as usize;
         if data_from < out.len() {
-            Pattern::new(self.id).fill(offset + data_from as u64 - HEADER_LEN as u64, &mut out[data_from..]);
+            Pattern::new(self.id).fill(offset + data_from as u64 - request_len, &mut out[data_from..]);
+        }
+    }
+
+    /// Bytes of the response body received in order.
+    fn body_received(&self) -> u64 {
+        match &self.http_head {
+            None => self.rcv_nxt,
+            Some((_, head_len)) => head_len.map_or(0, |h| self.rcv_nxt.saturating_sub(h)),
         }
     }
 
@@ -334,11 +357,43 @@ impl RawConn {
         }
     }
 
-    fn deliver(&mut self, data: &[u8]) {
+    fn deliver(&mut self, mut data: &[u8]) {
+        let mut body_at = self.rcv_nxt;
+        if let Some((head, head_len)) = self.http_head.as_mut() {
+            if head_len.is_none() {
+                // The head first: up to its blank line, a 200.
+                let take = data.len().min(4096usize.saturating_sub(head.len()));
+                head.extend_from_slice(&data[..take]);
+                match head.windows(4).position(|w| w == b"\r\n\r\n") {
+                    Some(end) => {
+                        let len = end as u64 + 4;
+                        *head_len = Some(len);
+                        let fresh = (len - self.rcv_nxt) as usize;
+                        self.intact &= head.starts_with(b"HTTP/1.1 200 ");
+                        head.truncate(len as usize);
+                        self.rcv_nxt += fresh as u64;
+                        data = &data[fresh..];
+                    }
+                    None if head.len() >= 4096 => {
+                        self.intact = false;
+                        self.rcv_nxt += data.len() as u64;
+                        return;
+                    }
+                    None => {
+                        self.rcv_nxt += data.len() as u64;
+                        return;
+                    }
+                }
+            }
+            body_at = self.body_received();
+        }
         let mut scratch = [0u8; 512];
-        if !Pattern::new(self.id).matches(self.rcv_nxt, data, &mut scratch)
-            || self.rcv_nxt + data.len() as u64 > self.size
-        {
+        let matches = if self.http_head.is_some() {
+            data.iter().enumerate().all(|(i, &b)| b == pattern_byte(body_at + i as u64))
+        } else {
+            Pattern::new(self.id).matches(body_at, data, &mut scratch)
+        };
+        if !matches || body_at + data.len() as u64 > self.size {
             self.intact = false;
         }
         self.hash.update(data);
@@ -366,6 +421,7 @@ pub struct AttackerCounts {
 /// The attacker: a host without a stack, running [`RawConn`]s.
 pub struct Attacker {
     attack: Attack,
+    ip: Ipv4Addr,
     mac: [u8; 6],
     server_mac: [u8; 6],
     server: SocketAddrV4,
@@ -383,8 +439,15 @@ pub struct Attacker {
 }
 
 impl Attacker {
-    /// An attacker for `p`, connecting to `server` (whose MAC is `server_mac`).
-    pub fn new(seed: u64, p: &AttackParams, server: SocketAddrV4, server_mac: [u8; 6]) -> Attacker {
+    /// An attacker for `p` at `ip` (MAC `mac`), connecting to `server`
+    /// (whose MAC is `server_mac`) with `request`.
+    pub fn new(
+        seed: u64,
+        p: &AttackParams,
+        (ip, mac): (Ipv4Addr, [u8; 6]),
+        (server, server_mac): (SocketAddrV4, [u8; 6]),
+        request: &Request,
+    ) -> Attacker {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0xa77a_c4e5);
         let conns = (0..p.connections)
             .map(|i| {
@@ -400,12 +463,24 @@ impl Attacker {
                     }
                     _ => (true, Some(7), 1460, rng.random()),
                 };
+                let id = FIRST_ATTACK_ID + i as u64;
+                let direction = if p.attack.uploads() { Direction::Upload } else { Direction::Download };
+                let (request, http_head) = match request {
+                    Request::Transfers => (request_header(id, p.attack_size, direction).to_vec(), None),
+                    Request::HttpBytes => (
+                        format!("GET /bytes/{} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n", p.attack_size)
+                            .into_bytes(),
+                        Some((Vec::new(), None)),
+                    ),
+                };
                 RawConn {
-                    id: FIRST_ATTACK_ID + i as u64,
-                    local: SocketAddrV4::new(ATTACKER_IP, 40_000 + i as u16),
+                    id,
+                    local: SocketAddrV4::new(ip, 40_000 + i as u16),
                     phase: Phase::SynSent,
                     upload: p.attack.uploads(),
                     size: p.attack_size,
+                    request,
+                    http_head,
                     sack,
                     wscale,
                     mss,
@@ -431,7 +506,8 @@ impl Attacker {
             .collect();
         Attacker {
             attack: p.attack,
-            mac: World::mac_of(ATTACKER_IP),
+            ip,
+            mac,
             server_mac,
             server,
             conns,
@@ -549,7 +625,7 @@ impl Attacker {
             }
             // The segment-smack upload holds its in-order data back during
             // the attack (only the header goes).
-            if self.attack == Attack::SegmentSmack && self.active(now) && c.snd_nxt >= HEADER_LEN as u64 {
+            if self.attack == Attack::SegmentSmack && self.active(now) && c.snd_nxt >= c.request.len() as u64 {
                 break;
             }
             let n = (len - c.snd_nxt).min(right - c.snd_nxt).min(payload.len() as u64) as usize;
@@ -677,7 +753,7 @@ impl Attacker {
                 // The server's data on an upload is its FIN only.
                 c.intact = c.rcv_nxt == 0;
             } else {
-                c.intact &= c.rcv_nxt == c.size;
+                c.intact &= c.body_received() == c.size;
             }
         }
     }
@@ -874,7 +950,7 @@ impl Attacker {
 impl RawHost for Attacker {
     fn on_frames(&mut self, now: Instant, frames: &[Vec<u8>], out: &mut Vec<Vec<u8>>) {
         for frame in frames {
-            if let Some(reply) = arp_reply(frame, self.mac, ATTACKER_IP) {
+            if let Some(reply) = arp_reply(frame, self.mac, self.ip) {
                 out.push(reply);
             } else if let Some(segment) = parse_tcp(frame) {
                 self.on_segment(now, segment, out);
@@ -1013,7 +1089,13 @@ pub fn attack(seed: u64, p: &AttackParams, heap: fn() -> i64) -> AttackResult {
         })
         .collect();
     let server_addr = SocketAddrV4::new(SERVER_IP, SERVER_PORT);
-    let attacker = Rc::new(RefCell::new(Attacker::new(seed, p, server_addr, World::mac_of(SERVER_IP))));
+    let attacker = Rc::new(RefCell::new(Attacker::new(
+        seed,
+        p,
+        (ATTACKER_IP, World::mac_of(ATTACKER_IP)),
+        (server_addr, World::mac_of(SERVER_IP)),
+        &Request::Transfers,
+    )));
     world.add_raw_host(Side::Left, ATTACKER_IP, access, attacker.clone());
     // The simulated network's frames are allocated during the server's
     // turns (when it transmits): reserve them up front, so that only the

@@ -23,6 +23,8 @@
 #![deny(missing_docs)]
 
 pub mod apps;
+#[cfg(target_os = "linux")]
+pub mod attack_testbed;
 pub mod attacks;
 pub mod blind_injection;
 pub mod fairness;
