@@ -450,7 +450,9 @@ Targets (all of them when none is named):
   chunked       the chunked decoder, whole against split anywhere
   http_conn     one HTTP connection: inputs split anywhere, partial
                 flushes, timeouts, EOF
-  assembler     reassembly bookkeeping against a map of what arrived
+  assembler     reassembly bookkeeping against a bitmap model
+  sent_queue    the SACK scoreboard against a plain model: transmissions,
+                ACKs, SACK blocks anywhere, loss marks, sequence wrap
   config        the TOML config file and --weight values
   shard_frames  a client and a server shard, frames dropped, duplicated,
                 reordered, rewritten (checksums fixed) or raw, both
