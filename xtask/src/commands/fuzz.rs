@@ -20,7 +20,8 @@ use crate::cli::FuzzArgs;
 use crate::error::Failure;
 
 /// Every target, in the order a whole run takes them.
-pub const TARGETS: &[&str] = &["http_head", "range", "chunked", "http_conn", "assembler", "config", "shard_frames"];
+pub const TARGETS: &[&str] =
+    &["http_head", "range", "chunked", "http_conn", "assembler", "sent_queue", "config", "shard_frames"];
 
 pub fn run(cargo: &Cargo, args: &FuzzArgs) -> Result<(), Failure> {
     let targets: Vec<&str> = if args.targets.is_empty() {
@@ -149,6 +150,28 @@ mod tests {
         );
         let default = FuzzArgs::default();
         assert!(fuzz_run("range", "corpus/range", &default).display().contains("-max_total_time=60 "));
+    }
+
+    #[test]
+    fn every_target_is_a_binary_of_the_fuzz_crate_and_in_the_help() {
+        let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/Cargo.toml"))
+            .expect("fuzz/Cargo.toml");
+        let mut bins: Vec<&str> = manifest
+            .lines()
+            .filter_map(|l| l.strip_prefix("name = \""))
+            .filter_map(|l| l.strip_suffix('"'))
+            .filter(|name| *name != "fairway-fuzz")
+            .collect();
+        let mut targets = TARGETS.to_vec();
+        targets.sort_unstable();
+        bins.sort_unstable();
+        assert_eq!(targets, bins, "TARGETS against fuzz/Cargo.toml's [[bin]]s");
+        for target in TARGETS {
+            assert!(
+                crate::cli::FUZZ_HELP.lines().any(|l| l.trim_start().starts_with(&format!("{target} "))),
+                "{target} is not in cargo xtask fuzz --help"
+            );
+        }
     }
 
     #[test]
