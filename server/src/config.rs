@@ -355,6 +355,12 @@ pub struct Options {
     #[arg(long, value_name = "SIZE")]
     pub socket_buffer: Option<ByteSize>,
 
+    /// Userspace backends: a connection whose data stays unacknowledged this long is aborted
+    /// (RFC 9293's user timeout; a peer that vanished), as is one the application closed whose
+    /// data has waited this long on the peer's zero window [default: 300s]
+    #[arg(long, value_name = "TIME")]
+    pub user_timeout: Option<Span>,
+
     /// On SIGINT/SIGTERM, stop accepting and give in-flight responses this long to finish
     /// [default: 5s]
     #[arg(long, value_name = "TIME")]
@@ -413,6 +419,7 @@ impl Options {
             response_timeout: self.response_timeout.or(file.response_timeout),
             max_connections: self.max_connections.or(file.max_connections),
             socket_buffer: self.socket_buffer.or(file.socket_buffer),
+            user_timeout: self.user_timeout.or(file.user_timeout),
             shutdown_grace: self.shutdown_grace.or(file.shutdown_grace),
             log: self.log.or(file.log),
             fairness: self.fairness.or(file.fairness),
@@ -518,6 +525,9 @@ pub struct Config {
     pub max_connections: usize,
     /// Userspace backends: each connection's send and receive buffer, bytes.
     pub socket_buffer: usize,
+    /// Userspace backends: how long data may stay unacknowledged before the
+    /// connection is aborted.
+    pub user_timeout: Duration,
     /// Graceful shutdown deadline.
     pub shutdown_grace: Duration,
     /// The tracing filter.
@@ -739,6 +749,7 @@ impl Options {
             response_timeout: span(self.response_timeout, Duration::from_secs(30), "response-timeout")?,
             max_connections: at_least_one(self.max_connections.unwrap_or(10_000), "max-connections")?,
             socket_buffer,
+            user_timeout: span(self.user_timeout, Duration::from_secs(300), "user-timeout")?,
             shutdown_grace: self.shutdown_grace.map_or(Duration::from_secs(5), |s| s.0),
             log,
             fairness: self.fairness.unwrap_or_default(),

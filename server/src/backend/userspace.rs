@@ -210,6 +210,8 @@ fn stack_config(
     stack.mtu = max_frame_len.saturating_sub(ETHERNET_HEADER_LEN).clamp(576, MAX_MTU);
     stack.tcp.rx_buffer = config.socket_buffer;
     stack.tcp.tx_buffer = config.socket_buffer;
+    stack.tcp.user_timeout =
+        fairway_stack::time::Duration::from_micros(u64::try_from(config.user_timeout.as_micros()).unwrap_or(u64::MAX));
     stack.secret = random_secret();
     stack.steering = (count > 1).then_some(Steering { index, count });
     stack
