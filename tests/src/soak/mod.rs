@@ -168,6 +168,9 @@ pub struct SoakConfig {
     pub linkem: Option<PathBuf>,
 }
 
+/// A failure, and the fault that explains it if one does.
+type Judged<'a> = (&'a Failure, Option<FaultKind>);
+
 /// What a soak found.
 #[derive(Debug, Default)]
 pub struct Report {
@@ -197,7 +200,7 @@ pub struct Report {
 impl Report {
     /// Errors the faults explain, and of the errors and failed probes,
     /// those they explain by kind.
-    fn explained(&self) -> (Vec<(&Failure, Option<FaultKind>)>, Vec<(&Failure, Option<FaultKind>)>) {
+    fn explained(&self) -> (Vec<Judged<'_>>, Vec<Judged<'_>>) {
         let judge = |f: &'_ Failure| faults::explains(&self.windows, f.client, f.start, f.end);
         (
             self.tally.errors.iter().map(|f| (f, judge(f))).collect(),
