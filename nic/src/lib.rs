@@ -33,6 +33,8 @@ mod device;
 pub mod interface;
 #[cfg(target_os = "linux")]
 pub mod linkem;
+#[cfg(target_os = "linux")]
+pub mod packet_port;
 pub mod pcap;
 pub mod sim;
 #[cfg(unix)]

@@ -355,11 +355,24 @@ pub struct Options {
     #[arg(long, value_name = "SIZE")]
     pub socket_buffer: Option<ByteSize>,
 
-    /// Userspace backends: a connection whose data stays unacknowledged this long is aborted
-    /// (RFC 9293's user timeout; a peer that vanished), as is one the application closed whose
-    /// data has waited this long on the peer's zero window [default: 300s]
+    /// Userspace backends: a connection whose data stays unacknowledged this long (retransmitted
+    /// without answer, or probing a window its peer keeps shut after the application closed it)
+    /// is given up [default: 5m]
     #[arg(long, value_name = "TIME")]
-    pub user_timeout: Option<Span>,
+    pub tcp_user_timeout: Option<Span>,
+
+    /// Userspace backends: challenge ACKs (RFC 5961: the answers to an RST or a SYN inside the
+    /// window, an ACK far below what was sent) each shard sends per second at most; beyond, they
+    /// are dropped and counted (tcp_challenge_ack_limit) [default: 1000]
+    #[arg(long, value_name = "N")]
+    pub challenge_acks: Option<u32>,
+
+    /// Userspace backends: per connection, at most one ACK per this interval answers a segment
+    /// without data that is out of the window, fails PAWS or acknowledges what was never sent
+    /// (Linux's tcp_invalid_ratelimit); the others are counted (tcp_invalid_ack_limit); 0
+    /// answers every one [default: 500ms]
+    #[arg(long, value_name = "TIME")]
+    pub invalid_ack_interval: Option<Span>,
 
     /// On SIGINT/SIGTERM, stop accepting and give in-flight responses this long to finish
     /// [default: 5s]
@@ -419,7 +432,9 @@ impl Options {
             response_timeout: self.response_timeout.or(file.response_timeout),
             max_connections: self.max_connections.or(file.max_connections),
             socket_buffer: self.socket_buffer.or(file.socket_buffer),
-            user_timeout: self.user_timeout.or(file.user_timeout),
+            tcp_user_timeout: self.tcp_user_timeout.or(file.tcp_user_timeout),
+            challenge_acks: self.challenge_acks.or(file.challenge_acks),
+            invalid_ack_interval: self.invalid_ack_interval.or(file.invalid_ack_interval),
             shutdown_grace: self.shutdown_grace.or(file.shutdown_grace),
             log: self.log.or(file.log),
             fairness: self.fairness.or(file.fairness),
@@ -525,9 +540,13 @@ pub struct Config {
     pub max_connections: usize,
     /// Userspace backends: each connection's send and receive buffer, bytes.
     pub socket_buffer: usize,
-    /// Userspace backends: how long data may stay unacknowledged before the
-    /// connection is aborted.
-    pub user_timeout: Duration,
+    /// Userspace backends: the TCP user timeout.
+    pub tcp_user_timeout: Duration,
+    /// Userspace backends: RFC 5961 challenge ACKs per second per shard.
+    pub challenge_acks: u32,
+    /// Userspace backends: the per-connection interval between ACKs that
+    /// answer unacceptable segments without data.
+    pub invalid_ack_interval: Duration,
     /// Graceful shutdown deadline.
     pub shutdown_grace: Duration,
     /// The tracing filter.
@@ -749,7 +768,9 @@ impl Options {
             response_timeout: span(self.response_timeout, Duration::from_secs(30), "response-timeout")?,
             max_connections: at_least_one(self.max_connections.unwrap_or(10_000), "max-connections")?,
             socket_buffer,
-            user_timeout: span(self.user_timeout, Duration::from_secs(300), "user-timeout")?,
+            tcp_user_timeout: span(self.tcp_user_timeout, Duration::from_secs(300), "tcp-user-timeout")?,
+            challenge_acks: self.challenge_acks.unwrap_or(1000),
+            invalid_ack_interval: self.invalid_ack_interval.map_or(Duration::from_millis(500), |s| s.0),
             shutdown_grace: self.shutdown_grace.map_or(Duration::from_secs(5), |s| s.0),
             log,
             fairness: self.fairness.unwrap_or_default(),

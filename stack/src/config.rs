@@ -108,6 +108,12 @@ pub struct TcpConfig {
     pub ephemeral_ports: (u16, u16),
     /// Challenge ACKs (RFC 5961) the shard sends per second at most.
     pub challenge_acks_per_sec: u32,
+    /// On one connection, at most one ACK per this interval answers an
+    /// unacceptable segment that carries no data, SYN or FIN (a stale or
+    /// forged pure ACK, a keep-alive probe, an ACK of unsent data); the
+    /// others are dropped unanswered and counted (`tcp_invalid_ack_limit`).
+    /// Linux's `tcp_invalid_ratelimit`, with its default of 500 ms.
+    pub invalid_ack_interval: Duration,
     /// The congestion-control algorithm of new connections.
     pub congestion: Algorithm,
     /// Offer and accept window scaling (RFC 7323). The shift follows the
@@ -155,6 +161,7 @@ impl Default for TcpConfig {
             nagle: false,
             ephemeral_ports: (49152, 65535),
             challenge_acks_per_sec: 1000,
+            invalid_ack_interval: Duration::from_millis(500),
             congestion: Algorithm::Cubic,
             window_scaling: true,
             timestamps: true,

@@ -97,6 +97,9 @@ reasons! {
     TcpAckTooOld => "tcp_ack_too_old",
     /// A challenge ACK not sent: the per-second budget was spent.
     TcpChallengeAckLimit => "tcp_challenge_ack_limit",
+    /// An ACK in reply to an unacceptable segment without data, not sent:
+    /// the connection answered one within `invalid_ack_interval`.
+    TcpInvalidAckLimit => "tcp_invalid_ack_limit",
     /// Out-of-order data beyond what reassembly can track.
     TcpReassemblyFull => "tcp_reassembly_full",
     /// Data for a connection whose application has closed it (answered with RST).

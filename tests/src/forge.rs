@@ -6,8 +6,8 @@ use core::net::SocketAddrV4;
 
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
-    EthernetAddress, EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr,
-    TcpSeqNumber, TcpTimestampRepr,
+    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet,
+    Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber, TcpTimestampRepr,
 };
 
 const ETHERNET_HEADER_LEN: usize = 14;
@@ -55,6 +55,8 @@ pub struct Segment<'a> {
     pub sack_permitted: bool,
     /// The timestamps option (TSval, TSecr).
     pub timestamp: Option<(u32, u32)>,
+    /// SACK blocks (left edge, right edge), up to three.
+    pub sack: [Option<(u32, u32)>; 3],
     /// The payload.
     pub payload: &'a [u8],
 }
@@ -75,6 +77,7 @@ impl<'a> Segment<'a> {
             window_scale: None,
             sack_permitted: false,
             timestamp: None,
+            sack: [None; 3],
             payload: &[],
         }
     }
@@ -97,7 +100,7 @@ impl<'a> Segment<'a> {
             window_scale: self.window_scale,
             max_seg_size: self.mss,
             sack_permitted: self.sack_permitted,
-            sack_ranges: [None; 3],
+            sack_ranges: self.sack,
             timestamp: self.timestamp.map(|(tsval, tsecr)| TcpTimestampRepr { tsval, tsecr }),
             payload: self.payload,
         };
@@ -120,6 +123,83 @@ impl<'a> Segment<'a> {
         let mut packet = TcpPacket::new_unchecked(&mut out[tcp_start..]);
         tcp.emit(&mut packet, &ip.src_addr.into(), &ip.dst_addr.into(), &caps);
     }
+}
+
+/// The ARP reply a host at `ip` with `mac` gives to `request`, if `request`
+/// is an ARP request for `ip`.
+pub fn arp_reply(request: &[u8], mac: [u8; 6], ip: core::net::Ipv4Addr) -> Option<Vec<u8>> {
+    let eth = EthernetFrame::new_checked(request).ok()?;
+    if eth.ethertype() != EthernetProtocol::Arp {
+        return None;
+    }
+    let ArpRepr::EthernetIpv4 {
+        operation: ArpOperation::Request,
+        source_hardware_addr,
+        source_protocol_addr,
+        target_protocol_addr,
+        ..
+    } = ArpRepr::parse(&ArpPacket::new_checked(eth.payload()).ok()?).ok()?
+    else {
+        return None;
+    };
+    if target_protocol_addr != ip {
+        return None;
+    }
+    let reply = ArpRepr::EthernetIpv4 {
+        operation: ArpOperation::Reply,
+        source_hardware_addr: EthernetAddress(mac),
+        source_protocol_addr: ip,
+        target_hardware_addr: source_hardware_addr,
+        target_protocol_addr: source_protocol_addr,
+    };
+    let mut out = vec![0u8; ETHERNET_HEADER_LEN + reply.buffer_len()];
+    let mut frame = EthernetFrame::new_unchecked(&mut out[..]);
+    frame.set_dst_addr(source_hardware_addr);
+    frame.set_src_addr(EthernetAddress(mac));
+    frame.set_ethertype(EthernetProtocol::Arp);
+    reply.emit(&mut ArpPacket::new_unchecked(&mut out[ETHERNET_HEADER_LEN..]));
+    Some(out)
+}
+
+/// Parses an Ethernet frame carrying a TCP segment (with `smoltcp::wire`,
+/// checksums verified) into the segment that would forge it; `None` for
+/// anything else or a bad checksum.
+pub fn parse_tcp(frame: &[u8]) -> Option<Segment<'_>> {
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != EthernetProtocol::Ipv4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(&frame[ETHERNET_HEADER_LEN..]).ok()?;
+    if ip.next_header() != IpProtocol::Tcp || !ip.verify_checksum() {
+        return None;
+    }
+    let (src_ip, dst_ip) = (ip.src_addr(), ip.dst_addr());
+    let tcp_start = ETHERNET_HEADER_LEN + usize::from(ip.header_len());
+    let tcp_end = ETHERNET_HEADER_LEN + usize::from(ip.total_len());
+    let packet = TcpPacket::new_checked(frame.get(tcp_start..tcp_end)?).ok()?;
+    let tcp = TcpRepr::parse(&packet, &src_ip.into(), &dst_ip.into(), &ChecksumCapabilities::default()).ok()?;
+    Some(Segment {
+        src_mac: eth.src_addr().0,
+        dst_mac: eth.dst_addr().0,
+        src: SocketAddrV4::new(src_ip, tcp.src_port),
+        dst: SocketAddrV4::new(dst_ip, tcp.dst_port),
+        control: match tcp.control {
+            TcpControl::Syn => Control::Syn,
+            TcpControl::Fin => Control::Fin,
+            TcpControl::Rst => Control::Rst,
+            TcpControl::Psh => Control::Psh,
+            TcpControl::None => Control::None,
+        },
+        seq: tcp.seq_number.0 as u32,
+        ack: tcp.ack_number.map(|a| a.0 as u32),
+        window: tcp.window_len,
+        mss: tcp.max_seg_size,
+        window_scale: tcp.window_scale,
+        sack_permitted: tcp.sack_permitted,
+        timestamp: tcp.timestamp.map(|t| (t.tsval, t.tsecr)),
+        sack: tcp.sack_ranges,
+        payload: tcp.payload,
+    })
 }
 
 #[cfg(test)]
@@ -156,6 +236,10 @@ mod tests {
         assert_eq!(tcp.seq_number(), TcpSeqNumber(0xdead_beef_u32 as i32));
         assert!(tcp.ack() && tcp.psh() && !tcp.syn());
         assert_eq!(tcp.payload(), &payload[..]);
+
+        let parsed = parse_tcp(&frame).expect("parses back");
+        assert_eq!((parsed.src, parsed.dst, parsed.seq, parsed.ack), (src, dst, 0xdead_beef, Some(7)));
+        assert_eq!((parsed.control, parsed.window, parsed.payload), (Control::Psh, 1000, &payload[..]));
 
         let syn = Segment { control: Control::Syn, mss: Some(1460), window_scale: Some(7), ..seg };
         let syn = Segment { sack_permitted: true, timestamp: Some((1, 0)), ack: None, payload: &[], ..syn };

@@ -24,6 +24,9 @@
 #![deny(missing_docs)]
 
 pub mod apps;
+#[cfg(target_os = "linux")]
+pub mod attack_testbed;
+pub mod attacks;
 pub mod blind_injection;
 pub mod fairness;
 #[cfg(target_os = "linux")]
@@ -40,6 +43,7 @@ pub mod scenario;
 pub mod served;
 #[cfg(target_os = "linux")]
 pub mod soak;
+pub mod stats;
 pub mod stream;
 pub mod syn_flood;
 pub mod testbed;

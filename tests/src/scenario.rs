@@ -35,6 +35,11 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "blind-injection",
         "3,000 blind RSTs and 3,000 blind data segments (random sequence numbers) into 4 long transfers",
     ),
+    (
+        "attacks",
+        "the known TCP resource attacks (SegmentSmack, SACK Panic, reneging, zero and tiny windows, ACK division, \
+         optimistic and duplicate ACKs, RST/FIN storms, PAWS wrap) beside an honest run, 5 rounds, with CPU per frame",
+    ),
 ];
 
 /// What a scenario printed and whether it met its own checks.
@@ -72,6 +77,7 @@ pub fn run(name: &str, seed: u64) -> Result<Report, String> {
         "blind-injection" => {
             Ok(crate::blind_injection::blind_injection(seed, &crate::blind_injection::BlindParams::issue()).report())
         }
+        "attacks" => Ok(crate::attacks::table(seed, 5, read_net_heap_bytes)),
         _ => Err(format!(
             "unknown scenario '{name}'; known: {}",
             SCENARIOS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")

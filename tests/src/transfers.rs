@@ -144,8 +144,18 @@ pub fn splitmix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-const HEADER_LEN: usize = 16;
+/// Bytes of the header a client opens a transfer with.
+pub const HEADER_LEN: usize = 16;
 const DOWNLOAD_BIT: u64 = 1 << 63;
+
+/// The header that opens transfer `id` of `size` bytes going `direction`.
+pub fn request_header(id: u64, size: u64, direction: Direction) -> [u8; HEADER_LEN] {
+    let mut header = [0u8; HEADER_LEN];
+    header[..8].copy_from_slice(&id.to_be_bytes());
+    let flag = if direction == Direction::Download { DOWNLOAD_BIT } else { 0 };
+    header[8..].copy_from_slice(&(size | flag).to_be_bytes());
+    header
+}
 const CHUNK: usize = 64 * 1024;
 /// How much of the pattern a sender produces per `send` attempt.
 const FILL_PIECE: usize = 4096;
@@ -249,6 +259,9 @@ pub struct Transfers {
     /// `Event::Error` seen on any host: connections that failed (reset,
     /// refused, timed out).
     pub connection_errors: u64,
+    /// Uploads the server received to the end for ids no spec names (a
+    /// scripted peer's): (id, bytes, SHA-256 of them).
+    pub unlisted_uploads: Vec<(u64, u64, [u8; 32])>,
 }
 
 impl Transfers {
@@ -286,6 +299,7 @@ impl Transfers {
             spacing: Duration::ZERO,
             last_now: Instant::ZERO,
             connection_errors: 0,
+            unlisted_uploads: Vec::new(),
         }
     }
 
@@ -325,10 +339,7 @@ impl Transfers {
                 Ok(h) => {
                     self.active += 1;
                     self.results[index].started = Some(now);
-                    let mut header = [0u8; HEADER_LEN];
-                    header[..8].copy_from_slice(&spec.id.to_be_bytes());
-                    let flag = if spec.direction == Direction::Download { DOWNLOAD_BIT } else { 0 };
-                    header[8..].copy_from_slice(&(spec.size | flag).to_be_bytes());
+                    let header = request_header(spec.id, spec.size, spec.direction);
                     let upload = spec.direction == Direction::Upload;
                     let sender = Sender {
                         pattern: Pattern::new(spec.id),
@@ -454,9 +465,14 @@ impl Transfers {
             }
             match shard.recv(h, &mut self.buf) {
                 Ok(0) => {
-                    if let (Some(rx), Some(index)) = (conn.receiver.take(), conn.index) {
+                    match (conn.receiver.take(), conn.index) {
                         // Upload complete: compare with the client's hash.
-                        self.finish(index, now, rx);
+                        (Some(rx), Some(index)) => self.finish(index, now, rx),
+                        (Some(rx), None) => {
+                            let id = u64::from_be_bytes(conn.header[..8].try_into().unwrap_or_default());
+                            self.unlisted_uploads.push((id, rx.received, rx.hash.finalize().into()));
+                        }
+                        (None, _) => {}
                     }
                     conn.closed = true;
                     break;

@@ -7,6 +7,8 @@
 //! Nothing sleeps; a run is a pure function of its seed.
 
 use core::net::Ipv4Addr;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use fairway_nic::Device;
 use fairway_nic::sim::{HostId, LinkConfig, Network, Side};
@@ -27,6 +29,20 @@ pub trait App {
     }
 }
 
+/// A host without a stack of its own (see [`World::add_raw_host`]): an
+/// attacker or a scripted peer that reads and writes whole frames.
+pub trait RawHost {
+    /// Handles the frames that arrived for the host since its last turn (all
+    /// of them, oldest first) and pushes onto `out` the frames it sends.
+    fn on_frames(&mut self, now: Instant, frames: &[Vec<u8>], out: &mut Vec<Vec<u8>>);
+    /// The next time it wants a turn without any frame arriving.
+    fn next_wakeup(&self) -> Option<Instant>;
+}
+
+/// A shared handle on a raw host, so that the caller can read its state
+/// while the world drives it.
+pub type SharedRawHost = Rc<RefCell<dyn RawHost>>;
+
 /// A host: a shard behind a port of the network.
 pub struct Host {
     /// The stack.
@@ -35,6 +51,8 @@ pub struct Host {
     pub id: HostId,
     /// Its address.
     pub ip: Ipv4Addr,
+    /// Set for a host whose frames bypass its shard.
+    raw: Option<SharedRawHost>,
 }
 
 /// Why [`World::run`] returned.
@@ -62,6 +80,31 @@ pub struct Meter {
     pub bytes: i64,
 }
 
+/// Wall-clock time one host spends: in its whole turns (frames, timers, the
+/// application, transmission), and in handling the frames from one MAC
+/// address apart from all others.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    /// The host measured.
+    pub host: usize,
+    /// Frames from this source address are timed apart.
+    pub from: [u8; 6],
+    /// Time in the host's turns.
+    pub turns: std::time::Duration,
+    /// Frames from `from` handled, and the time their handling took.
+    pub from_frames: (u64, std::time::Duration),
+    /// The same for every other frame.
+    pub other_frames: (u64, std::time::Duration),
+}
+
+impl Clock {
+    /// A clock on `host`, timing frames from `from` apart.
+    pub fn new(host: usize, from: [u8; 6]) -> Clock {
+        let zero = (0, std::time::Duration::ZERO);
+        Clock { host, from, turns: std::time::Duration::ZERO, from_frames: zero, other_frames: zero }
+    }
+}
+
 /// A frame observer (see [`World::tap`]).
 pub type Tap = Box<dyn FnMut(usize, Instant, &[u8])>;
 
@@ -77,7 +120,12 @@ pub struct World {
     pub meter: Option<Meter>,
     /// Sees every frame a host's shard transmits: (host, time, frame).
     pub tap: Option<Tap>,
+    /// Wall-clock time one host spends, if set.
+    pub clock: Option<Clock>,
     mtu: usize,
+    /// Frames a raw host received this turn, and the ones it sends.
+    raw_in: Vec<Vec<u8>>,
+    raw_out: Vec<Vec<u8>>,
 }
 
 impl World {
@@ -90,7 +138,10 @@ impl World {
             steps: 0,
             meter: None,
             tap: None,
+            clock: None,
             mtu,
+            raw_in: Vec::new(),
+            raw_out: Vec::new(),
         }
     }
 
@@ -113,8 +164,18 @@ impl World {
     pub fn add_host(&mut self, side: Side, config: Config, access: LinkConfig) -> usize {
         let ip = config.ip;
         let id = self.net.add_host(side, config.mac, access);
-        self.hosts.push(Host { shard: Shard::new(config), id, ip });
+        self.hosts.push(Host { shard: Shard::new(config), id, ip, raw: None });
         self.hosts.len() - 1
+    }
+
+    /// Adds a host at `ip` on `side` whose frames go to `raw` instead of a
+    /// stack: the application is never called for it, and its shard (kept
+    /// so that host indices stay uniform) sees nothing.
+    pub fn add_raw_host(&mut self, side: Side, ip: Ipv4Addr, access: LinkConfig, raw: SharedRawHost) -> usize {
+        let config = self.config_for(ip);
+        let host = self.add_host(side, config, access);
+        self.hosts[host].raw = Some(raw);
+        host
     }
 
     /// The current virtual time.
@@ -169,17 +230,39 @@ impl World {
     /// The earliest time anything happens: a frame hop, a shard deadline or
     /// an application wake-up.
     fn next_time(&self, app: &impl App) -> Option<Instant> {
-        let shards = self.hosts.iter().filter_map(|h| h.shard.poll_timeout());
+        let shards = self.hosts.iter().filter_map(|h| match &h.raw {
+            None => h.shard.poll_timeout(),
+            Some(raw) => raw.borrow().next_wakeup(),
+        });
         self.net.next_event().into_iter().chain(shards).chain(app.next_wakeup()).min()
     }
 
     fn visit_all(&mut self, app: &mut impl App, now: Instant) {
         for i in 0..self.hosts.len() {
+            if let Some(raw) = self.hosts[i].raw.clone() {
+                self.visit_raw(i, &raw, now);
+                continue;
+            }
+            let mut clock = self.clock.filter(|c| c.host == i);
+            let started = clock.map(|_| std::time::Instant::now());
             let metered = self.meter.filter(|m| m.host == i).map(|m| (m.read)());
             let host = &mut self.hosts[i];
             let mut port = self.net.port(host.id);
             let shard = &mut host.shard;
-            port.receive(usize::MAX, |frame| shard.handle_frame(now, frame));
+            match clock.as_mut() {
+                None => port.receive(usize::MAX, |frame| shard.handle_frame(now, frame)),
+                Some(clock) => port.receive(usize::MAX, |frame| {
+                    let t = std::time::Instant::now();
+                    shard.handle_frame(now, frame);
+                    let class = if frame.get(6..12) == Some(&clock.from[..]) {
+                        &mut clock.from_frames
+                    } else {
+                        &mut clock.other_frames
+                    };
+                    class.0 += 1;
+                    class.1 += t.elapsed();
+                }),
+            };
             if shard.poll_timeout().is_some_and(|t| t <= now) {
                 shard.handle_timeout(now);
             }
@@ -195,6 +278,32 @@ impl World {
             if let (Some(before), Some(meter)) = (metered, self.meter.as_mut()) {
                 meter.bytes += (meter.read)() - before;
             }
+            if let (Some(started), Some(mut clock)) = (started, clock) {
+                clock.turns += started.elapsed();
+                self.clock = Some(clock);
+            }
         }
+    }
+
+    fn visit_raw(&mut self, i: usize, raw: &SharedRawHost, now: Instant) {
+        let mut port = self.net.port(self.hosts[i].id);
+        let mut frames = core::mem::take(&mut self.raw_in);
+        frames.clear();
+        port.receive(usize::MAX, |frame| frames.push(frame.to_vec()));
+        let mut out = core::mem::take(&mut self.raw_out);
+        let due = raw.borrow().next_wakeup().is_some_and(|t| t <= now);
+        if !frames.is_empty() || due {
+            raw.borrow_mut().on_frames(now, &frames, &mut out);
+        }
+        for frame in out.drain(..) {
+            let mut pending = Some(frame.as_slice());
+            port.transmit(1, |buf| {
+                let frame = pending.take().filter(|f| f.len() <= buf.len())?;
+                buf[..frame.len()].copy_from_slice(frame);
+                Some(frame.len())
+            });
+        }
+        self.raw_in = frames;
+        self.raw_out = out;
     }
 }

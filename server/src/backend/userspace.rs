@@ -210,8 +210,9 @@ fn stack_config(
     stack.mtu = max_frame_len.saturating_sub(ETHERNET_HEADER_LEN).clamp(576, MAX_MTU);
     stack.tcp.rx_buffer = config.socket_buffer;
     stack.tcp.tx_buffer = config.socket_buffer;
-    stack.tcp.user_timeout =
-        fairway_stack::time::Duration::from_micros(u64::try_from(config.user_timeout.as_micros()).unwrap_or(u64::MAX));
+    stack.tcp.user_timeout = config.tcp_user_timeout.into();
+    stack.tcp.challenge_acks_per_sec = config.challenge_acks;
+    stack.tcp.invalid_ack_interval = config.invalid_ack_interval.into();
     stack.secret = random_secret();
     stack.steering = (count > 1).then_some(Steering { index, count });
     stack

@@ -29,7 +29,9 @@ const KEYS: &[&str] = &[
     "response-timeout",
     "max-connections",
     "socket-buffer",
-    "user-timeout",
+    "tcp-user-timeout",
+    "challenge-acks",
+    "invalid-ack-interval",
     "shutdown-grace",
     "log",
     "fairness",
@@ -100,7 +102,7 @@ fn defaults() {
     assert_eq!((c.max_head, c.max_request_line), (16 << 10, 8 << 10));
     assert_eq!((c.header_timeout, c.idle_timeout), (Duration::from_secs(10), Duration::from_secs(60)));
     assert_eq!(c.response_timeout, Duration::from_secs(30));
-    assert_eq!(c.user_timeout, Duration::from_secs(300));
+    assert_eq!(c.tcp_user_timeout, Duration::from_secs(300));
     assert_eq!(c.max_connections, 10_000);
     assert_eq!(c.socket_buffer, 1 << 20);
     assert_eq!(c.shutdown_grace, Duration::from_secs(5));
@@ -152,7 +154,7 @@ fn every_flag_parses() {
         "500ms",
         "--idle-timeout",
         "2m",
-        "--user-timeout",
+        "--tcp-user-timeout",
         "45s",
         "--max-connections",
         "100000",
@@ -184,7 +186,7 @@ fn every_flag_parses() {
     assert_eq!((c.max_bytes, c.max_body, c.max_head, c.max_request_line), (2 << 30, 10_000_000, 32 << 10, 4096));
     assert_eq!(c.header_timeout, Duration::from_millis(500));
     assert_eq!(c.idle_timeout, Duration::from_secs(120));
-    assert_eq!(c.user_timeout, Duration::from_secs(45));
+    assert_eq!(c.tcp_user_timeout, Duration::from_secs(45));
     assert_eq!(c.shutdown_grace, Duration::from_micros(250));
     assert_eq!(c.max_connections, 100_000);
     assert_eq!(c.fairness, Fairness::EqualRate);
@@ -258,6 +260,9 @@ body-min-rate = "2KiB"
 idle-timeout = "1s"
 response-timeout = "3s"
 max-connections = 5
+tcp-user-timeout = "30s"
+challenge-acks = 50
+invalid-ack-interval = "100ms"
 shutdown-grace = "1s"
 log = "warn"
 fairness = "off"
@@ -273,6 +278,10 @@ weight = {{ "10.77.0.12" = 2 }}
     assert_eq!(c.weights.weight_of(ip("10.77.0.12")).get(), 2.0);
     assert_eq!((c.body_timeout, c.body_min_rate), (Duration::from_secs(4), 2048));
     assert_eq!(c.response_timeout, Duration::from_secs(3));
+    assert_eq!(
+        (c.tcp_user_timeout, c.challenge_acks, c.invalid_ack_interval),
+        (Duration::from_secs(30), 50, Duration::from_millis(100))
+    );
     let nested = TempFile::new("nested", "config = \"other.toml\"\n");
     let e = err(&["--config", nested.path()]);
     assert!(e.contains(":1:") && e.contains("config"), "{e}");
@@ -394,6 +403,9 @@ fn help_explains_every_key_with_its_default() {
         "[default: off]".to_owned(),
         "[default: 1 for every client]".to_owned(),
         "[default: 1MiB]".to_owned(),
+        "[default: 5m]".to_owned(),
+        format!("[default: {}]", c.challenge_acks),
+        "[default: 500ms]".to_owned(),
     ] {
         assert!(help.replace('\n', " ").contains(&stated), "--help lacks {stated}:\n{help}");
     }
@@ -405,6 +417,14 @@ fn help_explains_every_key_with_its_default() {
     assert_eq!(c.idle_timeout, "60s".parse::<Span>().unwrap().0);
     assert_eq!((c.body_timeout, c.body_min_rate), ("20s".parse::<Span>().unwrap().0, 500));
     assert_eq!(c.shutdown_grace, "5s".parse::<Span>().unwrap().0);
+    assert_eq!(c.tcp_user_timeout, "5m".parse::<Span>().unwrap().0);
+    assert_eq!(c.invalid_ack_interval, "500ms".parse::<Span>().unwrap().0);
+    let stack = fairway_stack::TcpConfig::default();
+    assert_eq!(
+        (c.tcp_user_timeout, c.challenge_acks, c.invalid_ack_interval),
+        (stack.user_timeout.into(), stack.challenge_acks_per_sec, stack.invalid_ack_interval.into()),
+        "the server's defaults are the stack's"
+    );
 }
 
 #[test]

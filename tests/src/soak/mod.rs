@@ -77,7 +77,7 @@ pub const SERVER_FLAGS: &[&str] = &[
     "2",
     "--shards",
     "2",
-    "--user-timeout",
+    "--tcp-user-timeout",
     "10s",
     "--idle-timeout",
     "5s",
@@ -107,7 +107,7 @@ fn server_seconds(flag: &str) -> u64 {
 #[must_use]
 pub fn drain_limit() -> Duration {
     let idle = server_seconds("--idle-timeout");
-    let user = server_seconds("--user-timeout");
+    let user = server_seconds("--tcp-user-timeout");
     let head_or_body = server_seconds("--header-timeout").max(server_seconds("--body-timeout"));
     Duration::from_secs(idle.max(head_or_body) + user + 10)
 }

@@ -20,30 +20,7 @@ use std::fs;
 use std::io;
 use std::time::Duration;
 
-/// `USER_HZ`: the clock ticks per second of `/proc/PID/stat`'s times.
-pub const CLOCK_TICKS_PER_SECOND: u64 = 100;
-
-/// What the generator needs from one `/proc/PID/stat`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stat {
-    /// The parent's process id.
-    pub ppid: u32,
-    /// `utime + stime`, in clock ticks.
-    pub cpu_ticks: u64,
-}
-
-/// Reads `/proc/PID/stat`'s text: `pid (comm) state ppid ... utime stime
-/// ...`. The command name may hold spaces and parentheses, so the fields
-/// are counted from its last `)`.
-#[must_use]
-pub fn parse_stat(text: &str) -> Option<Stat> {
-    let (_, rest) = text.rsplit_once(')')?;
-    // After the name: field 3 (state) is index 0, so field N is N - 3.
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-    let ppid = u32::try_from(field(4)?).ok()?;
-    Some(Stat { ppid, cpu_ticks: field(14)?.checked_add(field(15)?)? })
-}
+pub use fairway_tests::stats::{CLOCK_TICKS_PER_SECOND, Stat, parse_stat};
 
 /// `root` and every process below it, given each process's `(pid, ppid)`:
 /// `root` first.
@@ -121,17 +98,6 @@ fn read_stat(pid: u32) -> io::Result<Stat> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fields_are_counted_after_the_command_name() {
-        let line = "4242 (nginx) S 4200 4242 4242 0 -1 4194624 1234 0 0 0 350 120 0 0 20 0 1 0 99 1 2 3";
-        assert_eq!(parse_stat(line), Some(Stat { ppid: 4200, cpu_ticks: 470 }));
-        // A name with a space and a parenthesis of its own.
-        let odd = "7 (a b) c)) R 1 7 7 0 -1 0 0 0 0 0 5 6 0 0 20 0 1 0 1";
-        assert_eq!(parse_stat(odd), Some(Stat { ppid: 1, cpu_ticks: 11 }));
-        assert_eq!(parse_stat("7 (short) R 1 2"), None);
-        assert_eq!(parse_stat(""), None);
-    }
 
     #[test]
     fn a_tree_is_its_root_and_everything_below() {

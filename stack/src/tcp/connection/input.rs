@@ -118,7 +118,7 @@ impl Connection {
         if !self.paws_ok(now, seg) {
             env.counters.drop(Drop::TcpPaws);
             if !seg.flags.rst {
-                self.set(flag::ACK_NOW);
+                self.answer_invalid(now, seg, env);
             }
             return Outcome::KEEP;
         }
@@ -127,7 +127,7 @@ impl Connection {
         if !self.acceptable(seg) {
             env.counters.drop(Drop::TcpOutOfWindow);
             if !seg.flags.rst {
-                self.set(flag::ACK_NOW);
+                self.answer_invalid(now, seg, env);
                 let end = seg.seq + seg.payload.len();
                 if !seg.payload.is_empty() && end.le(self.rcv_nxt) {
                     // Wholly old data: a retransmission that was not needed
@@ -188,9 +188,10 @@ impl Connection {
             self.establish(now, env);
         }
         if ack.gt(self.snd_max) {
-            // RFC 9293: an ACK for something not yet sent: ACK and drop.
+            // RFC 9293: an ACK for something not yet sent: ACK and drop
+            // (RFC 5961 §5.2, throttled as its §7 asks).
             env.counters.drop(Drop::TcpAckUnsent);
-            self.set(flag::ACK_NOW);
+            self.answer_invalid(now, seg, env);
             return Outcome::KEEP;
         }
         if ack.lt(self.snd_una - self.max_snd_wnd) {
@@ -220,6 +221,33 @@ impl Connection {
 
         // Sixth and seventh: the text and FIN.
         self.process_text(now, seg, env)
+    }
+
+    /// Answers an unacceptable segment (RFC 9293 §3.10.7.4: old, beyond the
+    /// window or failing PAWS; or acknowledging what was never sent) with an
+    /// ACK. A segment with data or FIN always gets it: its sender may be
+    /// retransmitting because our ACK was lost; a SYN gets a challenge ACK.
+    /// One with none of these (a pure ACK,
+    /// a keep-alive probe) gets at most one per
+    /// [`crate::TcpConfig::invalid_ack_interval`] on this connection, as
+    /// Linux's `tcp_invalid_ratelimit` does: a peer repeating stale ACKs on
+    /// purpose would otherwise have each one reflected, on the path the
+    /// other flows' data takes (RFC 5961 §7 asks for such throttling).
+    pub(super) fn answer_invalid(&mut self, now: Instant, seg: &Segment<'_>, env: &mut Env) {
+        let ms = stamp_ms(now);
+        let interval = env.cfg.invalid_ack_interval.total_millis().min(u64::from(u32::MAX / 2)) as u32;
+        if seg.flags.syn {
+            // RFC 5961 §4.2: a SYN, whatever its sequence number, draws a
+            // challenge ACK, within the shard's budget.
+            self.challenge_ack(env);
+        } else if !seg.payload.is_empty() || seg.flags.fin {
+            self.set(flag::ACK_NOW);
+        } else if ms.wrapping_sub(self.invalid_ack_at) >= interval {
+            self.invalid_ack_at = ms;
+            self.set(flag::ACK_NOW);
+        } else {
+            env.counters.drop(Drop::TcpInvalidAckLimit);
+        }
     }
 
     /// Sends an ACK that a real peer answers usefully (RFC 5961 §7), within
@@ -534,8 +562,12 @@ impl Connection {
                 self.reasm.attach(storage, limit);
             }
             if self.reasm.add(lo, written as u32).is_err() {
+                // Not acknowledged: the ACK would repeat the last one (the
+                // blocks did not change), and a peer that fragments the
+                // window on purpose ("SegmentSmack") would get an ACK back
+                // for every byte it sends, on the path the other flows'
+                // data takes.
                 env.counters.drop(Drop::TcpReassemblyFull);
-                self.set(flag::ACK_NOW);
                 return;
             }
             if offset > 0 {

@@ -245,8 +245,6 @@ struct Totals {
     bytes_received: u64,
     retransmits: u32,
     timeouts: u32,
-    /// Congestion events undone as spurious.
-    spurious: u32,
 }
 
 /// A transmission control block.
@@ -330,6 +328,12 @@ pub(crate) struct Connection {
     ts_next_floor: u32,
     /// When `ts_next_floor` was taken, by [`stamp_ms`].
     ts_next_floor_at: u32,
+    /// When an ACK last answered an unacceptable segment without data, by
+    /// [`stamp_ms`] ([`Connection::answer_invalid`]).
+    invalid_ack_at: u32,
+    /// Congestion events undone as spurious (a total, kept outside
+    /// [`Totals`] so that neither struct carries padding).
+    spurious: u32,
     /// The ACK number we last sent (RFC 7323 §4.3's Last.ACK.sent).
     last_ack_sent: SeqNumber,
     /// A D-SACK block to report.
@@ -433,6 +437,8 @@ impl Connection {
             ts_floor: 0,
             ts_next_floor: 0,
             ts_next_floor_at: stamp_ms(now),
+            invalid_ack_at: stamp_ms(now).wrapping_sub(env.cfg.invalid_ack_interval.total_millis() as u32),
+            spurious: 0,
             last_ack_sent: SeqNumber::default(),
             dsack_start: SeqNumber::default(),
             dsack_end: SeqNumber::default(),
@@ -982,7 +988,7 @@ impl Connection {
             bytes_received: self.totals.bytes_received,
             retransmits: self.totals.retransmits,
             timeouts: self.totals.timeouts,
-            spurious: self.totals.spurious,
+            spurious: self.spurious,
             send_queue: self.tx.len(),
             recv_queue: self.rx.len(),
             rcv_rtt: (self.rcv_rtt_us > 0).then(|| Duration::from_micros(self.rcv_rtt_us as u64)),

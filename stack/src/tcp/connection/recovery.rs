@@ -117,7 +117,7 @@ impl Connection {
             if self.undo_retrans == 0 {
                 self.clear(flag::UNDO_ARMED | flag::RECOVERY);
                 self.cc.on_spurious_congestion(now);
-                self.totals.spurious += 1;
+                self.spurious += 1;
             }
         }
     }
@@ -133,7 +133,7 @@ impl Connection {
             && (tsecr.wrapping_sub(self.rto_ts) as i32) < 0
         {
             self.cc.on_spurious_congestion(now);
-            self.totals.spurious += 1;
+            self.spurious += 1;
         }
     }
 

@@ -59,6 +59,56 @@ fn out_of_order_data_is_acknowledged_at_once_and_reassembled() {
 }
 
 #[test]
+fn one_byte_segments_that_fragment_the_window_are_bounded_and_not_answered_beyond_the_limit() {
+    // "SegmentSmack" (CVE-2018-5390): single bytes with a gap between each.
+    // The receive buffer allows 16 blocks; the 17th beyond them all is
+    // dropped and counted, with no ACK (it would repeat the last one); the
+    // byte at RCV.NXT still goes in, evicting the highest block (forgotten,
+    // to be retransmitted), and everything is delivered once the gaps are
+    // filled.
+    let mut t = T::established();
+    let blocks = crate::tcp::assembler::blocks_for_buffer(RX_BUFFER, usize::MAX) as u32;
+    for k in 1..=blocks {
+        t.send(t.seg_in().seq(IRS + 1 + 2 * k).data(&[k as u8]));
+        t.recv(&[t.seg_out().ack(IRS + 1)]);
+    }
+    t.send(t.seg_in().seq(IRS + 1 + 2 * (blocks + 1)).data(&[0xee]));
+    t.recv_nothing();
+    assert_eq!(t.shard.counters().dropped(Drop::TcpReassemblyFull), 1);
+    t.send(t.seg_in().data(&[0]));
+    t.recv(&[t.seg_out().ack(IRS + 2).window(RX_BUFFER as u16 - 1)]);
+    let mut expected = vec![0u8];
+    for k in 1..=blocks {
+        t.send(t.seg_in().seq(IRS + 2 * k).data(&[0xff]));
+        expected.extend([0xff, k as u8]);
+    }
+    t.send(t.seg_in().seq(IRS + 1 + 2 * blocks).data(&[blocks as u8]));
+    assert_eq!(t.read_all(), expected);
+}
+
+#[test]
+fn stale_pure_acks_are_answered_once_per_interval_and_data_always() {
+    // A keep-alive-style probe (one below RCV.NXT, no data) is answered...
+    let mut t = T::established();
+    t.send(t.seg_in().seq(IRS));
+    t.recv(&[t.seg_out().ack(IRS + 1)]);
+    // ...but a stream of them, or of pure ACKs beyond the window, only once
+    // per `invalid_ack_interval` (500 ms), counted.
+    for _ in 0..3 {
+        t.send(t.seg_in().seq(IRS));
+        t.send(t.seg_in().seq(IRS + 1 + 100_000));
+    }
+    t.recv_nothing();
+    assert_eq!(t.shard.counters().dropped(Drop::TcpInvalidAckLimit), 6);
+    // Data out of the window always is: its sender may have lost our ACK.
+    t.send(t.seg_in().seq(IRS + 1 + 100_000).data(b"x"));
+    t.recv(&[t.seg_out().ack(IRS + 1)]);
+    t.advance(Duration::from_millis(500));
+    t.send(t.seg_in().seq(IRS));
+    t.recv(&[t.seg_out().ack(IRS + 1)]);
+}
+
+#[test]
 fn overlapping_and_duplicate_segments_deliver_each_byte_once() {
     let mut t = T::established();
     t.send(t.seg_in().data(b"abcdef"));

@@ -1,0 +1,185 @@
+//! A TCP attack against the `fairway` server over AF_XDP on a testbed: the
+//! scripted attacker of [`crate::attacks`] on a raw `AF_PACKET` port of a
+//! client namespace ([`PacketPort`]), at an address that namespace's kernel
+//! does not own (so the kernel leaves its connections alone), while kernel
+//! curl clients in another namespace download through the same server.
+//!
+//! [`live_attack`] runs one round: the legitimate downloads (their SHA-256
+//! checked) and the attacker's four `GET /bytes/4MiB` connections, which
+//! misbehave for 2 s and then behave so that their bodies must arrive
+//! intact. It measures the legitimate goodput, the server shard's CPU time
+//! (from `/proc`, its thread only), the frames it received, the process's
+//! RSS and the connections the server still holds afterwards.
+//!
+//! Root only; traffic stays inside the testbed's namespaces.
+
+use core::net::{Ipv4Addr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use fairway::ServerHandle;
+use fairway_nic::Device;
+use fairway_nic::packet_port::PacketPort;
+
+use crate::attacks::{Attack, AttackParams, Attacker, Request};
+use crate::platform::gauge;
+use crate::real_peers::pattern_sha256;
+use crate::stats::{thread_cpu_time, threads_named};
+use crate::testbed::{self, CLIENT_IF, Testbed};
+use crate::world::RawHost;
+
+/// The attacker's address: host 200 of the testbed's subnet, which no
+/// namespace owns.
+#[must_use]
+pub fn attacker_ip(tb: &Testbed) -> Ipv4Addr {
+    let [a, b, c, _] = tb.server_ip().octets();
+    Ipv4Addr::new(a, b, c, 200)
+}
+
+/// What one round measured.
+#[derive(Clone, Debug)]
+pub struct LiveRound {
+    /// The attack (or [`Attack::Honest`]).
+    pub attack: Attack,
+    /// Legitimate downloads intact, of all.
+    pub legitimate_intact: (usize, usize),
+    /// Their bytes over the wall time from the first start to the last end, Mbit/s.
+    pub goodput_mbps: f64,
+    /// The attacker's transfers intact, of all.
+    pub attacker_intact: (usize, usize),
+    /// Frames the attacker sent, and of them forged.
+    pub attacker_sent: u64,
+    /// Frames sent only for the attack.
+    pub forged: u64,
+    /// The server shard's CPU time during the round.
+    pub shard_cpu: Duration,
+    /// Frames the server received during the round.
+    pub frames_in: u64,
+    /// The process's resident set after the round, bytes.
+    pub rss_after: u64,
+    /// Connections the server holds once the round is over.
+    pub connections_after: u64,
+}
+
+impl LiveRound {
+    /// The shard's CPU time per received frame, in microseconds.
+    #[must_use]
+    pub fn cpu_per_frame_us(&self) -> f64 {
+        self.shard_cpu.as_secs_f64() * 1e6 / self.frames_in.max(1) as f64
+    }
+}
+
+/// This process's resident set, bytes (`VmRSS` of `/proc/self/status`).
+#[must_use]
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_owned();
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+fn parse_mac(text: &str) -> [u8; 6] {
+    let mut mac = [0u8; 6];
+    for (byte, part) in mac.iter_mut().zip(text.split(':')) {
+        *byte = u8::from_str_radix(part, 16).unwrap_or(0);
+    }
+    mac
+}
+
+/// The shard threads' CPU time so far.
+fn shard_cpu() -> Duration {
+    threads_named("fairway-shard-0").into_iter().filter_map(|tid| thread_cpu_time(tid).ok()).sum()
+}
+
+/// Drives `attacker` through `port` in real time until it is done or
+/// `limit` has passed; whether it is done.
+pub fn drive(attacker: &mut Attacker, port: &mut PacketPort, limit: Duration) -> bool {
+    let start = Instant::now();
+    let (mut frames, mut out) = (Vec::new(), Vec::new());
+    while !attacker.done() && start.elapsed() < limit {
+        let now = fairway_stack::time::Instant::from_micros(start.elapsed().as_micros() as u64);
+        frames.clear();
+        port.receive(usize::MAX, |f| frames.push(f.to_vec()));
+        if !frames.is_empty() || attacker.next_wakeup().is_some_and(|t| t <= now) {
+            attacker.on_frames(now, &frames, &mut out);
+        }
+        let mut pending = out.drain(..);
+        port.transmit(usize::MAX, |buf| {
+            let frame = pending.next()?;
+            let n = frame.len().min(buf.len());
+            buf[..n].copy_from_slice(&frame[..n]);
+            Some(n)
+        });
+        drop(pending);
+        // Sleep until a frame arrives or the attacker's next turn (at most 1 ms).
+        let wait = attacker.next_wakeup().map_or(1000, |t| t.total_micros().saturating_sub(now.total_micros()));
+        let mut fd = libc::pollfd { fd: port.receive_fd(), events: libc::POLLIN, revents: 0 };
+        let timeout_ms = i32::from(wait >= 1000);
+        // SAFETY: one valid pollfd for the duration of the call.
+        unsafe { libc::poll(&raw mut fd, 1, timeout_ms) };
+    }
+    attacker.done()
+}
+
+/// One round: `legitimate` curl downloads of `size` bytes from client 0 and
+/// the attacker from client 1, against `server` (one shard) on `tb`.
+///
+/// # Panics
+///
+/// When a client cannot be started or the attacker's port cannot open.
+#[must_use]
+pub fn live_attack(
+    tb: &Testbed,
+    server: &ServerHandle,
+    attack: Attack,
+    seed: u64,
+    legitimate: usize,
+    size: u64,
+) -> LiveRound {
+    let cpu_before = shard_cpu();
+    let frames_before = gauge(server, "fairway_packets_received_total");
+    let url = format!("http://{}/bytes/{size}", tb.server_ip());
+    let script =
+        format!("for i in $(seq {legitimate}); do (curl -sS -f --max-time 120 '{url}' | sha256sum) & done; wait");
+    let started = Instant::now();
+    let curls = testbed::spawn(&tb.client_ns(0), &["bash", "-o", "pipefail", "-c", &script])
+        .unwrap_or_else(|e| panic!("curl clients: {e}"));
+    let params = AttackParams::issue(attack);
+    let ip = attacker_ip(tb);
+    let mac = parse_mac(&tb.client_mac(1));
+    let server_addr = SocketAddrV4::new(tb.server_ip(), 80);
+    let server_mac = parse_mac(&tb.server_mac());
+    let attacker = testbed::in_netns(&tb.client_ns(1), || {
+        let mut port = PacketPort::open(CLIENT_IF).unwrap_or_else(|e| panic!("packet port on {CLIENT_IF}: {e}"));
+        let mut attacker = Attacker::new(seed, &params, (ip, mac), (server_addr, server_mac), &Request::HttpBytes);
+        drive(&mut attacker, &mut port, Duration::from_secs(90));
+        attacker
+    })
+    .unwrap_or_else(|e| panic!("attacker namespace: {e}"));
+    let out = curls.wait_timeout(Duration::from_secs(150)).unwrap_or_else(|e| panic!("curl clients: {e}"));
+    let elapsed = started.elapsed();
+    let expected = pattern_sha256(size);
+    let intact = out.stdout_text().lines().filter(|l| l.split_whitespace().next() == Some(expected.as_str())).count();
+    // The server closes each connection after its response; wait for the
+    // last FINs to be acknowledged.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gauge(server, "fairway_active_connections") > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Shards publish their counters once a second: wait for the last.
+    std::thread::sleep(Duration::from_millis(1200));
+    LiveRound {
+        attack,
+        legitimate_intact: (intact, legitimate),
+        goodput_mbps: (intact as u64 * size) as f64 * 8.0 / elapsed.as_secs_f64() / 1e6,
+        attacker_intact: attacker.intact(),
+        attacker_sent: attacker.counts.sent,
+        forged: attacker.counts.forged,
+        shard_cpu: shard_cpu().saturating_sub(cpu_before),
+        frames_in: gauge(server, "fairway_packets_received_total").saturating_sub(frames_before),
+        rss_after: rss_bytes(),
+        connections_after: gauge(server, "fairway_active_connections"),
+    }
+}
