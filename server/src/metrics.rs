@@ -451,7 +451,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 23] = [
+        let per_shard: [(&str, &str, &str, Get); 24] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -490,6 +490,12 @@ impl MetricsHub {
                 "counter",
                 "Closed connections given up after the user timeout with their data held by a zero window.",
                 |m| m.stack.as_ref().map(|c| c.orphans_given_up),
+            ),
+            (
+                "fairway_pool_bytes_trimmed_total",
+                "counter",
+                "Bytes of pooled connection buffers freed after a 5 s interval that did not need them.",
+                |m| m.stack.as_ref().map(|c| c.pool_bytes_trimmed),
             ),
             ("fairway_tasks", "gauge", "Async tasks alive on the shard's executor.", |m| m.tasks.map(|t| t.0)),
             (

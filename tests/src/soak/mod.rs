@@ -65,6 +65,11 @@ pub const LOAD_CLIENTS: [usize; 2] = [1, 2];
 pub const MIN_FAULTED: Duration = Duration::from_secs(30);
 /// No fault ends within this of the faulted phase's end.
 pub const QUIET_END: Duration = Duration::from_secs(10);
+/// How long a quiet server is given before its RSS is read, at the
+/// baseline and at the end: two of the stack's pool-trim intervals (5 s),
+/// after which its buffer pools hold only what the quiet needs.
+pub const POOL_SETTLE: Duration = Duration::from_secs(11);
+
 /// How far the RSS may end above its baseline.
 pub const RSS_TOLERANCE: f64 = 0.05;
 
@@ -573,6 +578,7 @@ pub fn run(config: &SoakConfig) -> Result<Report, String> {
     sleep_until(started + warm_up);
     report.tally.merge(warm.stop());
     let baseline = quiet_baseline(&tb)?;
+    std::thread::sleep(POOL_SETTLE);
     report.rss.0 = server.rss_kib().unwrap_or(0);
 
     let plan = faults::plan(faulted, &LOAD_CLIENTS, QUIET_END, config.seed.wrapping_add(1), usize::MAX);
@@ -593,6 +599,7 @@ pub fn run(config: &SoakConfig) -> Result<Report, String> {
     let (drained, end) = wait_for_baseline(&tb, baseline, drain_limit());
     report.drained_in = drained.map(|_| load_end.elapsed());
     report.connections = (baseline, end);
+    std::thread::sleep(POOL_SETTLE);
     report.rss.1 = server.rss_kib().unwrap_or(u64::MAX);
     let last = scrape(&tb);
     report.probes = prober.stop();
