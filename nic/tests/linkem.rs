@@ -92,6 +92,40 @@ fn loss_of_100_percent_drops_everything() {
     }
 }
 
+/// SIGHUP applies the `--control` file's options on top of the command
+/// line's; a file that does not parse changes nothing; an empty one
+/// restores the command line's link.
+#[test]
+fn sighup_applies_the_control_file_and_an_empty_one_restores_the_link() {
+    let trio = Trio::new();
+    let control = std::env::temp_dir().join(format!("fwl-control-{}", std::process::id()));
+    std::fs::write(&control, "").unwrap();
+    let linkem = trio.linkem(binary(), &["--control", control.to_str().unwrap()]);
+    let (server_mac, client_mac) = (Trio::mac(&trio.server, "s0"), Trio::mac(&trio.client, "c0"));
+    let burst = |tag| (0..20).map(|seq| test_frame(server_mac, client_mac, ETHERTYPE, tag, seq, 200)).collect();
+    let send = |tag| cross(&trio.client, "c0", &trio.server, "s0", burst(tag)).len();
+    let hangup = |options: &str| {
+        std::fs::write(&control, options).unwrap();
+        linkem.signal(libc::SIGHUP);
+        // The main thread takes it at once; each direction at its next turn,
+        // before it reads another frame.
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert_eq!(send(1), 20, "the command line's link: no loss");
+    hangup("--loss 100%");
+    assert_eq!(send(2), 0, "the control file's 100 % loss");
+    hangup("--loss");
+    assert_eq!(send(3), 0, "a file that does not parse changes nothing");
+    hangup("");
+    assert_eq!(send(4), 20, "an empty file restores the command line's link");
+    let counters = linkem.stop();
+    let _ = std::fs::remove_file(&control);
+    assert_eq!(counters.a_to_b["lost"], 40.0, "{}", counters.text);
+    assert_eq!(counters.a_to_b["forwarded"], 40.0, "{}", counters.text);
+    assert_eq!(counters.stderr.matches("fairway-linkem: reconfigured").count(), 2, "{}", counters.stderr);
+    assert!(counters.stderr.contains("control file ignored"), "{}", counters.stderr);
+}
+
 /// `rtt min/avg/max/mdev = 10.1/10.2/10.9/0.1 ms` → (min, avg, max).
 fn ping(ns: &str, args: &[&str]) -> (f64, f64, f64) {
     let out =

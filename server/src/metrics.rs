@@ -99,6 +99,8 @@ pub struct ShardMetrics {
     active_connections: u64,
     refused_connections: u64,
     stack: Option<Counters>,
+    /// The stack's connection table: every state, and TIME-WAIT alone.
+    stack_connections: Option<(u64, u64)>,
     steering: Option<SteeringCounts>,
     looped: Option<LoopStats>,
     /// The async runtime's tasks alive, and those that panicked.
@@ -127,6 +129,7 @@ impl ShardMetrics {
             active_connections: 0,
             refused_connections: 0,
             stack: None,
+            stack_connections: None,
             steering: None,
             looped: None,
             tasks: None,
@@ -184,6 +187,13 @@ impl ShardMetrics {
             Some(mine) => mine.clone_from(counters),
             None => self.stack = Some(counters.clone()),
         }
+    }
+
+    /// The stack's connection table: `total` connections in every state
+    /// (the application's, those it closed that are still finishing, and
+    /// TIME-WAIT), `time_wait` of them in TIME-WAIT.
+    pub fn observe_stack_connections(&mut self, total: u64, time_wait: u64) {
+        self.stack_connections = Some((total, time_wait));
     }
 
     /// The shard's software steering counters.
@@ -291,6 +301,7 @@ impl ShardMetrics {
             (Some(mine), Some(theirs)) => mine.clone_from(theirs),
             (mine, theirs) => mine.clone_from(theirs),
         }
+        self.stack_connections = other.stack_connections;
         self.steering = other.steering;
         self.looped = other.looped;
         self.tasks = other.tasks;
@@ -440,10 +451,20 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 21] = [
+        let per_shard: [(&str, &str, &str, Get); 24] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
+            }),
+            (
+                "fairway_tcp_connections",
+                "gauge",
+                "Connections in the stack's table, every state: open, closing after the application let go, \
+                 TIME-WAIT.",
+                |m| m.stack_connections.map(|c| c.0),
+            ),
+            ("fairway_tcp_time_wait_connections", "gauge", "Connections in TIME-WAIT.", |m| {
+                m.stack_connections.map(|c| c.1)
             }),
             ("fairway_packets_received_total", "counter", "Frames the stack received.", |m| {
                 m.stack.as_ref().map(|c| c.frames_in)
@@ -469,6 +490,12 @@ impl MetricsHub {
                 "counter",
                 "Closed connections given up after the user timeout with their data held by a zero window.",
                 |m| m.stack.as_ref().map(|c| c.orphans_given_up),
+            ),
+            (
+                "fairway_pool_bytes_trimmed_total",
+                "counter",
+                "Bytes of pooled connection buffers freed after a 5 s interval that did not need them.",
+                |m| m.stack.as_ref().map(|c| c.pool_bytes_trimmed),
             ),
             ("fairway_tasks", "gauge", "Async tasks alive on the shard's executor.", |m| m.tasks.map(|t| t.0)),
             (

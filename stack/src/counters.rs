@@ -150,6 +150,9 @@ pub struct Counters {
     /// Closed connections given up after the user timeout in persist: the
     /// peer kept its window shut on the data left to send.
     pub orphans_given_up: u64,
+    /// Bytes of pooled buffers freed because a whole trim interval did not
+    /// need them (see `BufferPool::trim`): memory handed back after a burst.
+    pub pool_bytes_trimmed: u64,
 }
 
 impl Default for Counters {
@@ -164,6 +167,7 @@ impl Default for Counters {
             timeouts: 0,
             fast_recoveries: 0,
             sack_reneging: 0,
+            pool_bytes_trimmed: 0,
             resets_sent: 0,
             established: 0,
             echo_replies: 0,

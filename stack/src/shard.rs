@@ -39,6 +39,11 @@ use crate::wire::{self, ETHERNET_HEADER_LEN, Flags, IPV4_HEADER_LEN, TCP_OFFSET,
 const ARP_TIMER: u32 = 0;
 const FIRST_CONNECTION_TIMER: u32 = 1;
 
+/// How often the buffer and storage pools free what they did not need over
+/// the last interval ([`BufferPool::trim`]): after a burst, a shard's
+/// memory returns within two intervals of the load falling.
+const POOL_TRIM_INTERVAL: Duration = Duration::from_secs(5);
+
 /// ICMP errors allowed per second (RFC 1812 §4.3.2.8 asks for a limit).
 const ICMP_ERRORS_PER_SEC: u32 = 100;
 
@@ -96,6 +101,8 @@ pub struct Shard {
     icmp_refill: Instant,
     /// When the challenge-ACK budget is next refilled.
     challenge_refill: Instant,
+    /// When the pools next free what the last interval did not need.
+    pool_trim_at: Instant,
 }
 
 /// `Env` holds non-`Debug` internals; keep the shard's `Debug` short.
@@ -146,6 +153,7 @@ impl Shard {
             icmp_tokens: ICMP_ERRORS_PER_SEC,
             icmp_refill: Instant::ZERO,
             challenge_refill: Instant::ZERO,
+            pool_trim_at: Instant::ZERO + POOL_TRIM_INTERVAL,
             config,
         };
         shard.queue_arp(ArpOperation::Request, [0; 6], shard.config.ip, wire::BROADCAST_MAC);
@@ -233,6 +241,15 @@ impl Shard {
         if now >= self.challenge_refill {
             self.env.0.challenge_acks_left = self.config.tcp.challenge_acks_per_sec;
             self.challenge_refill = now + Duration::from_secs(1);
+        }
+        if now >= self.pool_trim_at {
+            let env = &mut self.env.0;
+            let buffers =
+                env.rx_pool.trim() * env.rx_pool.buffer_size() + env.tx_pool.trim() * env.tx_pool.buffer_size();
+            env.reasm_pool.trim();
+            env.sentq_pool.trim();
+            env.counters.pool_bytes_trimmed += buffers as u64;
+            self.pool_trim_at = now + POOL_TRIM_INTERVAL;
         }
     }
 

@@ -19,6 +19,7 @@
 //!   uncontrolled baseline of the benchmarks and the fairness lab;
 //! - [`plot`]: PNG charts of the lab's results (goodput over time, J against N);
 //! - [`scenario`]: the named scenarios of `cargo xtask sim`.
+//! - [`soak`]: the server over AF_XDP under a checked mixed load and link faults (`cargo xtask soak`);
 //! - [`testbed`]: network namespaces where Fairway meets kernel peers (`cargo xtask testbed`).
 #![deny(missing_docs)]
 
@@ -40,6 +41,8 @@ pub mod reqresp;
 pub mod scenario;
 #[cfg(target_os = "linux")]
 pub mod served;
+#[cfg(target_os = "linux")]
+pub mod soak;
 pub mod stats;
 pub mod stream;
 pub mod syn_flood;

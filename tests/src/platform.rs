@@ -407,12 +407,26 @@ pub fn check_curl_bytes(target: &Target, sizes: &[u64]) -> u64 {
 pub fn gauge(server: &ServerHandle, name: &str) -> u64 {
     let mut text = Vec::new();
     server.metrics().expect("running").render(&mut text);
-    String::from_utf8(text)
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
+    metric_samples(&String::from_utf8(text).unwrap(), name).iter().map(|(_, v)| *v as u64).sum()
+}
+
+/// The samples of metric `name` in Prometheus text `text`: each one's
+/// labels as written (`shard="0",reason="x"`, empty without labels) and
+/// its value. Comments and other metrics (`name_total` for `name`) are
+/// left out.
+#[must_use]
+pub fn metric_samples(text: &str, name: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let (labels, value) = match rest.strip_prefix('{') {
+                Some(rest) => rest.split_once("} ")?,
+                None => ("", rest.strip_prefix(' ')?),
+            };
+            Some((labels.to_owned(), value.trim().parse().ok()?))
+        })
+        .collect()
 }
 
 /// Waits (at most 10 s) until [`gauge`] shows `want` for `name`: shards

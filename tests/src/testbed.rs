@@ -383,6 +383,10 @@ impl Testbed {
             let mut argv: Vec<String> =
                 vec![linkem.display().to_string(), "--a".to_owned(), port.clone(), "--b".to_owned(), emulated];
             argv.extend(params.to_args());
+            // Empty: the link as configured, until `reconfigure_link`.
+            let control = control_path(&dir, &port);
+            fs::write(&control, "").map_err(|e| TestbedError::io(format!("creating {}", control.display()), e))?;
+            argv.extend(["--control".to_owned(), control.display().to_string()]);
             let log_path = dir.join(format!("linkem-{port}.log"));
             let log =
                 File::create(&log_path).map_err(|e| TestbedError::io(format!("creating {}", log_path.display()), e))?;
@@ -553,6 +557,53 @@ impl Testbed {
     /// `srv` for the server) and process id.
     pub fn emulators(&self) -> Vec<(String, u32)> {
         self.emulators.iter().map(|(port, child)| (port.clone(), child.id())).collect()
+    }
+
+    /// Reconfigures the running emulator of `port` (`c{i}` for client `i`,
+    /// `srv` for the server's link): `options`, fairway-linkem link options
+    /// such as `--loss 10%`, apply on top of the ones it was started with,
+    /// and `""` restores those (the emulator's `--control` file and SIGHUP).
+    /// Returns once the emulator has said it took them.
+    pub fn reconfigure_link(&self, port: &str, options: &str) -> Result<(), TestbedError> {
+        let Some((_, child)) = self.emulators.iter().find(|(p, _)| p == port) else {
+            return Err(TestbedError::Config(format!("no emulator on port {port}")));
+        };
+        let dir = state_dir(&self.config.prefix);
+        let log = dir.join(format!("linkem-{port}.log"));
+        let taken = |text: &str| text.matches("fairway-linkem: reconfigured").count();
+        let before = taken(&fs::read_to_string(&log).unwrap_or_default());
+        let control = control_path(&dir, port);
+        fs::write(&control, options).map_err(|e| TestbedError::io(format!("writing {}", control.display()), e))?;
+        run(&format!("signalling the emulator of {port}"), "kill", &["-HUP", &child.id().to_string()])?;
+        let deadline = Instant::now() + EMULATOR_READY_TIMEOUT;
+        loop {
+            let text = fs::read_to_string(&log).unwrap_or_default();
+            if taken(&text) > before {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(TestbedError::NotReady {
+                    command: format!("kill -HUP {} (fairway-linkem of {port})", child.id()),
+                    why: format!("did not within {EMULATOR_READY_TIMEOUT:?}"),
+                    expected: "`fairway-linkem: reconfigured` in its log".to_owned(),
+                    stderr: error::one_line(text.lines().last().unwrap_or_default()),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Takes the emulated link of `port` down or brings it back up (its
+    /// emulator's interface towards the switch, `{port}e`): while down,
+    /// nothing crosses either way; the emulator waits, and forwards again
+    /// once it is up.
+    pub fn set_link_up(&self, port: &str, up: bool) -> Result<(), TestbedError> {
+        if !self.emulators.iter().any(|(p, _)| p == port) {
+            return Err(TestbedError::Config(format!("no emulator on port {port}")));
+        }
+        let (emulated, _) = emulated_ports(port);
+        let state = if up { "up" } else { "down" };
+        ip(&format!("setting {emulated} {state}"), &["-n", &self.switch_ns(), "link", "set", "dev", &emulated, state])
     }
 
     /// What exists of it now.
@@ -761,6 +812,12 @@ fn cmdline(pid: u32) -> Vec<String> {
 /// (`{port}b`).
 fn emulated_ports(port: &str) -> (String, String) {
     (format!("{port}e"), format!("{port}b"))
+}
+
+/// The control file of the emulator of `port` (see
+/// [`Testbed::reconfigure_link`]).
+fn control_path(dir: &Path, port: &str) -> PathBuf {
+    dir.join(format!("linkem-{port}.control"))
 }
 
 /// A link emulator as its pidfile records it: `linkem-{port}.pid` (`port`

@@ -28,6 +28,7 @@ pub enum Command {
     Testbed(TestbedArgs),
     Lab(PassThrough),
     Fuzz(FuzzArgs),
+    Soak(PassThrough),
 }
 
 /// A subcommand with its own help page.
@@ -40,11 +41,12 @@ pub enum Topic {
     Testbed,
     Lab,
     Fuzz,
+    Soak,
 }
 
 impl Topic {
-    const ALL: [Topic; 7] =
-        [Topic::Run, Topic::Test, Topic::Sim, Topic::Bench, Topic::Testbed, Topic::Lab, Topic::Fuzz];
+    const ALL: [Topic; 8] =
+        [Topic::Run, Topic::Test, Topic::Sim, Topic::Bench, Topic::Testbed, Topic::Lab, Topic::Fuzz, Topic::Soak];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -55,6 +57,7 @@ impl Topic {
             Topic::Testbed => "testbed",
             Topic::Lab => "lab",
             Topic::Fuzz => "fuzz",
+            Topic::Soak => "soak",
         }
     }
 
@@ -197,8 +200,9 @@ where
         Some("testbed") => parse_testbed(rest),
         Some("lab") => Ok(parse_pass_through(rest).map_or(Command::Help(Some(Topic::Lab)), Command::Lab)),
         Some("fuzz") => parse_fuzz(rest),
+        Some("soak") => Ok(parse_pass_through(rest).map_or(Command::Help(Some(Topic::Soak)), Command::Soak)),
         _ => Err(Failure::usage(format!(
-            "unknown command `{}` (expected one of: run, test, sim, bench, testbed, lab, fuzz, help)",
+            "unknown command `{}` (expected one of: run, test, sim, bench, testbed, lab, fuzz, soak, help)",
             first.to_string_lossy()
         ))),
     }
@@ -409,6 +413,7 @@ pub fn help(topic: Option<Topic>) -> &'static str {
         Some(Topic::Testbed) => TESTBED_HELP,
         Some(Topic::Lab) => LAB_HELP,
         Some(Topic::Fuzz) => FUZZ_HELP,
+        Some(Topic::Soak) => SOAK_HELP,
     }
 }
 
@@ -427,12 +432,53 @@ Commands:
   testbed Bring the namespace testbed up or down, or show it (as root)
   lab     Run the lab experiments (fairway-lab): lab fairness
   fuzz    Run the coverage-guided fuzz targets (cargo-fuzz, nightly)
+  soak    Soak the server over AF_XDP under load and link faults (as root)
   help    Show this help, or a command's: cargo xtask help <COMMAND>
 
 Each command also takes -h/--help.
 
 Commands install the Debian packages they need when missing (as root); when
 not root they print the apt-get command to run instead.
+";
+
+pub const SOAK_HELP: &str = "\
+Usage: cargo xtask soak [--minutes N] [--seed N] [--prefix P]
+
+The server over AF_XDP on a testbed (three clients, each behind an emulated
+link: 1 ms, 30 Mbit/s), as root, for N minutes (default 30):
+- load from clients 1 and 2, every answer checked byte for byte:
+  keep-alive, short connections, uploads (Content-Length and chunked),
+  large downloads (some ranged, some reset mid-body), pipelined batches;
+- faults in turn on their links: a client that vanishes mid-exchange
+  (its address deleted, its sockets closed), flaps (link down 2-4 s),
+  10 % loss bursts, reordering with duplication (the emulator's --control);
+- /healthz every second and /metrics every 5 s from client 0, whose link
+  is never faulted.
+The first round of faults is the warm-up; the baseline (RSS, connections)
+is taken after it. It fails on any wrong answer; any error or failed probe
+outside a fault window on its client's link (or 5 s after it); RSS more
+than 5 % above the baseline or connections above it once the server has
+drained; a bug's counter that moved (damaged frames, an ACK of unsent
+data, a 500, a panic); a server that does not stop cleanly. It prints
+which, then, last:
+  soak: N requests, W wrong, E errors (F explained by faults), RSS
+  baseline B MiB → end A MiB
+and exits 1 when a criterion failed, 2 when it could not run.
+
+It installs the AF_XDP build's and the testbed's packages when missing,
+builds fairway-linkem, then runs
+  cargo run --release -p fairway-tests --features afxdp --bin fairway-soak
+with every argument unchanged. Ctrl-C ends it early (failed), cleaned up.
+
+Options (fairway-soak's):
+      --minutes N  The load's length, warm-up included [default: 30]
+      --seed N     Seeds the faults' durations and the load [default: 1]
+      --prefix P   The testbed's prefix [default: fsoak]
+  -h, --help       Show this help
+
+Examples:
+  sudo -E cargo xtask soak
+  sudo -E cargo xtask soak --minutes 2
 ";
 
 pub const FUZZ_HELP: &str = "\

@@ -14,6 +14,9 @@ pub enum Failure {
     /// Something xtask ran or checked failed. `code` is the exit code to
     /// propagate (a child's own exit code when there is one).
     Failed { message: String, code: u8 },
+    /// A child failed and has said why itself, last (the soak's verdict
+    /// line): exit with its code and print nothing more.
+    Reported { code: u8 },
 }
 
 impl Failure {
@@ -34,7 +37,7 @@ impl Failure {
     pub fn exit_code(&self) -> u8 {
         match self {
             Failure::Usage { .. } => USAGE_EXIT_CODE,
-            Failure::Failed { code, .. } => *code,
+            Failure::Failed { code, .. } | Failure::Reported { code } => *code,
         }
     }
 }
@@ -47,6 +50,7 @@ impl fmt::Display for Failure {
                 write!(f, "{message}\n\nRun `cargo xtask {help}` for usage.")
             }
             Failure::Failed { message, .. } => f.write_str(message),
+            Failure::Reported { code } => write!(f, "exit status {code}"),
         }
     }
 }

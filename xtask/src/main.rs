@@ -1,5 +1,5 @@
 //! `cargo xtask`: Fairway's set-up and orchestration (run, test, sim, bench,
-//! testbed, lab, fuzz).
+//! testbed, lab, fuzz, soak).
 //!
 //! std only but for signal-hook (so that `run` can clean up after Ctrl-C),
 //! so that it builds in seconds. Layout: `cli` parses the command
@@ -17,14 +17,16 @@ use std::process::ExitCode;
 
 use cargo::Cargo;
 use cli::Command;
-use commands::{bench, fuzz, lab, run, sim, test, testbed};
+use commands::{bench, fuzz, lab, run, sim, soak, test, testbed};
 
 fn main() -> ExitCode {
     let result = cli::parse(std::env::args_os().skip(1)).and_then(|command| dispatch(&command));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("error: {failure}");
+            if !matches!(failure, error::Failure::Reported { .. }) {
+                eprintln!("error: {failure}");
+            }
             ExitCode::from(failure.exit_code())
         }
     }
@@ -44,5 +46,6 @@ fn dispatch(command: &Command) -> Result<(), error::Failure> {
         Command::Testbed(args) => testbed::run(&cargo, args),
         Command::Lab(args) => lab::run(&cargo, args),
         Command::Fuzz(args) => fuzz::run(&cargo, args),
+        Command::Soak(args) => soak::run(&cargo, args),
     }
 }

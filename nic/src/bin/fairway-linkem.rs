@@ -46,13 +46,20 @@ into MTU-size frames before they enter the model.
 
 Prints `fairway-linkem: ready` on stderr once both interfaces are bridged. Runs until SIGINT
 or SIGTERM, then prints one line of counters per direction on stdout and exits 0.
+
+With --control FILE, SIGHUP reconfigures the running link: the FILE holds link options
+(e.g. `--loss 10%` or `--reorder 5% --duplicate 2%`) that apply on top of the command line's,
+later ones winning; an empty FILE restores the command line's links. Frames already on the
+wire keep their times; the counters go on. A FILE that does not parse is reported on stderr
+and changes nothing.
 Exit status 1: the emulator could not start or failed; 2: bad arguments.";
 
     /// A link emulator: bridges two interfaces and applies, per direction,
     /// one-way delay, a rate limit with a drop-tail queue, loss, reordering,
     /// duplication and corruption.
     #[derive(Debug, Parser)]
-    #[command(name = "fairway-linkem", version, after_help = AFTER_HELP)]
+    // A control file's options repeat the command line's: the later win.
+    #[command(name = "fairway-linkem", version, after_help = AFTER_HELP, args_override_self = true)]
     struct Args {
         /// Interface A (e.g. the client side); must be up.
         #[arg(long, value_name = "IFACE")]
@@ -164,6 +171,10 @@ Exit status 1: the emulator could not start or failed; 2: bad arguments.";
         /// --stats-interval, and at exit).
         #[arg(long, value_name = "FILE")]
         stats: Option<PathBuf>,
+        /// On SIGHUP, apply the link options in FILE on top of the command
+        /// line's (an empty FILE restores them); see below.
+        #[arg(long, value_name = "FILE")]
+        control: Option<PathBuf>,
     }
 
     /// The shared setting, overridden by the direction's own.
@@ -242,21 +253,44 @@ Exit status 1: the emulator could not start or failed; 2: bad arguments.";
         }
     }
 
+    /// The links of `args`: `[a->b, b->a]`, and their descriptions.
+    fn links(args: &Args) -> ([LinkConfig; 2], String) {
+        let [ab, ba] = args.directions();
+        let round_trip = ab.delay + ba.delay;
+        let (link_ab, link_ba) = (ab.link(round_trip), ba.link(round_trip));
+        let text =
+            format!("{a}->{b}: {}; {b}->{a}: {}", ab.describe(&link_ab), ba.describe(&link_ba), a = args.a, b = args.b);
+        ([link_ab, link_ba], text)
+    }
+
+    /// The command line with the control file's options after it, parsed:
+    /// the links SIGHUP applies, or why the file is refused.
+    fn reload(control: &std::path::Path, args: &Args) -> Result<Args, String> {
+        let text = std::fs::read_to_string(control).map_err(|e| format!("reading {}: {e}", control.display()))?;
+        let line = std::env::args_os().chain(text.split_whitespace().map(Into::into));
+        let new = Args::try_parse_from(line).map_err(|e| {
+            let e = e.to_string();
+            e.lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned()
+        })?;
+        if (&new.a, &new.b) != (&args.a, &args.b) {
+            return Err("a control file cannot change the interfaces".to_owned());
+        }
+        Ok(new)
+    }
+
     /// Runs the program; returns the exit status.
     pub(crate) fn main() -> i32 {
         let args = Args::parse();
         // Before any thread exists, so that every thread inherits the mask
         // and the signals reach only `signals.wait`.
-        let signals = match ShutdownSignals::block() {
+        let signals = match ShutdownSignals::block(args.control.is_some()) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("fairway-linkem: cannot block SIGINT/SIGTERM: {e}");
                 return 1;
             }
         };
-        let [ab, ba] = args.directions();
-        let round_trip = ab.delay + ba.delay;
-        let (link_ab, link_ba) = (ab.link(round_trip), ba.link(round_trip));
+        let ([link_ab, link_ba], described) = links(&args);
         let mut config = EmulatorConfig::new(&args.a, &args.b);
         config.a_to_b = link_ab;
         config.b_to_a = link_ba;
@@ -271,13 +305,7 @@ Exit status 1: the emulator could not start or failed; 2: bad arguments.";
                 return 1;
             }
         };
-        eprintln!(
-            "fairway-linkem: ready: {a} <-> {b}; {a}->{b}: {}; {b}->{a}: {}",
-            ab.describe(&link_ab),
-            ba.describe(&link_ba),
-            a = args.a,
-            b = args.b,
-        );
+        eprintln!("fairway-linkem: ready: {} <-> {}; {described}", args.a, args.b);
 
         let names = [format!("a->b ({}->{})", args.a, args.b), format!("b->a ({}->{})", args.b, args.a)];
         let report = |stats: &[DirectionStats; 2], elapsed: Duration| -> String {
@@ -300,6 +328,18 @@ Exit status 1: the emulator could not start or failed; 2: bad arguments.";
         let mut next_stats = args.stats_interval.map(|i| Instant::now() + i);
         loop {
             match signals.wait(tick) {
+                Ok(Some("SIGHUP")) => {
+                    if let Some(control) = &args.control {
+                        match reload(control, &args) {
+                            Ok(new) => {
+                                let ([ab, ba], described) = links(&new);
+                                emulator.reconfigure(ab, ba);
+                                eprintln!("fairway-linkem: reconfigured: {described}");
+                            }
+                            Err(why) => eprintln!("fairway-linkem: warning: control file ignored: {why}"),
+                        }
+                    }
+                }
                 Ok(Some(_)) => break,
                 Ok(None) => {}
                 Err(e) => {

@@ -2,8 +2,8 @@
 //! together.
 
 use std::io;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,7 @@ use super::packet_socket::{Interface, PacketSocket};
 use super::stats::{DirectionStats, SharedStats};
 use super::sys::Waker;
 use super::worker::Worker;
+use crate::sim::LinkConfig;
 use crate::sim::link::LinkModel;
 
 /// Kernel buffer of each receive socket: ~40 ms of 1 Gbit/s in full-size
@@ -85,7 +86,34 @@ pub struct Emulator {
 struct Direction {
     name: &'static str,
     shared: Arc<SharedStats>,
+    pending: Arc<PendingLink>,
     thread: Option<JoinHandle<io::Result<DirectionStats>>>,
+}
+
+/// A configuration handed to a running direction: its worker takes it at
+/// the top of its next turn (before it reads more frames), so frames
+/// offered from then on meet the new link; those already on the wire keep
+/// their departure times.
+#[derive(Debug, Default)]
+pub(crate) struct PendingLink {
+    waiting: AtomicBool,
+    config: Mutex<Option<LinkConfig>>,
+}
+
+impl PendingLink {
+    fn set(&self, config: LinkConfig) {
+        *self.config.lock().unwrap_or_else(PoisonError::into_inner) = Some(config);
+        self.waiting.store(true, Ordering::Release);
+    }
+
+    /// The configuration set since the last call, if any (one atomic load
+    /// when there is none).
+    pub(crate) fn take(&self) -> Option<LinkConfig> {
+        if !self.waiting.swap(false, Ordering::AcqRel) {
+            return None;
+        }
+        self.config.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
 }
 
 impl Emulator {
@@ -131,6 +159,7 @@ impl Emulator {
             let tx = PacketSocket::sender(to.index, SNDBUF)
                 .map_err(io_error(&format!("opening a send socket on `{}`", to.name)))?;
             let shared = Arc::new(SharedStats::default());
+            let pending = Arc::new(PendingLink::default());
             let worker = Worker {
                 ingress: from.clone(),
                 rx,
@@ -142,19 +171,20 @@ impl Emulator {
                 max_buffer_bytes: config.max_buffer_bytes,
                 origin,
                 shared: shared.clone(),
+                pending: pending.clone(),
                 stop: stop.clone(),
                 waker: waker.clone(),
             };
-            workers.push((name, shared, worker));
+            workers.push((name, shared, pending, worker));
         }
 
         let mut emulator = Emulator { directions: Vec::new(), stop, waker, started: origin };
-        for (name, shared, worker) in workers {
+        for (name, shared, pending, worker) in workers {
             let thread = std::thread::Builder::new()
                 .name(format!("linkem {name}"))
                 .spawn(move || worker.run())
                 .map_err(io_error("starting a thread"))?;
-            emulator.directions.push(Direction { name, shared, thread: Some(thread) });
+            emulator.directions.push(Direction { name, shared, pending, thread: Some(thread) });
         }
         Ok(emulator)
     }
@@ -162,6 +192,23 @@ impl Emulator {
     /// The counters so far: `[a->b, b->a]`.
     pub fn stats(&self) -> [DirectionStats; 2] {
         [self.directions[0].shared.snapshot(), self.directions[1].shared.snapshot()]
+    }
+
+    /// Applies new link configurations while running (a loss burst, the
+    /// end of one): each direction takes its own at the top of its next
+    /// turn. Frames already on the wire keep their departure times, frames
+    /// already queued their place; the random streams continue, and the
+    /// counters go on adding up.
+    ///
+    /// # Panics
+    ///
+    /// If a probability in either configuration is outside `[0, 1]`.
+    #[track_caller]
+    pub fn reconfigure(&self, a_to_b: LinkConfig, b_to_a: LinkConfig) {
+        a_to_b.validate();
+        b_to_a.validate();
+        self.directions[0].pending.set(a_to_b);
+        self.directions[1].pending.set(b_to_a);
     }
 
     /// How long the emulator has been running.

@@ -82,9 +82,9 @@ impl AsRawFd for Waker {
     }
 }
 
-/// SIGINT and SIGTERM, blocked in the calling thread (and so in every
-/// thread it spawns afterwards) and received synchronously with
-/// [`ShutdownSignals::wait`], so no handler ever runs.
+/// SIGINT and SIGTERM (and SIGHUP, when asked for), blocked in the calling
+/// thread (and so in every thread it spawns afterwards) and received
+/// synchronously with [`ShutdownSignals::wait`], so no handler ever runs.
 ///
 /// Create it on the main thread before starting anything else.
 #[derive(Debug)]
@@ -93,12 +93,14 @@ pub struct ShutdownSignals {
 }
 
 impl ShutdownSignals {
-    /// Blocks SIGINT and SIGTERM in the calling thread.
+    /// Blocks SIGINT and SIGTERM in the calling thread, and SIGHUP too if
+    /// `hangup` (the emulator's "reload" signal; otherwise SIGHUP keeps its
+    /// default action).
     ///
     /// # Errors
     ///
     /// What `pthread_sigmask` reported (nothing in practice).
-    pub fn block() -> io::Result<ShutdownSignals> {
+    pub fn block(hangup: bool) -> io::Result<ShutdownSignals> {
         // SAFETY: `set` is initialised by sigemptyset before any other use;
         // the functions get valid pointers to it.
         unsafe {
@@ -106,6 +108,9 @@ impl ShutdownSignals {
             libc::sigemptyset(&mut set);
             libc::sigaddset(&mut set, libc::SIGINT);
             libc::sigaddset(&mut set, libc::SIGTERM);
+            if hangup {
+                libc::sigaddset(&mut set, libc::SIGHUP);
+            }
             let r = libc::pthread_sigmask(libc::SIG_BLOCK, &set, ptr::null_mut());
             if r != 0 {
                 return Err(io::Error::from_raw_os_error(r));
@@ -114,8 +119,8 @@ impl ShutdownSignals {
         }
     }
 
-    /// Waits up to `timeout` for SIGINT or SIGTERM; returns the signal's
-    /// name if one arrived.
+    /// Waits up to `timeout` for one of the signals; returns its name
+    /// (`SIGINT`, `SIGTERM`, `SIGHUP`) if one arrived.
     ///
     /// # Errors
     ///
@@ -135,6 +140,10 @@ impl ShutdownSignals {
                 _ => Err(err),
             };
         }
-        Ok(Some(if r == libc::SIGINT { "SIGINT" } else { "SIGTERM" }))
+        Ok(Some(match r {
+            libc::SIGINT => "SIGINT",
+            libc::SIGHUP => "SIGHUP",
+            _ => "SIGTERM",
+        }))
     }
 }

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::deadline_queue::{DeadlineQueue, Departure};
+use super::emulator::PendingLink;
 use super::frame_slab::FrameSlab;
 use super::offload::{Segmenter, complete_checksum};
 use super::packet_socket::{Interface, PacketSocket, RxBatch, TxBatch, TxOutcome};
@@ -47,6 +48,8 @@ pub(crate) struct Worker {
     /// The zero of the emulator's microsecond clock (`CLOCK_MONOTONIC`).
     pub(crate) origin: Instant,
     pub(crate) shared: Arc<SharedStats>,
+    /// A new configuration from [`Emulator::reconfigure`](super::Emulator::reconfigure).
+    pub(crate) pending: Arc<PendingLink>,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) waker: Arc<Waker>,
 }
@@ -93,6 +96,7 @@ impl Worker {
             max_buffer_bytes,
             origin,
             shared,
+            pending,
             stop,
             waker,
             ..
@@ -112,6 +116,9 @@ impl Worker {
         let mut next_drop_check = Instant::now();
 
         loop {
+            if let Some(config) = pending.take() {
+                line.model.configure(config);
+            }
             line.send_due(&clock, &tx, &mut tx_batch, &mut sending);
             for _ in 0..RX_ROUNDS {
                 let received = match rx_batch.receive(&rx) {

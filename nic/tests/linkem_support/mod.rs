@@ -156,6 +156,8 @@ pub struct Counters {
     pub a_to_b: HashMap<String, f64>,
     pub b_to_a: HashMap<String, f64>,
     pub text: String,
+    /// What it printed on stderr.
+    pub stderr: String,
     /// CPU time the emulator used (user + system), in seconds.
     pub cpu_seconds: f64,
 }
@@ -191,7 +193,13 @@ impl Linkem {
                 .map(|(k, v)| (k.to_owned(), v.parse().expect("number")))
                 .collect()
         };
-        Counters { a_to_b: parse("a->b"), b_to_a: parse("b->a"), text, cpu_seconds }
+        Counters { a_to_b: parse("a->b"), b_to_a: parse("b->a"), text, stderr, cpu_seconds }
+    }
+
+    /// Sends it `signal`.
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, signal) };
     }
 
     /// utime + stime of the process so far (`ip netns exec` execs the

@@ -102,6 +102,7 @@ fn defaults() {
     assert_eq!((c.max_head, c.max_request_line), (16 << 10, 8 << 10));
     assert_eq!((c.header_timeout, c.idle_timeout), (Duration::from_secs(10), Duration::from_secs(60)));
     assert_eq!(c.response_timeout, Duration::from_secs(30));
+    assert_eq!(c.tcp_user_timeout, Duration::from_secs(300));
     assert_eq!(c.max_connections, 10_000);
     assert_eq!(c.socket_buffer, 1 << 20);
     assert_eq!(c.shutdown_grace, Duration::from_secs(5));
@@ -153,6 +154,8 @@ fn every_flag_parses() {
         "500ms",
         "--idle-timeout",
         "2m",
+        "--tcp-user-timeout",
+        "45s",
         "--max-connections",
         "100000",
         "--shutdown-grace",
@@ -183,6 +186,7 @@ fn every_flag_parses() {
     assert_eq!((c.max_bytes, c.max_body, c.max_head, c.max_request_line), (2 << 30, 10_000_000, 32 << 10, 4096));
     assert_eq!(c.header_timeout, Duration::from_millis(500));
     assert_eq!(c.idle_timeout, Duration::from_secs(120));
+    assert_eq!(c.tcp_user_timeout, Duration::from_secs(45));
     assert_eq!(c.shutdown_grace, Duration::from_micros(250));
     assert_eq!(c.max_connections, 100_000);
     assert_eq!(c.fairness, Fairness::EqualRate);

@@ -266,6 +266,9 @@ pub struct Host<T: Transport, S: Service<T>, W: Windows<T> = ()> {
     drain_until: Option<Instant>,
     finished: bool,
     next_observe: Instant,
+    /// The stack's `pool_bytes_trimmed` when last seen: when it moves, the
+    /// allocator is asked to hand the freed memory back.
+    pool_bytes_trimmed: u64,
     accepted: u64,
     refused: u64,
 }
@@ -310,6 +313,7 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
             drain_until: None,
             finished: false,
             next_observe: Instant::ZERO,
+            pool_bytes_trimmed: 0,
             accepted: 0,
             refused: 0,
         }
@@ -642,6 +646,12 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
     }
 
     fn observe(&mut self, t: &T, stats: &LoopStats) {
+        if let Some(trimmed) = t.counters().map(|c| c.pool_bytes_trimmed)
+            && trimmed > self.pool_bytes_trimmed
+        {
+            self.pool_bytes_trimmed = trimmed;
+            release_freed_memory();
+        }
         let metrics = self.site.metrics_mut();
         t.observe(metrics, &mut self.slots.iter().flatten().map(|s| s.conn));
         metrics.observe_loop(stats);
@@ -729,5 +739,19 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> App<T, T::Event> for Host<T, S,
 
     fn finished(&self) -> bool {
         self.finished
+    }
+}
+
+/// Asks the allocator to hand the memory it holds free back to the kernel:
+/// glibc keeps what is freed inside its arenas, so a shard's buffers freed
+/// after a burst would stay resident; `malloc_trim` returns their pages.
+/// Elsewhere (another libc, or a Rust global allocator of the
+/// application's) it does nothing.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointers; it only walks glibc's own free
+    // lists under their locks.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }

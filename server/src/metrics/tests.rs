@@ -220,6 +220,7 @@ fn two_busy_shards() -> MetricsHub {
     shard.handle_frame(Instant::ZERO, &[0u8; 5]); // truncated
     a.observe_stack(shard.counters());
     b.observe_stack(shard.counters());
+    a.observe_stack_connections(3, 1);
     a.observe_steering(SteeringCounts { steered_out: 7, steered_in: 2, broadcast: 1, inbox_full: 0, pool_empty: 0 });
     let mut stats = LoopStats { turns: 100, frames_in: 40, rx_batches: 3, sleeps: 9, ..LoopStats::default() };
     stats.batch_histogram[0] = 1; // 1 frame
@@ -298,6 +299,10 @@ fn per_shard_series_carry_their_shard() {
     assert_eq!(value(&samples, "fairway_active_connections", &[("shard", "0")]), Some(1.0));
     assert_eq!(value(&samples, "fairway_active_connections", &[("shard", "1")]), Some(1.0));
     assert_eq!(value(&samples, "fairway_packets_received_total", &[("shard", "1")]), Some(2.0));
+    // The stack's table, where the shard reported it.
+    assert_eq!(value(&samples, "fairway_tcp_connections", &[("shard", "0")]), Some(3.0));
+    assert_eq!(value(&samples, "fairway_tcp_time_wait_connections", &[("shard", "0")]), Some(1.0));
+    assert_eq!(value(&samples, "fairway_tcp_connections", &[("shard", "1")]), None);
     let drop = |reason| value(&samples, "fairway_drops_total", &[("shard", "0"), ("reason", reason)]);
     assert_eq!(drop("ethernet_not_for_us"), Some(1.0));
     assert_eq!(drop("ethernet_truncated"), Some(1.0));

@@ -2,7 +2,9 @@
 //!
 //! Returned buffers go on a bounded free list, most recently returned first
 //! (its memory is the likeliest to be cached). The bound caps what an idle
-//! shard keeps after a burst of connections.
+//! shard keeps after a burst of connections, and [`BufferPool::trim`] frees
+//! what a whole interval did not need, so that after the burst the memory
+//! goes back.
 
 /// Hands out buffers of one size and takes them back for reuse.
 #[derive(Debug)]
@@ -11,6 +13,9 @@ pub struct BufferPool {
     max_free: usize,
     recycle: bool,
     free: Vec<Box<[u8]>>,
+    /// The fewest buffers waiting since the last [`BufferPool::trim`]: that
+    /// many were not needed in the interval.
+    low_water: usize,
     allocations: u64,
 }
 
@@ -20,7 +25,7 @@ impl BufferPool {
     /// frees (the ablation baseline).
     #[must_use]
     pub fn new(size: usize, max_free: usize, recycle: bool) -> BufferPool {
-        BufferPool { size, max_free, recycle, free: Vec::new(), allocations: 0 }
+        BufferPool { size, max_free, recycle, free: Vec::new(), low_water: 0, allocations: 0 }
     }
 
     /// The size of every buffer.
@@ -34,9 +39,27 @@ impl BufferPool {
     #[must_use]
     pub fn take(&mut self) -> Box<[u8]> {
         match self.free.pop() {
-            Some(buffer) => buffer,
-            None => self.allocate(),
+            Some(buffer) => {
+                self.low_water = self.low_water.min(self.free.len());
+                buffer
+            }
+            None => {
+                self.low_water = 0;
+                self.allocate()
+            }
         }
+    }
+
+    /// Frees the buffers that waited unused since the previous call (the
+    /// fewest that were waiting at any time in between; the longest-waiting
+    /// first) and returns how many. Called at a fixed interval, it lets a
+    /// pool shrink back to what its load needs: a buffer survives only if
+    /// some moment of the last interval had all the others in use.
+    pub fn trim(&mut self) -> usize {
+        let n = self.low_water.min(self.free.len());
+        self.free.drain(..n);
+        self.low_water = self.free.len();
+        n
     }
 
     /// Returns a buffer taken from this pool.
@@ -122,6 +145,25 @@ mod tests {
         assert_eq!(pool.take()[0], 1);
         assert_eq!(pool.allocations(), 2);
         assert_eq!(pool.free_count(), 0);
+    }
+
+    #[test]
+    fn trim_frees_what_an_interval_did_not_need() {
+        let mut pool = BufferPool::new(8, 16, true);
+        let burst: Vec<_> = (0..10).map(|_| pool.take()).collect();
+        burst.into_iter().for_each(|b| pool.give(b));
+        // The interval of the burst needed every buffer.
+        assert_eq!(pool.trim(), 0);
+        // Then a load of 3 at a time: 7 were never needed.
+        for _ in 0..5 {
+            let held: Vec<_> = (0..3).map(|_| pool.take()).collect();
+            held.into_iter().for_each(|b| pool.give(b));
+        }
+        assert_eq!(pool.trim(), 7);
+        assert_eq!(pool.free_count(), 3);
+        // Idle: the rest go one interval later, and nothing was allocated since the burst.
+        assert_eq!(pool.trim(), 3);
+        assert_eq!((pool.free_count(), pool.allocations()), (0, 10));
     }
 
     #[test]

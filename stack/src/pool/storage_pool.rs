@@ -11,6 +11,8 @@
 #[derive(Debug)]
 pub struct StoragePool<T> {
     free: Vec<T>,
+    /// As [`super::BufferPool`]'s: the fewest waiting since the last trim.
+    low_water: usize,
     max_free: usize,
     recycle: bool,
     created: usize,
@@ -21,15 +23,17 @@ impl<T> StoragePool<T> {
     /// `recycle` off nothing is kept (the ablation baseline).
     #[must_use]
     pub const fn new(max_free: usize, recycle: bool) -> StoragePool<T> {
-        StoragePool { free: Vec::new(), max_free, recycle, created: 0 }
+        StoragePool { free: Vec::new(), low_water: 0, max_free, recycle, created: 0 }
     }
 
     /// A recycled collection (empty, with its capacity), or a new one from
     /// `fresh`.
     pub fn take(&mut self, fresh: impl FnOnce() -> T) -> T {
         if let Some(storage) = self.free.pop() {
+            self.low_water = self.low_water.min(self.free.len());
             return storage;
         }
+        self.low_water = 0;
         self.created = self.created.saturating_add(1);
         if self.recycle {
             // Room on the free list for every collection that may come back.
@@ -45,6 +49,16 @@ impl<T> StoragePool<T> {
         if self.recycle && self.free.len() < self.max_free {
             self.free.push(storage);
         }
+    }
+
+    /// Frees the collections that waited unused since the previous call, as
+    /// [`super::BufferPool::trim`] does, and returns how many. The free
+    /// list keeps its own capacity, so giving back never reallocates.
+    pub fn trim(&mut self) -> usize {
+        let n = self.low_water.min(self.free.len());
+        self.free.drain(..n);
+        self.low_water = self.free.len();
+        n
     }
 
     /// Collections waiting for reuse.
@@ -74,6 +88,19 @@ mod tests {
         let v = pool.take(Vec::new);
         assert!(v.is_empty() && v.capacity() >= 100);
         assert_eq!((pool.created(), pool.free_count()), (1, 0));
+    }
+
+    #[test]
+    fn trim_frees_what_an_interval_did_not_need() {
+        let mut pool = StoragePool::new(8, true);
+        let held: Vec<Vec<u8>> = (0..4).map(|_| pool.take(Vec::new)).collect();
+        held.into_iter().for_each(|v| pool.give(v));
+        assert_eq!(pool.trim(), 0, "the interval needed all four");
+        let one: Vec<u8> = pool.take(Vec::new);
+        pool.give(one);
+        assert_eq!(pool.trim(), 3);
+        assert_eq!(pool.trim(), 1, "idle for a whole interval");
+        assert_eq!((pool.free_count(), pool.created()), (0, 4));
     }
 
     #[test]

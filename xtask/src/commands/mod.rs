@@ -6,6 +6,7 @@ pub mod fuzz;
 pub mod lab;
 pub mod run;
 pub mod sim;
+pub mod soak;
 pub mod test;
 pub mod testbed;
 

@@ -96,6 +96,7 @@ impl Transport for Shard {
 
     fn observe(&self, metrics: &mut ShardMetrics, conns: &mut dyn Iterator<Item = Handle>) {
         metrics.observe_stack(self.counters());
+        metrics.observe_stack_connections(self.connection_count() as u64, self.time_wait_count() as u64);
         metrics.observe_flows(conns.filter_map(|h| self.flow(h)));
     }
 }
