@@ -17,15 +17,14 @@ use core::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 use fairway::ServerHandle;
-use fairway_nic::Device;
 use fairway_nic::packet_port::PacketPort;
 
 use crate::attacks::{Attack, AttackParams, Attacker, Request};
 use crate::platform::gauge;
-use crate::real_peers::pattern_sha256;
-use crate::stats::{thread_cpu_time, threads_named};
+use crate::real_peers::{parse_mac, pattern_sha256};
+use crate::stats::{rss_kib, thread_cpu_time, threads_named};
 use crate::testbed::{self, CLIENT_IF, Testbed};
-use crate::world::RawHost;
+use crate::world::{RawHost, raw_turn};
 
 /// The attacker's address: host 200 of the testbed's subnet, which no
 /// namespace owns.
@@ -68,26 +67,6 @@ impl LiveRound {
     }
 }
 
-/// This process's resident set, bytes (`VmRSS` of `/proc/self/status`).
-#[must_use]
-pub fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let line = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_owned();
-            line.split_whitespace().nth(1)?.parse::<u64>().ok()
-        })
-        .map_or(0, |kib| kib * 1024)
-}
-
-fn parse_mac(text: &str) -> [u8; 6] {
-    let mut mac = [0u8; 6];
-    for (byte, part) in mac.iter_mut().zip(text.split(':')) {
-        *byte = u8::from_str_radix(part, 16).unwrap_or(0);
-    }
-    mac
-}
-
 /// The shard threads' CPU time so far.
 fn shard_cpu() -> Duration {
     threads_named("fairway-shard-0").into_iter().filter_map(|tid| thread_cpu_time(tid).ok()).sum()
@@ -100,19 +79,7 @@ pub fn drive(attacker: &mut Attacker, port: &mut PacketPort, limit: Duration) ->
     let (mut frames, mut out) = (Vec::new(), Vec::new());
     while !attacker.done() && start.elapsed() < limit {
         let now = fairway_stack::time::Instant::from_micros(start.elapsed().as_micros() as u64);
-        frames.clear();
-        port.receive(usize::MAX, |f| frames.push(f.to_vec()));
-        if !frames.is_empty() || attacker.next_wakeup().is_some_and(|t| t <= now) {
-            attacker.on_frames(now, &frames, &mut out);
-        }
-        let mut pending = out.drain(..);
-        port.transmit(usize::MAX, |buf| {
-            let frame = pending.next()?;
-            let n = frame.len().min(buf.len());
-            buf[..n].copy_from_slice(&frame[..n]);
-            Some(n)
-        });
-        drop(pending);
+        raw_turn(attacker, port, now, &mut frames, &mut out);
         // Sleep until a frame arrives or the attacker's next turn (at most 1 ms).
         let wait = attacker.next_wakeup().map_or(1000, |t| t.total_micros().saturating_sub(now.total_micros()));
         let mut fd = libc::pollfd { fd: port.receive_fd(), events: libc::POLLIN, revents: 0 };
@@ -179,7 +146,7 @@ pub fn live_attack(
         forged: attacker.counts.forged,
         shard_cpu: shard_cpu().saturating_sub(cpu_before),
         frames_in: gauge(server, "fairway_packets_received_total").saturating_sub(frames_before),
-        rss_after: rss_bytes(),
+        rss_after: rss_kib(std::process::id()).unwrap_or(0) * 1024,
         connections_after: gauge(server, "fairway_active_connections"),
     }
 }

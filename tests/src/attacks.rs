@@ -874,11 +874,12 @@ impl Attacker {
 
     /// One forged packet of a flooding attack.
     fn flood(&mut self, now: Instant, out: &mut Vec<Vec<u8>>) {
-        let open: Vec<usize> = (0..self.conns.len()).filter(|&i| self.conns[i].phase == Phase::Open).collect();
-        if open.is_empty() {
+        let open = self.conns.iter().filter(|c| c.phase == Phase::Open).count();
+        if open == 0 {
             return;
         }
-        let i = open[self.rng.random_range(0..open.len())];
+        let pick = self.rng.random_range(0..open);
+        let Some(i) = (0..self.conns.len()).filter(|&i| self.conns[i].phase == Phase::Open).nth(pick) else { return };
         match self.attack {
             Attack::SegmentSmack => {
                 let c = &self.conns[i];

@@ -53,6 +53,13 @@ pub fn thread_cpu_time(tid: u32) -> std::io::Result<std::time::Duration> {
     Ok(std::time::Duration::from_micros(stat.cpu_ticks.saturating_mul(1_000_000 / CLOCK_TICKS_PER_SECOND)))
 }
 
+/// The VmRSS of process `pid`, KiB.
+#[must_use]
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?.trim().parse().ok())
+}
+
 /// The ids of this process's threads named `name` (their `comm`).
 #[must_use]
 pub fn threads_named(name: &str) -> Vec<u32> {

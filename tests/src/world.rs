@@ -287,23 +287,37 @@ impl World {
 
     fn visit_raw(&mut self, i: usize, raw: &SharedRawHost, now: Instant) {
         let mut port = self.net.port(self.hosts[i].id);
-        let mut frames = core::mem::take(&mut self.raw_in);
-        frames.clear();
-        port.receive(usize::MAX, |frame| frames.push(frame.to_vec()));
-        let mut out = core::mem::take(&mut self.raw_out);
-        let due = raw.borrow().next_wakeup().is_some_and(|t| t <= now);
-        if !frames.is_empty() || due {
-            raw.borrow_mut().on_frames(now, &frames, &mut out);
-        }
-        for frame in out.drain(..) {
-            let mut pending = Some(frame.as_slice());
-            port.transmit(1, |buf| {
-                let frame = pending.take().filter(|f| f.len() <= buf.len())?;
-                buf[..frame.len()].copy_from_slice(frame);
-                Some(frame.len())
-            });
-        }
-        self.raw_in = frames;
-        self.raw_out = out;
+        raw_turn(&mut *raw.borrow_mut(), &mut port, now, &mut self.raw_in, &mut self.raw_out);
     }
+}
+
+/// One turn of a raw host on `device` (a port of the simulated network, or
+/// a real one): hands it every frame that arrived, if any did or its
+/// wake-up is due, and sends what it returns (a frame longer than the
+/// device carries is dropped). `frames` and `out` are scratch kept between
+/// turns.
+pub fn raw_turn(
+    raw: &mut dyn RawHost,
+    device: &mut impl Device,
+    now: Instant,
+    frames: &mut Vec<Vec<u8>>,
+    out: &mut Vec<Vec<u8>>,
+) {
+    frames.clear();
+    device.receive(usize::MAX, |frame| frames.push(frame.to_vec()));
+    if !frames.is_empty() || raw.next_wakeup().is_some_and(|t| t <= now) {
+        raw.on_frames(now, frames, out);
+    }
+    let mut pending = out.drain(..);
+    let mut next = pending.next();
+    device.transmit(usize::MAX, |buf| {
+        while let Some(frame) = next.take() {
+            next = pending.next();
+            if frame.len() <= buf.len() {
+                buf[..frame.len()].copy_from_slice(&frame);
+                return Some(frame.len());
+            }
+        }
+        None
+    });
 }

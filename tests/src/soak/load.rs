@@ -403,7 +403,7 @@ impl Prober {
                 if probes.healthz % SCRAPE_EVERY == 0 {
                     let start = Instant::now();
                     probes.scrapes += 1;
-                    if let Some(rss) = rss_kib(server_pid) {
+                    if let Some(rss) = crate::stats::rss_kib(server_pid) {
                         let (low, high) = probes.rss_range.unwrap_or((rss, rss));
                         probes.rss_range = Some((low.min(rss), high.max(rss)));
                     }
@@ -411,7 +411,7 @@ impl Prober {
                         Ok(text) => {
                             let (app, stack) = connections(&text);
                             if probes.scrapes % PROGRESS_EVERY == 0 {
-                                let rss = rss_kib(server_pid).map_or(0.0, |k| k as f64 / 1024.0);
+                                let rss = crate::stats::rss_kib(server_pid).map_or(0.0, |k| k as f64 / 1024.0);
                                 let t = started.elapsed().as_secs();
                                 eprintln!("soak: {t} s: RSS {rss:.1} MiB, connections {app} / {stack}");
                             }
@@ -448,13 +448,6 @@ impl Prober {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().unwrap_or_default()
     }
-}
-
-/// The VmRSS of process `pid`, KiB.
-#[must_use]
-pub fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|l| l.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?.trim().parse().ok())
 }
 
 /// One `GET path` on a connection of its own, checked against `expect`:

@@ -414,7 +414,7 @@ impl ServerProcess {
 
     /// VmRSS, KiB.
     fn rss_kib(&self) -> Option<u64> {
-        load::rss_kib(self.spawned.id())
+        crate::stats::rss_kib(self.spawned.id())
     }
 
     /// SIGTERM, and its graceful stop: why it failed, if it did.
