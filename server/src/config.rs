@@ -361,6 +361,12 @@ pub struct Options {
     #[arg(long, value_name = "TIME")]
     pub tcp_user_timeout: Option<Span>,
 
+    /// Userspace backends: how long a connection the server closed first stays in TIME-WAIT
+    /// (2·MSL, RFC 9293 §3.6.1), holding its slot so that old duplicates of its segments find
+    /// it; shorten only where the network keeps no segment that long (a testbed) [default: 60s]
+    #[arg(long, value_name = "TIME")]
+    pub time_wait: Option<Span>,
+
     /// Userspace backends: challenge ACKs (RFC 5961: the answers to an RST or a SYN inside the
     /// window, an ACK far below what was sent) each shard sends per second at most; beyond, they
     /// are dropped and counted (tcp_challenge_ack_limit) [default: 1000]
@@ -433,6 +439,7 @@ impl Options {
             max_connections: self.max_connections.or(file.max_connections),
             socket_buffer: self.socket_buffer.or(file.socket_buffer),
             tcp_user_timeout: self.tcp_user_timeout.or(file.tcp_user_timeout),
+            time_wait: self.time_wait.or(file.time_wait),
             challenge_acks: self.challenge_acks.or(file.challenge_acks),
             invalid_ack_interval: self.invalid_ack_interval.or(file.invalid_ack_interval),
             shutdown_grace: self.shutdown_grace.or(file.shutdown_grace),
@@ -542,6 +549,8 @@ pub struct Config {
     pub socket_buffer: usize,
     /// Userspace backends: the TCP user timeout.
     pub tcp_user_timeout: Duration,
+    /// Userspace backends: how long TIME-WAIT lasts.
+    pub time_wait: Duration,
     /// Userspace backends: RFC 5961 challenge ACKs per second per shard.
     pub challenge_acks: u32,
     /// Userspace backends: the per-connection interval between ACKs that
@@ -769,6 +778,7 @@ impl Options {
             max_connections: at_least_one(self.max_connections.unwrap_or(10_000), "max-connections")?,
             socket_buffer,
             tcp_user_timeout: span(self.tcp_user_timeout, Duration::from_secs(300), "tcp-user-timeout")?,
+            time_wait: span(self.time_wait, Duration::from_secs(60), "time-wait")?,
             challenge_acks: self.challenge_acks.unwrap_or(1000),
             invalid_ack_interval: self.invalid_ack_interval.map_or(Duration::from_millis(500), |s| s.0),
             shutdown_grace: self.shutdown_grace.map_or(Duration::from_secs(5), |s| s.0),

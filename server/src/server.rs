@@ -176,12 +176,15 @@ impl Builder {
     }
 
     /// Starts the server and serves until SIGINT or SIGTERM, then shuts it
-    /// down gracefully (as the `fairway` binary does).
+    /// down gracefully (as the `fairway` binary does). It takes the process
+    /// as its own: the signal handlers, and glibc's threshold for mapping
+    /// big blocks ([`map_large_blocks`](crate::runtime::memory::map_large_blocks)).
     ///
     /// # Errors
     ///
     /// As [`spawn`](Self::spawn), or a shard fails while serving.
     pub fn run(self) -> io::Result<()> {
+        crate::runtime::memory::map_large_blocks();
         let stop = crate::runtime::signals::stop_on_signals()
             .map_err(|e| io::Error::new(e.kind(), format!("cannot handle SIGINT/SIGTERM: {e}")))?;
         let handle = self.stop_flag(stop).spawn()?;

@@ -211,6 +211,7 @@ fn stack_config(
     stack.tcp.rx_buffer = config.socket_buffer;
     stack.tcp.tx_buffer = config.socket_buffer;
     stack.tcp.user_timeout = config.tcp_user_timeout.into();
+    stack.tcp.time_wait = config.time_wait.into();
     stack.tcp.challenge_acks_per_sec = config.challenge_acks;
     stack.tcp.invalid_ack_interval = config.invalid_ack_interval.into();
     stack.secret = random_secret();

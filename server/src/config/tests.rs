@@ -30,6 +30,7 @@ const KEYS: &[&str] = &[
     "max-connections",
     "socket-buffer",
     "tcp-user-timeout",
+    "time-wait",
     "challenge-acks",
     "invalid-ack-interval",
     "shutdown-grace",
@@ -261,6 +262,7 @@ idle-timeout = "1s"
 response-timeout = "3s"
 max-connections = 5
 tcp-user-timeout = "30s"
+time-wait = "5s"
 challenge-acks = 50
 invalid-ack-interval = "100ms"
 shutdown-grace = "1s"
@@ -279,8 +281,8 @@ weight = {{ "10.77.0.12" = 2 }}
     assert_eq!((c.body_timeout, c.body_min_rate), (Duration::from_secs(4), 2048));
     assert_eq!(c.response_timeout, Duration::from_secs(3));
     assert_eq!(
-        (c.tcp_user_timeout, c.challenge_acks, c.invalid_ack_interval),
-        (Duration::from_secs(30), 50, Duration::from_millis(100))
+        (c.tcp_user_timeout, c.time_wait, c.challenge_acks, c.invalid_ack_interval),
+        (Duration::from_secs(30), Duration::from_secs(5), 50, Duration::from_millis(100))
     );
     let nested = TempFile::new("nested", "config = \"other.toml\"\n");
     let e = err(&["--config", nested.path()]);
@@ -404,6 +406,7 @@ fn help_explains_every_key_with_its_default() {
         "[default: 1 for every client]".to_owned(),
         "[default: 1MiB]".to_owned(),
         "[default: 5m]".to_owned(),
+        "[default: 60s]".to_owned(),
         format!("[default: {}]", c.challenge_acks),
         "[default: 500ms]".to_owned(),
     ] {
@@ -421,8 +424,13 @@ fn help_explains_every_key_with_its_default() {
     assert_eq!(c.invalid_ack_interval, "500ms".parse::<Span>().unwrap().0);
     let stack = fairway_stack::TcpConfig::default();
     assert_eq!(
-        (c.tcp_user_timeout, c.challenge_acks, c.invalid_ack_interval),
-        (stack.user_timeout.into(), stack.challenge_acks_per_sec, stack.invalid_ack_interval.into()),
+        (c.tcp_user_timeout, c.time_wait, c.challenge_acks, c.invalid_ack_interval),
+        (
+            stack.user_timeout.into(),
+            stack.time_wait.into(),
+            stack.challenge_acks_per_sec,
+            stack.invalid_ack_interval.into()
+        ),
         "the server's defaults are the stack's"
     );
 }

@@ -650,7 +650,7 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
             && trimmed > self.pool_bytes_trimmed
         {
             self.pool_bytes_trimmed = trimmed;
-            release_freed_memory();
+            crate::runtime::memory::release_freed_memory();
         }
         let metrics = self.site.metrics_mut();
         t.observe(metrics, &mut self.slots.iter().flatten().map(|s| s.conn));
@@ -739,19 +739,5 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> App<T, T::Event> for Host<T, S,
 
     fn finished(&self) -> bool {
         self.finished
-    }
-}
-
-/// Asks the allocator to hand the memory it holds free back to the kernel:
-/// glibc keeps what is freed inside its arenas, so a shard's buffers freed
-/// after a burst would stay resident; `malloc_trim` returns their pages.
-/// Elsewhere (another libc, or a Rust global allocator of the
-/// application's) it does nothing.
-fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim takes no pointers; it only walks glibc's own free
-    // lists under their locks.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }

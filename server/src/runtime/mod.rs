@@ -28,6 +28,7 @@
 //! [`shards`] starts one such loop per core.
 
 pub mod batch;
+pub mod memory;
 pub mod shards;
 pub mod signals;
 

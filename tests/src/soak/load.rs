@@ -409,14 +409,17 @@ impl Prober {
                     }
                     match fetch(server, "/metrics", &Expect::Any, Duration::from_secs(5)) {
                         Ok(text) => {
-                            let (app, stack) = connections(&text);
+                            let c = connections(&text);
                             if probes.scrapes % PROGRESS_EVERY == 0 {
                                 let rss = crate::stats::rss_kib(server_pid).map_or(0.0, |k| k as f64 / 1024.0);
                                 let t = started.elapsed().as_secs();
-                                eprintln!("soak: {t} s: RSS {rss:.1} MiB, connections {app} / {stack}");
+                                eprintln!(
+                                    "soak: {t} s: RSS {rss:.1} MiB, connections {} / {} (+{} in TIME-WAIT)",
+                                    c.app, c.stack, c.time_wait
+                                );
                             }
-                            probes.max_connections.0 = probes.max_connections.0.max(app);
-                            probes.max_connections.1 = probes.max_connections.1.max(stack);
+                            probes.max_connections.0 = probes.max_connections.0.max(c.app);
+                            probes.max_connections.1 = probes.max_connections.1.max(c.stack);
                         }
                         Err(what) => {
                             probes.failures.push(Failure {
@@ -468,12 +471,22 @@ pub fn fetch(server: SocketAddrV4, path: &str, expect: &Expect, timeout: Duratio
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
-/// From a scrape: the application's connections
-/// (`fairway_active_connections`) and the stack's outside TIME-WAIT
-/// (`fairway_tcp_connections` less `fairway_tcp_time_wait_connections`),
-/// over every shard.
+/// Connections in a scrape, over every shard.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Connections {
+    /// The application's (`fairway_active_connections`).
+    pub app: f64,
+    /// The stack's outside TIME-WAIT (`fairway_tcp_connections` less
+    /// `fairway_tcp_time_wait_connections`).
+    pub stack: f64,
+    /// The stack's in TIME-WAIT.
+    pub time_wait: f64,
+}
+
+/// The connections a `/metrics` scrape shows.
 #[must_use]
-pub fn connections(text: &str) -> (f64, f64) {
+pub fn connections(text: &str) -> Connections {
     let sum = |name| crate::platform::metric_samples(text, name).iter().map(|(_, v)| v).sum::<f64>();
-    (sum("fairway_active_connections"), sum("fairway_tcp_connections") - sum("fairway_tcp_time_wait_connections"))
+    let time_wait = sum("fairway_tcp_time_wait_connections");
+    Connections { app: sum("fairway_active_connections"), stack: sum("fairway_tcp_connections") - time_wait, time_wait }
 }

@@ -48,7 +48,7 @@ use std::time::{Duration, Instant};
 
 use faults::{Fault, FaultKind, Window};
 use http::Expect;
-use load::{Failure, Load, Prober, Probes, Tally, fetch};
+use load::{Connections, Failure, Load, Prober, Probes, Tally, fetch};
 
 use crate::platform::metric_samples;
 use crate::testbed::{self, LinkParams, SERVER_IF, Spawned, Testbed, TestbedConfig};
@@ -76,7 +76,10 @@ pub const RSS_TOLERANCE: f64 = 0.05;
 /// The server's flags beyond where it serves: two shards (so steering is
 /// in play), and timeouts short enough that what a vanished peer leaves is
 /// cleared within seconds: the user timeout (data never acknowledged),
-/// idle keep-alive, the head and the body.
+/// idle keep-alive, the head and the body; and a TIME-WAIT of seconds, so
+/// that the connections the load closed have left it before the RSS is
+/// read (at 60 s, hundreds of them would still hold their slots at the
+/// baseline, more or fewer at the end, as the load's last minute had it).
 pub const SERVER_FLAGS: &[&str] = &[
     "--queues",
     "2",
@@ -84,6 +87,8 @@ pub const SERVER_FLAGS: &[&str] = &[
     "2",
     "--tcp-user-timeout",
     "10s",
+    "--time-wait",
+    "5s",
     "--idle-timeout",
     "5s",
     "--header-timeout",
@@ -115,6 +120,13 @@ pub fn drain_limit() -> Duration {
     let user = server_seconds("--tcp-user-timeout");
     let head_or_body = server_seconds("--header-timeout").max(server_seconds("--body-timeout"));
     Duration::from_secs(idle.max(head_or_body) + user + 10)
+}
+
+/// The most TIME-WAIT connections a quiet server may hold: the probes'
+/// (a `/healthz` connection a second, a scrape's now and then) over
+/// [`SERVER_FLAGS`]' TIME-WAIT, and the scrape that counts them.
+fn probes_time_wait() -> f64 {
+    (server_seconds("--time-wait") as f64 / load::PROBE_EVERY.as_secs_f64()).ceil() + 2.0
 }
 
 /// Drop reasons that mean a bug, not a peer's doing: the soak's path
@@ -189,9 +201,8 @@ pub struct Report {
     pub vanished: usize,
     /// RSS, KiB: at the baseline and at the end.
     pub rss: (u64, u64),
-    /// (application, stack outside TIME-WAIT) connections: at the
-    /// baseline and at the end.
-    pub connections: ((f64, f64), (f64, f64)),
+    /// Connections at the baseline and at the end.
+    pub connections: (Connections, Connections),
     /// How long the server took to get back to the baseline.
     pub drained_in: Option<Duration>,
     /// Drop reasons that moved over the soak, with how much.
@@ -271,9 +282,15 @@ impl Report {
             self.probes.max_connections.0,
             self.probes.max_connections.1
         ));
-        let ((base_app, base_stack), (end_app, end_stack)) = self.connections;
+        let (base, end) = self.connections;
         lines.push(format!(
-            "connections: baseline {base_app} / {base_stack}, end {end_app} / {end_stack} (application / stack outside TIME-WAIT){}",
+            "connections: baseline {} / {} / {}, end {} / {} / {} (application / stack outside TIME-WAIT / in TIME-WAIT){}",
+            base.app,
+            base.stack,
+            base.time_wait,
+            end.app,
+            end.stack,
+            end.time_wait,
             self.drained_in.map_or(String::new(), |d| format!(", back within {:.1} s of the load's end", d.as_secs_f64()))
         ));
         if let Some((low, high)) = self.probes.rss_range {
@@ -338,10 +355,23 @@ impl Report {
                 base as f64 / 1024.0
             ));
         }
-        if end_app > base_app || end_stack > base_stack {
+        let (base_conns, end_conns) = self.connections;
+        if end_conns.app > base_conns.app || end_conns.stack > base_conns.stack {
             failures.push(format!(
-                "connections: {end_app} (application) / {end_stack} (stack) {:.0} s after the load, baseline {base_app} / {base_stack}",
-                drain_limit().as_secs_f64()
+                "connections: {} (application) / {} (stack) {:.0} s after the load, baseline {} / {}",
+                end_conns.app,
+                end_conns.stack,
+                drain_limit().as_secs_f64(),
+                base_conns.app,
+                base_conns.stack
+            ));
+        }
+        if end_conns.time_wait > probes_time_wait() {
+            failures.push(format!(
+                "TIME-WAIT: {} connections at the end, more than the probes' own {} ({}s of them)",
+                end_conns.time_wait,
+                probes_time_wait(),
+                server_seconds("--time-wait")
             ));
         }
         for (reason, n) in &self.drops {
@@ -459,14 +489,15 @@ fn vanish_address(tb: &Testbed, k: usize) -> Ipv4Addr {
 /// Waits until the server is back at or below `baseline` connections on
 /// two scrapes in a row, at most `limit`: how long it took, and the
 /// counts last seen.
-fn wait_for_baseline(tb: &Testbed, baseline: (f64, f64), limit: Duration) -> (Option<Duration>, (f64, f64)) {
+fn wait_for_baseline(tb: &Testbed, baseline: (f64, f64), limit: Duration) -> (Option<Duration>, Connections) {
     let started = Instant::now();
     let mut calm = 0;
-    let mut last = (f64::NAN, f64::NAN);
+    let nan = Connections { app: f64::NAN, stack: f64::NAN, time_wait: f64::NAN };
+    let mut last = nan;
     while started.elapsed() < limit && !interrupted() {
         if let Ok(text) = scrape(tb) {
             last = load::connections(&text);
-            calm = if last.0 <= baseline.0 && last.1 <= baseline.1 { calm + 1 } else { 0 };
+            calm = if last.app <= baseline.0 && last.stack <= baseline.1 { calm + 1 } else { 0 };
             if calm == 2 {
                 return (Some(started.elapsed()), last);
             }
@@ -476,18 +507,25 @@ fn wait_for_baseline(tb: &Testbed, baseline: (f64, f64), limit: Duration) -> (Op
     (None, last)
 }
 
-/// The quiet point after the warm-up: the fewest connections over a few
-/// scrapes (a probe may be in flight during one).
-fn quiet_baseline(tb: &Testbed) -> Result<(f64, f64), String> {
+/// The quiet point after the warm-up: once only the scrapes' connections
+/// are open and [`POOL_SETTLE`] has passed, the RSS, and the fewest
+/// connections over a few scrapes (a probe may be in flight during one).
+fn quiet_baseline(tb: &Testbed, server: &ServerProcess) -> Result<(Connections, u64), String> {
     // At rest, only the scrape's own connection is open.
     let (_, _) = wait_for_baseline(tb, (1.0, 1.0), drain_limit());
-    let mut best = (f64::INFINITY, f64::INFINITY);
+    std::thread::sleep(POOL_SETTLE);
+    let rss = server.rss_kib().unwrap_or(0);
+    let mut best = Connections { app: f64::INFINITY, stack: f64::INFINITY, time_wait: f64::INFINITY };
     for _ in 0..4 {
-        let (app, stack) = load::connections(&scrape(tb)?);
-        best = (best.0.min(app), best.1.min(stack));
+        let c = load::connections(&scrape(tb)?);
+        best = Connections {
+            app: best.app.min(c.app),
+            stack: best.stack.min(c.stack),
+            time_wait: best.time_wait.min(c.time_wait),
+        };
         std::thread::sleep(Duration::from_millis(600));
     }
-    Ok(best)
+    Ok((best, rss))
 }
 
 /// Sleeps until `until`, waking early if interrupted; false if it was.
@@ -577,9 +615,8 @@ pub fn run(config: &SoakConfig) -> Result<Report, String> {
     run_faults(&tb, &first_round, started, &mut report, 0);
     sleep_until(started + warm_up);
     report.tally.merge(warm.stop());
-    let baseline = quiet_baseline(&tb)?;
-    std::thread::sleep(POOL_SETTLE);
-    report.rss.0 = server.rss_kib().unwrap_or(0);
+    let (baseline, rss) = quiet_baseline(&tb, &server)?;
+    report.rss.0 = rss;
 
     let plan = faults::plan(faulted, &LOAD_CLIENTS, QUIET_END, config.seed.wrapping_add(1), usize::MAX);
     eprintln!(
@@ -596,12 +633,14 @@ pub fn run(config: &SoakConfig) -> Result<Report, String> {
     let load_end = Instant::now();
 
     eprintln!("soak: load over; the server has {} s to get back to its baseline", drain_limit().as_secs());
-    let (drained, end) = wait_for_baseline(&tb, baseline, drain_limit());
+    let (drained, mut end) = wait_for_baseline(&tb, (baseline.app, baseline.stack), drain_limit());
     report.drained_in = drained.map(|_| load_end.elapsed());
-    report.connections = (baseline, end);
     std::thread::sleep(POOL_SETTLE);
     report.rss.1 = server.rss_kib().unwrap_or(u64::MAX);
     let last = scrape(&tb);
+    // TIME-WAIT as it is after the settle, the RSS's moment.
+    end.time_wait = last.as_deref().map_or(f64::NAN, |text| load::connections(text).time_wait);
+    report.connections = (baseline, end);
     report.probes = prober.stop();
     match last {
         Ok(last) => {
