@@ -39,11 +39,6 @@ use crate::wire::{self, ETHERNET_HEADER_LEN, Flags, IPV4_HEADER_LEN, TCP_OFFSET,
 const ARP_TIMER: u32 = 0;
 const FIRST_CONNECTION_TIMER: u32 = 1;
 
-/// How often the buffer and storage pools free what they did not need over
-/// the last interval ([`BufferPool::trim`]): after a burst, a shard's
-/// memory returns within two intervals of the load falling.
-const POOL_TRIM_INTERVAL: Duration = Duration::from_secs(5);
-
 /// ICMP errors allowed per second (RFC 1812 §4.3.2.8 asks for a limit).
 const ICMP_ERRORS_PER_SEC: u32 = 100;
 
@@ -153,7 +148,7 @@ impl Shard {
             icmp_tokens: ICMP_ERRORS_PER_SEC,
             icmp_refill: Instant::ZERO,
             challenge_refill: Instant::ZERO,
-            pool_trim_at: Instant::ZERO + POOL_TRIM_INTERVAL,
+            pool_trim_at: Instant::ZERO + crate::pool::TRIM_INTERVAL,
             config,
         };
         shard.queue_arp(ArpOperation::Request, [0; 6], shard.config.ip, wire::BROADCAST_MAC);
@@ -249,7 +244,7 @@ impl Shard {
             env.reasm_pool.trim();
             env.sentq_pool.trim();
             env.counters.pool_bytes_trimmed += buffers as u64;
-            self.pool_trim_at = now + POOL_TRIM_INTERVAL;
+            self.pool_trim_at = now + crate::pool::TRIM_INTERVAL;
         }
     }
 

@@ -49,6 +49,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Waker;
 
 use fairway_nic::steering::Fabric;
+use fairway_stack::pool::{StoragePool, TRIM_INTERVAL};
 use fairway_stack::time::{Duration, Instant};
 use fairway_stack::timer_wheel::TimerWheel;
 use tracing::info;
@@ -256,7 +257,11 @@ pub struct Host<T: Transport, S: Service<T>, W: Windows<T> = ()> {
     open: Vec<Option<T::Conn>>,
     senses: Vec<W::Sense>,
     wakers: Vec<SlotWaker>,
-    pool: Vec<S::Session>,
+    /// Sessions of closed connections, for the next ones; what a whole
+    /// trim interval did not need is freed.
+    pool: StoragePool<S::Session>,
+    /// When the sessions are next trimmed.
+    trim_at: Instant,
     timers: TimerWheel,
     wakes: Arc<WakeQueue>,
     woken: Vec<u32>,
@@ -266,8 +271,9 @@ pub struct Host<T: Transport, S: Service<T>, W: Windows<T> = ()> {
     drain_until: Option<Instant>,
     finished: bool,
     next_observe: Instant,
-    /// The stack's `pool_bytes_trimmed` when last seen: when it moves, the
-    /// allocator is asked to hand the freed memory back.
+    /// The stack's `pool_bytes_trimmed` when last seen: when it moves (or
+    /// sessions were trimmed), the allocator is asked to hand the freed
+    /// memory back.
     pool_bytes_trimmed: u64,
     accepted: u64,
     refused: u64,
@@ -304,7 +310,8 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
             open: Vec::new(),
             senses: Vec::new(),
             wakers: Vec::new(),
-            pool: Vec::new(),
+            pool: StoragePool::new(usize::MAX, true),
+            trim_at: Instant::ZERO + TRIM_INTERVAL,
             timers: TimerWheel::new(Instant::ZERO),
             wakes,
             woken: Vec::with_capacity(64),
@@ -427,10 +434,8 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
             // A name the backend no longer knows: it reused the slot.
             self.release(i);
         }
-        let session = match self.pool.pop() {
-            Some(session) => session,
-            None => self.service.session(),
-        };
+        let Host { pool, service, .. } = self;
+        let session = pool.take(|| service.session());
         self.slots[i] = Some(Slot { conn, phase: Phase::Open, session });
         self.open[i] = Some(conn);
         if let Some(window) = &mut self.window {
@@ -560,7 +565,7 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
     fn release(&mut self, i: usize) {
         let Some(mut slot) = self.slots[i].take() else { return };
         self.service.closed(&mut slot.session);
-        self.pool.push(slot.session);
+        self.pool.give(slot.session);
         self.open[i] = None;
         self.timers.cancel(i as u32);
         self.active -= 1;
@@ -645,13 +650,20 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
         }
     }
 
-    fn observe(&mut self, t: &T, stats: &LoopStats) {
-        if let Some(trimmed) = t.counters().map(|c| c.pool_bytes_trimmed)
-            && trimmed > self.pool_bytes_trimmed
-        {
-            self.pool_bytes_trimmed = trimmed;
+    /// Every [`TRIM_INTERVAL`]: frees the sessions the interval did not
+    /// need, and when that or the stack's own trim freed something, asks
+    /// the allocator to return the pages.
+    fn trim(&mut self, t: &T, now: Instant) {
+        self.trim_at = now + TRIM_INTERVAL;
+        let sessions = self.pool.trim();
+        let stack = t.counters().map_or(0, |c| c.pool_bytes_trimmed);
+        if sessions > 0 || stack > self.pool_bytes_trimmed {
+            self.pool_bytes_trimmed = stack;
             crate::runtime::memory::release_freed_memory();
         }
+    }
+
+    fn observe(&mut self, t: &T, stats: &LoopStats) {
         let metrics = self.site.metrics_mut();
         t.observe(metrics, &mut self.slots.iter().flatten().map(|s| s.conn));
         metrics.observe_loop(stats);
@@ -711,13 +723,21 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> App<T, T::Event> for Host<T, S,
             return Some(Instant::ZERO);
         }
         let window = self.window.as_ref().filter(|_| self.active > 0).map(W::next_run);
-        [self.timers.next_wakeup(), self.service.poll_timeout(), self.drain_until, window].into_iter().flatten().min()
+        // Pooled sessions are freed on time even when nothing else happens.
+        let trim = (self.pool.free_count() > 0).then_some(self.trim_at);
+        [self.timers.next_wakeup(), self.service.poll_timeout(), self.drain_until, window, trim]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn after_turn(&mut self, t: &mut T, now: Instant, stats: &LoopStats) {
         self.site.tick();
         if let Some(window) = &mut self.window {
             window.run(now, t, &self.open, &mut self.senses, self.site.metrics_mut());
+        }
+        if now >= self.trim_at {
+            self.trim(t, now);
         }
         if now >= self.next_observe {
             self.observe(t, stats);

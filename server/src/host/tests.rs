@@ -158,6 +158,27 @@ fn an_oversized_head_gets_its_431_before_the_fin_and_no_reset() {
 }
 
 #[test]
+fn the_sessions_a_burst_left_are_freed_after_a_quiet_trim_interval() {
+    let mut p = Pair::new(HttpConfig::default());
+    let (a, b) = (p.connect(), p.connect());
+    let limit = p.now + Duration::from_secs(1);
+    p.run_until(limit, |p| p.host.open_connections() == 2);
+    for h in [a, b] {
+        p.client.close(h);
+    }
+    let limit = p.now + Duration::from_secs(1);
+    p.run_until(limit, |p| p.host.open_connections() == 0);
+    assert_eq!(p.host.pool.free_count(), 2, "both sessions pooled for the next connections");
+    // One connection at a time needs one session: the other is freed once
+    // a whole interval went without it, the last one after an idle one.
+    let h = p.connect();
+    p.client.close(h);
+    let limit = p.now + TRIM_INTERVAL * 3;
+    p.run_until(limit, |p| p.host.pool.free_count() == 0);
+    assert!(p.host.poll_timeout().is_none(), "an empty pool wakes no one");
+}
+
+#[test]
 fn a_lingering_connection_is_closed_at_the_end_of_the_linger() {
     let mut p = Pair::new(HttpConfig::default());
     let h = p.connect();

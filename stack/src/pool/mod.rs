@@ -4,6 +4,14 @@ mod buffer_pool;
 mod slab;
 mod storage_pool;
 
+use crate::time::Duration;
+
+/// How often a pool frees what it did not need over the last interval
+/// ([`BufferPool::trim`], [`StoragePool::trim`]): after a burst, the
+/// memory returns within two intervals of the load falling. The shard
+/// trims its own pools at this pace, the server's host its sessions.
+pub const TRIM_INTERVAL: Duration = Duration::from_secs(5);
+
 pub use buffer_pool::BufferPool;
 pub use slab::{Key, Slab};
 pub use storage_pool::StoragePool;

@@ -1,5 +1,6 @@
 //! A pool of growable collections that connections attach only while they
-//! need them: the sent queue's records, the assembler's blocks.
+//! need them: the sent queue's records, the assembler's blocks (and, in
+//! the server, its connections' HTTP sessions).
 //!
 //! Unlike [`super::BufferPool`]'s fixed-size buffers, these keep whatever
 //! capacity their last user grew them to, which is the point: a recycled
