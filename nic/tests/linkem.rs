@@ -285,3 +285,20 @@ fn a_deleted_interface_ends_the_emulator_with_an_error() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("fairway-linkem: direction b->a stopped: interface `eb` was deleted"), "{stderr}");
 }
+
+/// A deletion first takes the interface down, and the socket reports only
+/// that: when the emulator looked while the interface still existed (a
+/// loaded machine), it waited for good. Taken down first and deleted a
+/// moment later, the interface must still end the emulator.
+#[test]
+fn an_interface_deleted_after_going_down_ends_the_emulator_too() {
+    let trio = Trio::new();
+    let linkem = trio.linkem(binary(), &["--delay", "1ms"]);
+    linkem_support::sh(&["ip", "-n", &trio.emu, "link", "set", "eb", "down"]);
+    std::thread::sleep(Duration::from_millis(300));
+    linkem_support::sh(&["ip", "-n", &trio.emu, "link", "del", "eb"]);
+    let (code, stderr) = linkem.wait_exit(Duration::from_secs(5));
+    assert!(stderr.contains("fairway-linkem: warning: interface `eb` went down"), "{stderr}");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("fairway-linkem: direction b->a stopped: interface `eb` was deleted"), "{stderr}");
+}

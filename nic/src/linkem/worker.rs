@@ -27,6 +27,10 @@ const RX_ROUNDS: usize = 4;
 
 /// How often the socket's drop counter is read.
 const KERNEL_DROPS_EVERY: Duration = Duration::from_millis(100);
+/// While the ingress interface is down, how often the emulator looks
+/// whether it was deleted: a deletion first takes the interface down, and
+/// the socket reports that DOWN and nothing after it.
+const DOWN_RECHECK: Duration = Duration::from_millis(100);
 
 /// Lateness above this is counted in [`DirectionStats::late_over_100us`].
 const LATE_US: u64 = 100;
@@ -114,6 +118,8 @@ impl Worker {
         let mut sending: Vec<Departure> = Vec::with_capacity(BATCH);
         let spin_us = spin.as_micros() as u64;
         let mut next_drop_check = Instant::now();
+        // An ENETDOWN came and no frame after it.
+        let mut down = false;
 
         loop {
             if let Some(config) = pending.take() {
@@ -128,13 +134,17 @@ impl Worker {
                     // deleted interface never does.
                     Err(e) if e.raw_os_error() == Some(libc::ENETDOWN) => {
                         if !Interface::exists(ingress.index) {
-                            return Err(io::Error::other(format!("interface `{}` was deleted", ingress.name)));
+                            return Err(deleted(&ingress.name));
                         }
                         eprintln!("fairway-linkem: warning: interface `{}` went down", ingress.name);
+                        down = true;
                         0
                     }
                     Err(e) => return Err(e),
                 };
+                if received > 0 {
+                    down = false;
+                }
                 line.take_in(&mut clock, &mut rx_batch, received, egress_max_frame);
                 if received < BATCH {
                     break;
@@ -151,6 +161,11 @@ impl Worker {
             if stop.load(Ordering::Acquire) {
                 break;
             }
+            if down && !Interface::exists(ingress.index) {
+                return Err(deleted(&ingress.name));
+            }
+            // Down, the emulator wakes to look again.
+            let recheck = down.then_some(DOWN_RECHECK);
 
             let now = clock.now_us();
             let wait = match line.queue.next_at() {
@@ -168,10 +183,14 @@ impl Worker {
                     }
                 }
                 Some(us) => {
-                    sys::wait_readable([rx.as_raw_fd(), waker.as_raw_fd()], Some(Duration::from_micros(us - spin_us)))?;
+                    let timeout = Duration::from_micros(us - spin_us);
+                    sys::wait_readable(
+                        [rx.as_raw_fd(), waker.as_raw_fd()],
+                        Some(recheck.map_or(timeout, |r| r.min(timeout))),
+                    )?;
                 }
                 None => {
-                    sys::wait_readable([rx.as_raw_fd(), waker.as_raw_fd()], None)?;
+                    sys::wait_readable([rx.as_raw_fd(), waker.as_raw_fd()], recheck)?;
                 }
             }
         }
@@ -185,6 +204,11 @@ impl Worker {
         line.publish(&shared);
         Ok(line.final_stats())
     }
+}
+
+/// The error that ends a direction whose ingress interface is gone.
+fn deleted(name: &str) -> io::Error {
+    io::Error::other(format!("interface `{name}` was deleted"))
 }
 
 /// Microseconds since the emulator started, on `CLOCK_MONOTONIC` (which
