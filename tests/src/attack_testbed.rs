@@ -43,6 +43,10 @@ pub struct LiveRound {
     pub legitimate_intact: (usize, usize),
     /// Their bytes over the wall time from the first start to the last end, Mbit/s.
     pub goodput_mbps: f64,
+    /// That wall time.
+    pub download_time: Duration,
+    /// From the same start to the attacker's end (done, or its limit).
+    pub attacker_time: Duration,
     /// The attacker's transfers intact, of all.
     pub attacker_intact: (usize, usize),
     /// Frames the attacker sent, and of them forged.
@@ -113,6 +117,13 @@ pub fn live_attack(
     let started = Instant::now();
     let curls = testbed::spawn(&tb.client_ns(0), &["bash", "-o", "pipefail", "-c", &script])
         .unwrap_or_else(|e| panic!("curl clients: {e}"));
+    // The downloads are timed on their own: the attacker's transfers may
+    // end later (a frame its port missed costs it a retransmission
+    // timeout), and the goodput is the legitimate clients'.
+    let downloads = std::thread::spawn(move || {
+        let out = curls.wait_timeout(Duration::from_secs(150));
+        (out, started.elapsed())
+    });
     let params = AttackParams::issue(attack);
     let ip = attacker_ip(tb);
     let mac = parse_mac(&tb.client_mac(1));
@@ -125,8 +136,9 @@ pub fn live_attack(
         attacker
     })
     .unwrap_or_else(|e| panic!("attacker namespace: {e}"));
-    let out = curls.wait_timeout(Duration::from_secs(150)).unwrap_or_else(|e| panic!("curl clients: {e}"));
-    let elapsed = started.elapsed();
+    let attacker_time = started.elapsed();
+    let (out, elapsed) = downloads.join().unwrap_or_else(|_| panic!("the curl clients' waiter panicked"));
+    let out = out.unwrap_or_else(|e| panic!("curl clients: {e}"));
     let expected = pattern_sha256(size);
     let intact = out.stdout_text().lines().filter(|l| l.split_whitespace().next() == Some(expected.as_str())).count();
     // The server closes each connection after its response; wait for the
@@ -141,6 +153,8 @@ pub fn live_attack(
         attack,
         legitimate_intact: (intact, legitimate),
         goodput_mbps: (intact as u64 * size) as f64 * 8.0 / elapsed.as_secs_f64() / 1e6,
+        download_time: elapsed,
+        attacker_time,
         attacker_intact: attacker.intact(),
         attacker_sent: attacker.counts.sent,
         forged: attacker.counts.forged,
