@@ -50,4 +50,4 @@ pub mod runtime;
 pub mod server;
 pub mod site;
 
-pub use server::{Builder, Server, ServerHandle};
+pub use server::{Builder, Server, ServerHandle, run_binary};

@@ -8,21 +8,9 @@
 
 use std::process::ExitCode;
 
-use fairway::Server;
 use fairway::config::Config;
 
 fn main() -> ExitCode {
     let config = Config::from_env().unwrap_or_else(|e| e.exit());
-    if let Err(e) = fairway::logging::init(&config.log) {
-        eprintln!("fairway: {e}");
-        return ExitCode::from(2);
-    }
-    tracing::debug!(?config, "configuration");
-    match Server::builder().config(config).run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("fairway: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    fairway::run_binary(config)
 }

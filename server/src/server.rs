@@ -194,6 +194,26 @@ impl Builder {
     }
 }
 
+/// What the `fairway` binary does with its configuration: sets up
+/// logging, then [`Server::run`]s until SIGINT/SIGTERM. One line on
+/// standard error says why when it cannot: exit status 2 for the logging
+/// set-up (a bad filter), 1 for the server.
+#[must_use]
+pub fn run_binary(config: Config) -> std::process::ExitCode {
+    if let Err(e) = crate::logging::init(&config.log) {
+        eprintln!("fairway: {e}");
+        return std::process::ExitCode::from(2);
+    }
+    tracing::debug!(?config, "configuration");
+    match Server::builder().config(config).run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fairway: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// A running server (see [`Server::builder`]). Dropping it shuts it down
 /// and waits.
 #[derive(Debug)]

@@ -8,9 +8,8 @@
 //! the soak could not run.
 //!
 //! `fairway-soak serve FLAGS...` is the server it soaks: what the
-//! `fairway` binary does with the same flags (its configuration, logging,
-//! `Server::builder().config(..).run()`), in a process of its own so that
-//! its memory is its own.
+//! `fairway` binary does with the same flags (`fairway::run_binary`), in a
+//! process of its own so that its memory is its own.
 
 use std::process::ExitCode;
 
@@ -111,19 +110,6 @@ fn soak(cli: &Cli) -> ExitCode {
 /// The `fairway` binary's `main`, with `flags`.
 fn serve(flags: &[String]) -> ExitCode {
     let args = std::iter::once("fairway").chain(flags.iter().map(String::as_str));
-    let config = match fairway::config::Config::load(args, None) {
-        Ok(config) => config,
-        Err(e) => e.exit(),
-    };
-    if let Err(e) = fairway::logging::init(&config.log) {
-        eprintln!("fairway: {e}");
-        return ExitCode::from(2);
-    }
-    match fairway::Server::builder().config(config).run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("fairway: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    let config = fairway::config::Config::load(args, None).unwrap_or_else(|e| e.exit());
+    fairway::run_binary(config)
 }

@@ -483,6 +483,27 @@ pub struct Connections {
     pub time_wait: f64,
 }
 
+impl Connections {
+    /// Unknown (no scrape yet).
+    pub const UNKNOWN: Connections = Connections { app: f64::NAN, stack: f64::NAN, time_wait: f64::NAN };
+
+    /// Whether the connections outside TIME-WAIT are at most `other`'s.
+    #[must_use]
+    pub fn open_at_most(&self, other: &Connections) -> bool {
+        self.app <= other.app && self.stack <= other.stack
+    }
+
+    /// The fewest of each.
+    #[must_use]
+    pub fn min(self, other: Connections) -> Connections {
+        Connections {
+            app: self.app.min(other.app),
+            stack: self.stack.min(other.stack),
+            time_wait: self.time_wait.min(other.time_wait),
+        }
+    }
+}
+
 /// The connections a `/metrics` scrape shows.
 #[must_use]
 pub fn connections(text: &str) -> Connections {

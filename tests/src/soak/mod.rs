@@ -356,7 +356,7 @@ impl Report {
             ));
         }
         let (base_conns, end_conns) = self.connections;
-        if end_conns.app > base_conns.app || end_conns.stack > base_conns.stack {
+        if !end_conns.open_at_most(&base_conns) {
             failures.push(format!(
                 "connections: {} (application) / {} (stack) {:.0} s after the load, baseline {} / {}",
                 end_conns.app,
@@ -489,15 +489,14 @@ fn vanish_address(tb: &Testbed, k: usize) -> Ipv4Addr {
 /// Waits until the server is back at or below `baseline` connections on
 /// two scrapes in a row, at most `limit`: how long it took, and the
 /// counts last seen.
-fn wait_for_baseline(tb: &Testbed, baseline: (f64, f64), limit: Duration) -> (Option<Duration>, Connections) {
+fn wait_for_baseline(tb: &Testbed, baseline: &Connections, limit: Duration) -> (Option<Duration>, Connections) {
     let started = Instant::now();
     let mut calm = 0;
-    let nan = Connections { app: f64::NAN, stack: f64::NAN, time_wait: f64::NAN };
-    let mut last = nan;
+    let mut last = Connections::UNKNOWN;
     while started.elapsed() < limit && !interrupted() {
         if let Ok(text) = scrape(tb) {
             last = load::connections(&text);
-            calm = if last.app <= baseline.0 && last.stack <= baseline.1 { calm + 1 } else { 0 };
+            calm = if last.open_at_most(baseline) { calm + 1 } else { 0 };
             if calm == 2 {
                 return (Some(started.elapsed()), last);
             }
@@ -512,17 +511,13 @@ fn wait_for_baseline(tb: &Testbed, baseline: (f64, f64), limit: Duration) -> (Op
 /// connections over a few scrapes (a probe may be in flight during one).
 fn quiet_baseline(tb: &Testbed, server: &ServerProcess) -> Result<(Connections, u64), String> {
     // At rest, only the scrape's own connection is open.
-    let (_, _) = wait_for_baseline(tb, (1.0, 1.0), drain_limit());
+    let scrape_only = Connections { app: 1.0, stack: 1.0, time_wait: f64::INFINITY };
+    let (_, _) = wait_for_baseline(tb, &scrape_only, drain_limit());
     std::thread::sleep(POOL_SETTLE);
     let rss = server.rss_kib().unwrap_or(0);
     let mut best = Connections { app: f64::INFINITY, stack: f64::INFINITY, time_wait: f64::INFINITY };
     for _ in 0..4 {
-        let c = load::connections(&scrape(tb)?);
-        best = Connections {
-            app: best.app.min(c.app),
-            stack: best.stack.min(c.stack),
-            time_wait: best.time_wait.min(c.time_wait),
-        };
+        best = best.min(load::connections(&scrape(tb)?));
         std::thread::sleep(Duration::from_millis(600));
     }
     Ok((best, rss))
@@ -633,7 +628,7 @@ pub fn run(config: &SoakConfig) -> Result<Report, String> {
     let load_end = Instant::now();
 
     eprintln!("soak: load over; the server has {} s to get back to its baseline", drain_limit().as_secs());
-    let (drained, mut end) = wait_for_baseline(&tb, (baseline.app, baseline.stack), drain_limit());
+    let (drained, mut end) = wait_for_baseline(&tb, &baseline, drain_limit());
     report.drained_in = drained.map(|_| load_end.elapsed());
     std::thread::sleep(POOL_SETTLE);
     report.rss.1 = server.rss_kib().unwrap_or(u64::MAX);
