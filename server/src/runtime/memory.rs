@@ -10,8 +10,11 @@
 //! Elsewhere (another libc, or a Rust global allocator of the
 //! application's) both do nothing.
 
-/// Blocks at least this big get a mapping of their own.
-pub const MMAP_THRESHOLD: usize = 256 << 10;
+/// Blocks at least this big get a mapping of their own: the size from which
+/// the stack's pools swap kept buffers for fresh, unwritten ones
+/// ([`fairway_stack::pool::LARGE_BUFFER`]), which only returns their pages
+/// when they are mapped on their own.
+pub const MMAP_THRESHOLD: usize = fairway_stack::pool::LARGE_BUFFER;
 
 /// Has the allocator map every block of [`MMAP_THRESHOLD`] or more on its
 /// own, so that freeing one unmaps it at once. glibc's default threshold

@@ -4,7 +4,18 @@
 //! (its memory is the likeliest to be cached). The bound caps what an idle
 //! shard keeps after a burst of connections, and [`BufferPool::trim`] frees
 //! what a whole interval did not need, so that after the burst the memory
-//! goes back.
+//! goes back. Big buffers give back their pages even when kept: see
+//! [`LARGE_BUFFER`].
+
+/// Buffers at least this big are swapped for fresh ones at every
+/// [`BufferPool::trim`], the kept ones too. Allocators map a block this
+/// size on its own (glibc above its mmap threshold, which the server pins
+/// at this value), and a fresh mapping holds no resident page until it is
+/// written: a kept socket buffer that a download once filled would
+/// otherwise pin a whole buffer of RAM for the quiet requests that reuse
+/// it and touch a page or two. The swap costs an unmap and a map per kept
+/// buffer per interval, and page faults as the next user writes it.
+pub const LARGE_BUFFER: usize = 256 << 10;
 
 /// Hands out buffers of one size and takes them back for reuse.
 #[derive(Debug)]
@@ -17,6 +28,7 @@ pub struct BufferPool {
     /// many were not needed in the interval.
     low_water: usize,
     allocations: u64,
+    refreshes: u64,
 }
 
 impl BufferPool {
@@ -25,7 +37,7 @@ impl BufferPool {
     /// frees (the ablation baseline).
     #[must_use]
     pub fn new(size: usize, max_free: usize, recycle: bool) -> BufferPool {
-        BufferPool { size, max_free, recycle, free: Vec::new(), low_water: 0, allocations: 0 }
+        BufferPool { size, max_free, recycle, free: Vec::new(), low_water: 0, allocations: 0, refreshes: 0 }
     }
 
     /// The size of every buffer.
@@ -54,10 +66,20 @@ impl BufferPool {
     /// fewest that were waiting at any time in between; the longest-waiting
     /// first) and returns how many. Called at a fixed interval, it lets a
     /// pool shrink back to what its load needs: a buffer survives only if
-    /// some moment of the last interval had all the others in use.
+    /// some moment of the last interval had all the others in use. Kept
+    /// buffers of [`LARGE_BUFFER`] or more are then replaced by fresh ones
+    /// (counted by [`BufferPool::refreshes`]).
     pub fn trim(&mut self) -> usize {
         let n = self.low_water.min(self.free.len());
         self.free.drain(..n);
+        if self.size >= LARGE_BUFFER {
+            let kept = self.free.len();
+            // All the old ones go before the new ones come: the swap never
+            // holds more than the pool did.
+            self.free.clear();
+            self.free.extend((0..kept).map(|_| vec![0; self.size].into_boxed_slice()));
+            self.refreshes += kept as u64;
+        }
         self.low_water = self.free.len();
         n
     }
@@ -98,6 +120,13 @@ impl BufferPool {
     #[must_use]
     pub fn allocations(&self) -> u64 {
         self.allocations
+    }
+
+    /// Kept buffers that [`BufferPool::trim`] swapped for fresh ones so far
+    /// (see [`LARGE_BUFFER`]); not counted in [`BufferPool::allocations`].
+    #[must_use]
+    pub fn refreshes(&self) -> u64 {
+        self.refreshes
     }
 
     /// Bytes of heap held by buffers waiting for reuse.
@@ -164,6 +193,38 @@ mod tests {
         // Idle: the rest go one interval later, and nothing was allocated since the burst.
         assert_eq!(pool.trim(), 3);
         assert_eq!((pool.free_count(), pool.allocations()), (0, 10));
+    }
+
+    #[test]
+    fn trim_swaps_kept_large_buffers_for_fresh_zeroed_ones() {
+        let mut pool = BufferPool::new(LARGE_BUFFER, 8, true);
+        let mut burst: Vec<_> = (0..3).map(|_| pool.take()).collect();
+        burst.iter_mut().for_each(|b| b.fill(0xA5));
+        burst.into_iter().for_each(|b| pool.give(b));
+        // The interval needed all three: they stay, but fresh.
+        assert_eq!(pool.trim(), 0);
+        assert_eq!((pool.free_count(), pool.refreshes(), pool.allocations()), (3, 3, 3));
+        let buffer = pool.take();
+        assert_eq!(buffer.len(), LARGE_BUFFER);
+        assert!(buffer.iter().all(|&b| b == 0), "a swapped buffer is a fresh one");
+        pool.give(buffer);
+        // That interval needed one: the other two go, the one is swapped;
+        // unneeded for a whole interval, it goes too.
+        assert_eq!(pool.trim(), 2);
+        assert_eq!((pool.free_count(), pool.refreshes()), (1, 4));
+        assert_eq!(pool.trim(), 1);
+        assert_eq!((pool.free_count(), pool.refreshes(), pool.allocations()), (0, 4, 3));
+    }
+
+    #[test]
+    fn trim_keeps_small_buffers_as_they_are() {
+        let mut pool = BufferPool::new(LARGE_BUFFER - 1, 8, true);
+        let mut buffer = pool.take();
+        buffer[0] = 7;
+        pool.give(buffer);
+        assert_eq!(pool.trim(), 0);
+        assert_eq!(pool.refreshes(), 0);
+        assert_eq!(pool.take()[0], 7);
     }
 
     #[test]

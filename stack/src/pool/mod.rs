@@ -12,6 +12,6 @@ use crate::time::Duration;
 /// trims its own pools at this pace, the server's host its sessions.
 pub const TRIM_INTERVAL: Duration = Duration::from_secs(5);
 
-pub use buffer_pool::BufferPool;
+pub use buffer_pool::{BufferPool, LARGE_BUFFER};
 pub use slab::{Key, Slab};
 pub use storage_pool::StoragePool;
