@@ -149,7 +149,7 @@ impl ShardMetrics {
         self.shard
     }
 
-    /// A request head was parsed.
+    /// A request was answered (its response completed).
     pub fn request(&mut self) {
         self.requests += 1;
     }
@@ -413,7 +413,12 @@ impl MetricsHub {
         escape_label_value(out, &self.backend);
         out.write_all(b"\"} 1\n")?;
 
-        family(out, "fairway_http_requests_total", "counter", "HTTP requests parsed.")?;
+        family(
+            out,
+            "fairway_http_requests_total",
+            "counter",
+            "HTTP requests answered (each counted once its response is complete).",
+        )?;
         writeln!(out, "fairway_http_requests_total {requests}")?;
 
         family(out, "fairway_http_responses_total", "counter", "HTTP responses sent, by status code.")?;

@@ -439,9 +439,11 @@ fn metrics_and_healthz() {
     let text = String::from_utf8(r.body).unwrap();
     assert!(text.contains("fairway_info{version=\"0.1.0\",backend=\"kernel\"} 1"), "{text}");
     // The scraping shard shows itself as of now, the other as of its last
-    // publication (up to a second ago): only the families are certain yet.
+    // publication (up to a second ago): only the families are certain yet
+    // (not a 200's line: every earlier connection may have gone to the
+    // other shard, one time in 2^7).
     assert!(text.contains("fairway_http_requests_total "), "{text}");
-    assert!(text.contains("fairway_http_responses_total{code=\"200\"}"), "{text}");
+    assert!(text.contains("fairway_http_responses_total counter"), "{text}");
     assert!(text.contains("fairway_active_connections{shard=\"0\"}"), "{text}");
     assert!(text.contains("fairway_active_connections{shard=\"1\"}"), "{text}");
     assert!(text.contains("fairway_refused_connections_total{shard=\"1\"}"), "{text}");
