@@ -224,3 +224,94 @@ fn the_axum_example_over_afxdp() {
     assert!(text.contains("1... liftoff!"), "the countdown in flight completed: {text}");
     assert_eq!(reports.len(), 1);
 }
+
+/// Issue 12: the attack that cost the most in the simulated network (ACK
+/// division: the highest CPU per attacking frame and the lowest goodput
+/// left to the others) over AF_XDP, from a raw-socket attacker in a client
+/// namespace, beside kernel curl clients sharing a 100 Mbit/s link to the
+/// server. Two honest and two attacking rounds, alternating. Checked: every
+/// download intact (the legitimate ones and, once it behaves, the
+/// attacker's), no connection left, and the server's resident memory after
+/// an attacking round within its four connections' buffers of the honest
+/// rounds'. Printed (timings are for benchmarks, not assertions here): the
+/// legitimate goodput against the honest rounds', the shard's CPU per
+/// received frame, and its extra CPU per forged frame.
+#[test]
+fn the_worst_tcp_attack_over_afxdp_leaves_downloads_intact_and_memory_bounded() {
+    use fairway_tests::attack_testbed::{LiveRound, live_attack};
+    use fairway_tests::attacks::Attack;
+    use fairway_tests::testbed::LinkParams;
+
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
+    let link = LinkParams::parse_list("rate=100mbit,delay=5ms").expect("link");
+    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(2).queues(1).server_link(link))
+        .unwrap_or_else(|e| panic!("testbed up: {e}"));
+    let socket_buffer = 1u64 << 20;
+    let served = Served::start(
+        &tb,
+        &flags(
+            &tb,
+            "10.77.0.1/24",
+            &["--queues", "1", "--shards", "1", "--busy-poll-us", "0", "--socket-buffer", "1MiB"],
+        ),
+    );
+    let mut rounds: Vec<LiveRound> = Vec::new();
+    for round in 0..2u64 {
+        for attack in [Attack::Honest, Attack::AckDivision] {
+            rounds.push(live_attack(&tb, served.handle(), attack, round + 1, 2, 20_000_000));
+        }
+    }
+    assert_eq!(served.stop().len(), 1);
+    for r in &rounds {
+        println!(
+            "{:<14} legitimate {}/{} at {:6.1} Mbit/s, attacker {}/{} ({} frames, {} forged), shard CPU {:5.2} µs/frame \
+             over {} frames, RSS {} MiB, {} connections left",
+            r.attack.name(),
+            r.legitimate_intact.0,
+            r.legitimate_intact.1,
+            r.goodput_mbps,
+            r.attacker_intact.0,
+            r.attacker_intact.1,
+            r.attacker_sent,
+            r.forged,
+            r.cpu_per_frame_us(),
+            r.frames_in,
+            r.rss_after >> 20,
+            r.connections_after
+        );
+    }
+    let of = |attack: Attack| rounds.iter().filter(move |r| r.attack == attack);
+    let goodput = |attack: Attack| of(attack).map(|r| r.goodput_mbps).sum::<f64>() / 2.0;
+    let cpu = |attack: Attack| of(attack).map(LiveRound::cpu_per_frame_us).sum::<f64>() / 2.0;
+    // The shard's extra CPU time in an attacking round over the honest
+    // round before it, per forged frame, against an honest round's CPU per
+    // frame received.
+    let marginal: Vec<f64> = rounds
+        .chunks(2)
+        .map(|pair| {
+            let extra = pair[1].shard_cpu.as_secs_f64() - pair[0].shard_cpu.as_secs_f64();
+            extra * 1e6 / pair[1].forged.max(1) as f64 / pair[0].cpu_per_frame_us()
+        })
+        .collect();
+    println!(
+        "ack-division over AF_XDP: legitimate goodput {:.3} of the honest rounds', shard CPU per frame {:.2}× theirs, \
+         extra shard CPU per forged frame {:.2}× and {:.2}× an honest frame's",
+        goodput(Attack::AckDivision) / goodput(Attack::Honest),
+        cpu(Attack::AckDivision) / cpu(Attack::Honest),
+        marginal[0],
+        marginal[1]
+    );
+    for r in &rounds {
+        assert_eq!(r.legitimate_intact.0, r.legitimate_intact.1, "{r:?}");
+        assert_eq!(r.attacker_intact.0, r.attacker_intact.1, "{r:?}");
+        assert_eq!(r.connections_after, 0, "{r:?}");
+    }
+    assert!(of(Attack::AckDivision).all(|r| r.forged > 10_000), "the attack was sent");
+    let honest_rss = of(Attack::Honest).map(|r| r.rss_after).max().unwrap_or(0);
+    let bound = honest_rss + 4 * 2 * socket_buffer + (8 << 20);
+    for r in of(Attack::AckDivision) {
+        assert!(r.rss_after <= bound, "RSS {} B after the attack, over {bound} B", r.rss_after);
+    }
+    tb.down().unwrap_or_else(|e| panic!("testbed down: {e}"));
+}

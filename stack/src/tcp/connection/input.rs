@@ -433,8 +433,12 @@ impl Connection {
                 self.notify(env, Event::Writable(h));
             }
             if self.tx.is_empty() {
-                self.release_tx(env);
-            } else if self.sentq.is_empty() {
+                self.release_tx_ring(env);
+            }
+            // Not before the FIN is acknowledged too: when it rode the last
+            // data segment and the peer took the data alone (a FIN out of
+            // order may be dropped), its record is what the timer resends.
+            if self.sentq.is_empty() {
                 self.release_sentq(env);
             }
         }

@@ -936,11 +936,18 @@ impl Connection {
         self.release_buffers(env);
     }
 
+    /// Returns the send ring and the sent queue's storage to their pools:
+    /// the connection will send nothing more.
     fn release_tx(&mut self, env: &mut Env) {
+        self.release_tx_ring(env);
+        self.release_sentq(env);
+    }
+
+    /// Returns the send ring to the pool, once every byte in it is acknowledged.
+    fn release_tx_ring(&mut self, env: &mut Env) {
         if let Some(buf) = self.tx.detach() {
             env.tx_pool.give(buf);
         }
-        self.release_sentq(env);
     }
 
     /// Returns the sent queue's storage to the pool, once nothing is in flight.

@@ -607,3 +607,54 @@ fn without_sack_a_partial_ack_resends_only_the_next_hole() {
     let flow = t.shard.flow(t.h()).unwrap();
     assert_eq!((flow.retransmits, flow.timeouts), (2, 0));
 }
+
+/// A peer may drop a FIN that arrives out of order (RFC 9293 §3.10.7.4
+/// processes it in sequence only) and keep just the data, SACKing it. Once
+/// the hole below is repaired its ACK covers the data but not the FIN: the
+/// FIN is still outstanding and must go again when the timer says so, or
+/// the connection waits in LAST-ACK for ever while the peer waits for the
+/// end of the stream.
+#[test]
+fn a_fin_the_peer_dropped_out_of_order_goes_again() {
+    let mut t = connected(cfg(Algorithm::Cubic));
+    let data = payload(5000);
+    queue(&mut t, &data);
+    t.shard.close(t.h());
+    let sent = t.segments();
+    assert_eq!(sent.len(), 5);
+    assert!(sent[4].fin && sent[4].seq == first(&t).wrapping_add(4000), "the FIN rides the last segment");
+    t.advance(RTT);
+    // The second segment is lost; the peer SACKs the data above it but not
+    // the FIN that came with the last.
+    t.send(ack(&t, 1000, &[(2000, 3000)]));
+    t.send(ack(&t, 1000, &[(2000, 4000)]));
+    t.send(ack(&t, 1000, &[(2000, 5000)]));
+    // (The last record, its FIN unSACKed, does not count towards DupThresh:
+    // RACK or the timer finds the hole.)
+    let mut repair = t.segments();
+    while repair.is_empty() {
+        t.advance(ms(10));
+        repair = t.segments();
+    }
+    assert_eq!(repair[0], segs(&t, &data, 1000, 2000)[0], "{repair:?}");
+    t.advance(RTT);
+    // The hole repaired: every data byte acknowledged, the FIN not.
+    t.send(ack(&t, 5000, &[]));
+    let fin_at = first(&t).wrapping_add(5000);
+    let mut resent = t.segments();
+    for _ in 0..40 {
+        if resent.iter().any(|s| s.fin) {
+            break;
+        }
+        t.advance(ms(100));
+        resent.extend(t.segments());
+    }
+    let fins: Vec<_> = resent.iter().filter(|s| s.fin).collect();
+    assert!(!fins.is_empty(), "no FIN within 4 s of the ACK: {resent:?}");
+    assert!(fins.iter().all(|s| s.seq == fin_at && s.payload.is_empty()), "{fins:?}");
+    // Once it is acknowledged nothing more goes (FIN-WAIT-2 waits for the
+    // peer's FIN).
+    t.send(ack(&t, 5001, &[]));
+    t.advance(Duration::from_secs(5));
+    assert_eq!(t.segments(), vec![]);
+}
