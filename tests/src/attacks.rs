@@ -49,7 +49,7 @@
 
 use core::net::{Ipv4Addr, SocketAddrV4};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
 use fairway_nic::sim::{LinkConfig, Side};
@@ -180,6 +180,12 @@ pub struct AttackParams {
     pub per_tick: usize,
     /// The server's receive and send buffers.
     pub buffer: usize,
+    /// The attacker's first local port; its connections take this one and
+    /// the next. Rounds against one server need fresh ones, as a real
+    /// client's ephemeral ports are: a reused 4-tuple meets its
+    /// predecessor in TIME-WAIT, whose SYN is refused (answered with an
+    /// ACK) when its sequence number is not above the old one.
+    pub first_port: u16,
 }
 
 impl AttackParams {
@@ -199,6 +205,7 @@ impl AttackParams {
             attack_duration: Duration::from_secs(2),
             per_tick: 5,
             buffer: 256 * 1024,
+            first_port: 40_000,
         }
     }
 
@@ -266,7 +273,13 @@ struct RawConn {
     ts_recent: u32,
     hash: Sha256,
     intact: bool,
+    /// The last segments from the server, for a report of a connection
+    /// that did not finish: when (ms), stream offset, length, control.
+    recent: VecDeque<(u64, u64, usize, Control)>,
 }
+
+/// Segments [`RawConn::recent`] keeps.
+const RECENT: usize = 6;
 
 impl RawConn {
     fn stream_len(&self) -> u64 {
@@ -475,7 +488,7 @@ impl Attacker {
                 };
                 RawConn {
                     id,
-                    local: SocketAddrV4::new(ip, 40_000 + i as u16),
+                    local: SocketAddrV4::new(ip, p.first_port + i as u16),
                     phase: Phase::SynSent,
                     upload: p.attack.uploads(),
                     size: p.attack_size,
@@ -501,6 +514,7 @@ impl Attacker {
                     ts_recent: 0,
                     hash: Sha256::new(),
                     intact: true,
+                    recent: VecDeque::with_capacity(RECENT),
                 }
             })
             .collect();
@@ -528,14 +542,17 @@ impl Attacker {
     }
 
     /// One line per connection that did not complete intact.
-    fn unfinished(&self) -> Vec<String> {
+    #[must_use]
+    pub fn unfinished(&self) -> Vec<String> {
         self.conns
             .iter()
             .filter(|c| c.phase != Phase::Done || !c.intact)
             .map(|c| {
                 format!(
-                    "attacker connection {}: {:?}, intact {}, received {} (+{} held), sent {}/{} acked {}, fin {}",
+                    "attacker connection {} ({}): {:?}, intact {}, received {} (+{} held), sent {}/{} acked {}, fin {}, \
+                     last progress at {} ms; the last segments from the server (ms, offset, length, control): {:?}",
                     c.id,
+                    c.local,
                     c.phase,
                     c.intact,
                     c.rcv_nxt,
@@ -543,7 +560,9 @@ impl Attacker {
                     c.snd_nxt,
                     c.stream_len(),
                     c.snd_una,
-                    c.fin_received
+                    c.fin_received,
+                    c.last_progress.total_millis(),
+                    c.recent
                 )
             })
             .collect()
@@ -711,6 +730,10 @@ impl Attacker {
         }
         let offset = u64::from(s.seq.wrapping_sub(c.irs.wrapping_add(1)));
         let len = s.payload.len() as u64;
+        if c.recent.len() == RECENT {
+            c.recent.pop_front();
+        }
+        c.recent.push_back((now.total_millis(), offset, s.payload.len(), s.control));
         // A wrapped offset is old data from before the receive point.
         let sane = offset < 1 << 31;
         let mut latest = None;

@@ -53,6 +53,60 @@ pub fn thread_cpu_time(tid: u32) -> std::io::Result<std::time::Duration> {
     Ok(std::time::Duration::from_micros(stat.cpu_ticks.saturating_mul(1_000_000 / CLOCK_TICKS_PER_SECOND)))
 }
 
+/// The CPU time (user and system) the calling thread has used so far, at
+/// the 10 ms resolution of `/proc`.
+///
+/// # Errors
+///
+/// Its stat is unreadable.
+pub fn own_thread_cpu_time() -> std::io::Result<std::time::Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/stat")?;
+    let stat = parse_stat(&text)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "/proc/thread-self/stat: unreadable"))?;
+    Ok(std::time::Duration::from_micros(stat.cpu_ticks.saturating_mul(1_000_000 / CLOCK_TICKS_PER_SECOND)))
+}
+
+/// The ids of the processes named `name` (their `comm`, which the kernel
+/// cuts at 15 bytes).
+#[must_use]
+pub fn processes_named(name: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|entry| {
+        let entry = entry.ok()?;
+        let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+        let comm = std::fs::read_to_string(entry.path().join("comm")).ok()?;
+        (comm.trim_end() == name).then_some(pid)
+    })
+    .collect()
+}
+
+/// The CPU time (user and system, all its threads) process `pid` has used
+/// so far, at the 10 ms resolution of `/proc`; `None` once it is gone.
+#[must_use]
+pub fn process_cpu_time(pid: u32) -> Option<std::time::Duration> {
+    let stat = parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+    Some(std::time::Duration::from_micros(stat.cpu_ticks.saturating_mul(1_000_000 / CLOCK_TICKS_PER_SECOND)))
+}
+
+/// The whole machine's CPU time so far, in clock ticks summed over its
+/// CPUs: `(busy, all)`, busy being everything but idle and I/O wait (the
+/// first line of `/proc/stat`).
+#[must_use]
+pub fn machine_cpu_ticks() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    parse_machine_cpu(&text)
+}
+
+/// [`machine_cpu_ticks`] from `/proc/stat`'s text.
+#[must_use]
+pub fn parse_machine_cpu(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: Vec<u64> = line.split_whitespace().skip(1).take(8).map(str::parse).collect::<Result<_, _>>().ok()?;
+    let [user, nice, system, idle, iowait, irq, softirq, steal] = ticks[..] else { return None };
+    let busy = user + nice + system + irq + softirq + steal;
+    Some((busy, busy + idle + iowait))
+}
+
 /// The VmRSS of process `pid`, KiB.
 #[must_use]
 pub fn rss_kib(pid: u32) -> Option<u64> {
@@ -76,6 +130,14 @@ pub fn threads_named(name: &str) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn machine_cpu_counts_all_but_idle_and_iowait_as_busy() {
+        let text = "cpu  100 5 50 800 40 3 2 0 0 0\ncpu0 50 2 25 400 20 1 1 0 0 0\n";
+        assert_eq!(parse_machine_cpu(text), Some((160, 1000)));
+        assert_eq!(parse_machine_cpu("cpu  1 2 3\n"), None, "too few fields");
+        assert_eq!(parse_machine_cpu("intr 5\n"), None);
+    }
 
     #[test]
     fn median_of_odd_even_and_no_rounds() {
