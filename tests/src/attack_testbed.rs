@@ -96,7 +96,7 @@ static NEXT_PORTS: AtomicU16 = AtomicU16::new(40_000);
 /// The link emulators' CPU time so far, by process (the name is cut to 15
 /// bytes by the kernel).
 fn linkem_cpu() -> Vec<(u32, Duration)> {
-    processes_named("fairway-linkem").into_iter().filter_map(|pid| Some((pid, process_cpu_time(pid)?))).collect()
+    processes_named("fairway-linkem").into_iter().filter_map(|pid| Some((pid, process_cpu_time(pid).ok()?))).collect()
 }
 
 /// The shard threads' CPU time so far.

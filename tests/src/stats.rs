@@ -39,6 +39,38 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
     Some(Stat { ppid, cpu_ticks: field(14)?.checked_add(field(15)?)? })
 }
 
+/// `ticks` of [`CLOCK_TICKS_PER_SECOND`] as a duration.
+#[must_use]
+pub fn ticks_to_duration(ticks: u64) -> std::time::Duration {
+    std::time::Duration::from_micros(ticks.saturating_mul(1_000_000 / CLOCK_TICKS_PER_SECOND))
+}
+
+/// Reads and parses one stat file (`/proc/PID/stat`, `/proc/self/task/TID/stat`,
+/// `/proc/thread-self/stat`); the errors name it.
+fn read_stat(path: &str) -> std::io::Result<Stat> {
+    let text = std::fs::read_to_string(path).map_err(|e| std::io::Error::new(e.kind(), format!("{path}: {e}")))?;
+    parse_stat(&text).ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{path}: unreadable")))
+}
+
+/// Process `pid`'s `/proc/PID/stat` (its CPU time covers all its threads).
+///
+/// # Errors
+///
+/// The process is gone, not ours to read, or its stat is unreadable.
+pub fn process_stat(pid: u32) -> std::io::Result<Stat> {
+    read_stat(&format!("/proc/{pid}/stat"))
+}
+
+/// The CPU time (user and system, all its threads) process `pid` has used
+/// so far, at the 10 ms resolution of `/proc`.
+///
+/// # Errors
+///
+/// As [`process_stat`].
+pub fn process_cpu_time(pid: u32) -> std::io::Result<std::time::Duration> {
+    process_stat(pid).map(|stat| ticks_to_duration(stat.cpu_ticks))
+}
+
 /// The CPU time (user and system) the thread `tid` of this process has
 /// used so far, at the 10 ms resolution of `/proc`.
 ///
@@ -46,11 +78,7 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
 ///
 /// The thread is gone, or its stat is unreadable.
 pub fn thread_cpu_time(tid: u32) -> std::io::Result<std::time::Duration> {
-    let path = format!("/proc/self/task/{tid}/stat");
-    let text = std::fs::read_to_string(&path)?;
-    let stat = parse_stat(&text)
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{path}: unreadable")))?;
-    Ok(std::time::Duration::from_micros(stat.cpu_ticks.saturating_mul(1_000_000 / CLOCK_TICKS_PER_SECOND)))
+    read_stat(&format!("/proc/self/task/{tid}/stat")).map(|stat| ticks_to_duration(stat.cpu_ticks))
 }
 
 /// The CPU time (user and system) the calling thread has used so far, at
@@ -60,32 +88,33 @@ pub fn thread_cpu_time(tid: u32) -> std::io::Result<std::time::Duration> {
 ///
 /// Its stat is unreadable.
 pub fn own_thread_cpu_time() -> std::io::Result<std::time::Duration> {
-    let text = std::fs::read_to_string("/proc/thread-self/stat")?;
-    let stat = parse_stat(&text)
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "/proc/thread-self/stat: unreadable"))?;
-    Ok(std::time::Duration::from_micros(stat.cpu_ticks.saturating_mul(1_000_000 / CLOCK_TICKS_PER_SECOND)))
+    read_stat("/proc/thread-self/stat").map(|stat| ticks_to_duration(stat.cpu_ticks))
 }
 
-/// The ids of the processes named `name` (their `comm`, which the kernel
-/// cuts at 15 bytes).
+/// The ids under `dir` (`/proc`, `/proc/self/task`) whose `comm` is
+/// `name` (the kernel cuts it at 15 bytes).
+fn ids_named(dir: &str, name: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let id = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let comm = std::fs::read_to_string(entry.path().join("comm")).ok()?;
+            (comm.trim_end() == name).then_some(id)
+        })
+        .collect()
+}
+
+/// The ids of the processes named `name`.
 #[must_use]
 pub fn processes_named(name: &str) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    dir.filter_map(|entry| {
-        let entry = entry.ok()?;
-        let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
-        let comm = std::fs::read_to_string(entry.path().join("comm")).ok()?;
-        (comm.trim_end() == name).then_some(pid)
-    })
-    .collect()
+    ids_named("/proc", name)
 }
 
-/// The CPU time (user and system, all its threads) process `pid` has used
-/// so far, at the 10 ms resolution of `/proc`; `None` once it is gone.
+/// The ids of this process's threads named `name`.
 #[must_use]
-pub fn process_cpu_time(pid: u32) -> Option<std::time::Duration> {
-    let stat = parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
-    Some(std::time::Duration::from_micros(stat.cpu_ticks.saturating_mul(1_000_000 / CLOCK_TICKS_PER_SECOND)))
+pub fn threads_named(name: &str) -> Vec<u32> {
+    ids_named("/proc/self/task", name)
 }
 
 /// The whole machine's CPU time so far, in clock ticks summed over its
@@ -112,19 +141,6 @@ pub fn parse_machine_cpu(text: &str) -> Option<(u64, u64)> {
 pub fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status.lines().find_map(|l| l.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?.trim().parse().ok())
-}
-
-/// The ids of this process's threads named `name` (their `comm`).
-#[must_use]
-pub fn threads_named(name: &str) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
-    dir.filter_map(|entry| {
-        let entry = entry.ok()?;
-        let tid = entry.file_name().to_str()?.parse::<u32>().ok()?;
-        let comm = std::fs::read_to_string(entry.path().join("comm")).ok()?;
-        (comm.trim_end() == name).then_some(tid)
-    })
-    .collect()
 }
 
 #[cfg(test)]

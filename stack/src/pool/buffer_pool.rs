@@ -77,7 +77,7 @@ impl BufferPool {
             // All the old ones go before the new ones come: the swap never
             // holds more than the pool did.
             self.free.clear();
-            self.free.extend((0..kept).map(|_| vec![0; self.size].into_boxed_slice()));
+            self.free.extend((0..kept).map(|_| zeroed(self.size)));
             self.refreshes += kept as u64;
         }
         self.low_water = self.free.len();
@@ -137,10 +137,15 @@ impl BufferPool {
 
     fn allocate(&mut self) -> Box<[u8]> {
         self.allocations += 1;
-        // Zeroed allocation comes straight from the allocator's zeroed pages
-        // for large sizes, so it costs no more than an uninitialised one.
-        vec![0; self.size].into_boxed_slice()
+        zeroed(self.size)
     }
+}
+
+/// A fresh zeroed buffer. For large sizes it comes straight from the
+/// allocator's zeroed pages, so it costs no more than an uninitialised one
+/// (and holds no resident page until written).
+fn zeroed(size: usize) -> Box<[u8]> {
+    vec![0; size].into_boxed_slice()
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use std::io;
 use std::time::Duration;
 
 pub use fairway_tests::stats::{CLOCK_TICKS_PER_SECOND, Stat, parse_stat};
+use fairway_tests::stats::{process_stat, ticks_to_duration};
 
 /// `root` and every process below it, given each process's `(pid, ppid)`:
 /// `root` first.
@@ -53,14 +54,14 @@ impl ProcessTree {
     /// `pid` has no readable `/proc/PID/stat` (it is gone, or not ours to
     /// read).
     pub fn of(pid: u32) -> io::Result<ProcessTree> {
-        read_stat(pid)?;
+        process_stat(pid)?;
         let mut parents = Vec::new();
         for entry in fs::read_dir("/proc")? {
             let Some(child) = entry?.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
                 continue;
             };
             // A process may end while the directory is read: skip it.
-            if let Ok(stat) = read_stat(child) {
+            if let Ok(stat) = process_stat(child) {
                 parents.push((child, stat.ppid));
             }
         }
@@ -82,17 +83,10 @@ impl ProcessTree {
     pub fn cpu_time(&self) -> io::Result<Duration> {
         let mut ticks = 0u64;
         for &pid in &self.pids {
-            ticks = ticks.saturating_add(read_stat(pid)?.cpu_ticks);
+            ticks = ticks.saturating_add(process_stat(pid)?.cpu_ticks);
         }
-        let micros = ticks.saturating_mul(1_000_000 / CLOCK_TICKS_PER_SECOND);
-        Ok(Duration::from_micros(micros))
+        Ok(ticks_to_duration(ticks))
     }
-}
-
-fn read_stat(pid: u32) -> io::Result<Stat> {
-    let path = format!("/proc/{pid}/stat");
-    let text = fs::read_to_string(&path).map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?;
-    parse_stat(&text).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("{path}: unreadable")))
 }
 
 #[cfg(test)]
