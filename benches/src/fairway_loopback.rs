@@ -6,7 +6,10 @@
 //! in-memory link of two FIFO queues of recycled frame buffers (no delay, no
 //! loss), ARP resolved the normal way, all in the calling thread. Checksums
 //! are computed on transmit and verified on receive. The client writes with
-//! `send` and the server reads with `recv` in `chunk`-byte pieces; byte `i`
+//! `send` and the server reads with `recv` in `chunk`-byte pieces
+//! ([`Api::Copy`]), or the client writes into the send ring with `send_with`
+//! and the server checks the data in the receive ring with `recv_with`
+//! ([`Api::InPlace`]); byte `i`
 //! of the stream is `(i % 251) as u8` and every byte is checked. One chunk
 //! goes through before the clock starts (Fairway attaches connection buffers
 //! on first use, smoltcp allocates them with the socket); the clock then runs
@@ -23,7 +26,7 @@ use std::time::Instant as StdInstant;
 use fairway_stack::time::Instant;
 use fairway_stack::{Config, Event, Handle, RecvError, SendError, Shard};
 
-use crate::smoltcp_loopback::{LoopbackConfig, LoopbackResult, Phase, STALL_LIMIT};
+use crate::smoltcp_loopback::{Api, LoopbackConfig, LoopbackResult, Phase, STALL_LIMIT};
 
 const SERVER_PORT: u16 = 5201;
 const PATTERN_PERIOD: usize = 251;
@@ -132,8 +135,18 @@ pub fn run_probed(config: &LoopbackConfig, mut probe: impl FnMut(Phase)) -> Loop
     // The same pattern source as the smoltcp half: slices of a precomputed
     // buffer, compared with one memcmp per read.
     let pattern: Vec<u8> = (0..PATTERN_PERIOD + config.chunk).map(|i| (i % PATTERN_PERIOD) as u8).collect();
-    let mut pair =
-        Pair { client, server, c, s, to_server, to_client, clock: &clock, pattern, inbox: vec![0u8; config.chunk] };
+    let mut pair = Pair {
+        client,
+        server,
+        c,
+        s,
+        to_server,
+        to_client,
+        clock: &clock,
+        pattern,
+        inbox: vec![0u8; config.chunk],
+        api: config.api,
+    };
     // Warm-up, unmeasured: one chunk through, so the connection's buffers are
     // allocated (Fairway attaches them on first use; smoltcp's sockets get
     // theirs up front).
@@ -159,6 +172,7 @@ struct Pair<'a, C: Fn() -> Instant> {
     clock: &'a C,
     pattern: Vec<u8>,
     inbox: Vec<u8>,
+    api: Api,
 }
 
 impl<C: Fn() -> Instant> Pair<'_, C> {
@@ -176,7 +190,16 @@ impl<C: Fn() -> Instant> Pair<'_, C> {
             while written < end {
                 let n = (end - written).min(chunk);
                 let off = written % PATTERN_PERIOD;
-                match self.client.send(self.c, &self.pattern[off..off + n]) {
+                let pattern = &self.pattern[off..off + n];
+                let sent = match self.api {
+                    Api::Copy => self.client.send(self.c, pattern),
+                    Api::InPlace => self.client.send_with(self.c, |room| {
+                        let k = room.len().min(n);
+                        room[..k].copy_from_slice(&pattern[..k]);
+                        k
+                    }),
+                };
+                match sent {
                     Ok(k) => written += k,
                     Err(SendError::WouldBlock) => break,
                     Err(e) => panic!("client send: {e}"),
@@ -190,16 +213,21 @@ impl<C: Fn() -> Instant> Pair<'_, C> {
                 if want == 0 {
                     break;
                 }
-                match self.server.recv(self.s, &mut self.inbox[..want]) {
+                let off = read % PATTERN_PERIOD;
+                let pattern = &self.pattern[off..];
+                let got = match self.api {
+                    Api::Copy => self.server.recv(self.s, &mut self.inbox[..want]).inspect(|&n| {
+                        check(&self.inbox[..n], pattern, read);
+                    }),
+                    Api::InPlace => self.server.recv_with(self.s, |data| {
+                        let n = data.len().min(want);
+                        check(&data[..n], pattern, read);
+                        n
+                    }),
+                };
+                match got {
                     Ok(0) => panic!("unexpected end of stream after {read} bytes"),
-                    Ok(n) => {
-                        let off = read % PATTERN_PERIOD;
-                        if self.inbox[..n] != self.pattern[off..off + n] {
-                            let i = self.inbox[..n].iter().zip(&self.pattern[off..]).position(|(a, b)| a != b);
-                            panic!("corrupted byte at offset {}", read + i.unwrap_or(0));
-                        }
-                        read += n;
-                    }
+                    Ok(n) => read += n,
                     Err(RecvError::WouldBlock) => break,
                     Err(e) => panic!("server recv: {e}"),
                 }
@@ -223,16 +251,29 @@ impl<C: Fn() -> Instant> Pair<'_, C> {
     }
 }
 
+/// Panics at the first byte of `got` that differs from `pattern`, naming its
+/// stream offset (`got` starts at `at`).
+fn check(got: &[u8], pattern: &[u8], at: usize) {
+    if got != &pattern[..got.len()] {
+        let i = got.iter().zip(pattern).position(|(a, b)| a != b);
+        panic!("corrupted byte at offset {}", at + i.unwrap_or(0));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_transfer_completes_and_verifies() {
-        for mtu in [1500, 9000] {
-            let r = run(&LoopbackConfig { total_bytes: 3_000_001, mtu, socket_buffer: 256 * 1024, chunk: 64 * 1024 });
-            assert_eq!(r.bytes, 3_000_001);
-            assert!(r.frames > 3_000_001 / mtu as u64, "{r:?}");
+        for api in [Api::Copy, Api::InPlace] {
+            for mtu in [1500, 9000] {
+                let config =
+                    LoopbackConfig { total_bytes: 3_000_001, mtu, socket_buffer: 256 * 1024, chunk: 64 * 1024, api };
+                let r = run(&config);
+                assert_eq!(r.bytes, 3_000_001);
+                assert!(r.frames > 3_000_001 / mtu as u64, "{r:?}");
+            }
         }
     }
 }

@@ -32,9 +32,12 @@
 //!   put its whole usable window on the wire in one turn instead of one segment
 //!   per loop iteration (about 40% faster at MTU 1500 than `poll` alone).
 //!   This only uses smoltcp's public API.
-//! * **Application.**  The client writes with `send_slice` and the server reads
-//!   with `recv_slice` into a `chunk`-byte buffer, i.e. one copy in and one
-//!   copy out, like a socket `write`/`read`.  Byte `i` of the stream is
+//! * **Application.**  With [`Api::Copy`] the client writes with
+//!   `send_slice` and the server reads with `recv_slice` into a `chunk`-byte
+//!   buffer, i.e. one copy in and one copy out, like a socket `write`/`read`.
+//!   With [`Api::InPlace`] the client writes the pattern straight into the
+//!   send buffer with `send(|buf| ..)` and the server checks it where it lies
+//!   with `recv(|buf| ..)`, at most `chunk` bytes a call.  Byte `i` of the stream is
 //!   `(i % 251) as u8`; every received byte is compared against that pattern
 //!   and a mismatch panics.
 //!
@@ -74,6 +77,31 @@ pub struct LoopbackConfig {
     pub socket_buffer: usize,
     /// Size of each application write and read.
     pub chunk: usize,
+    /// How the application hands data to the stack and takes it back.
+    pub api: Api,
+}
+
+/// How the benchmark's application writes and reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// Through a buffer of its own, like a socket `write`/`read`: smoltcp's
+    /// `send_slice`/`recv_slice`, Fairway's `send`/`recv`.
+    Copy,
+    /// In the stack's rings: the writer produces its bytes straight into the
+    /// send ring and the reader checks them where they were received.
+    /// smoltcp's `send`/`recv` closures, Fairway's `send_with`/`recv_with`.
+    InPlace,
+}
+
+impl Api {
+    /// The name `--api` takes.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::Copy => "copy",
+            Api::InPlace => "in-place",
+        }
+    }
 }
 
 /// Outcome of one loopback transfer.
@@ -212,7 +240,16 @@ pub fn run_probed(config: &LoopbackConfig, mut probe: impl FnMut(Phase)) -> Loop
         while sent < total {
             let n = config.chunk.min(total - sent);
             let off = sent % PATTERN_PERIOD;
-            let accepted = sock.send_slice(&pattern[off..off + n]).expect("send_slice");
+            let accepted = match config.api {
+                Api::Copy => sock.send_slice(&pattern[off..off + n]).expect("send_slice"),
+                Api::InPlace => sock
+                    .send(|room| {
+                        let k = room.len().min(n);
+                        room[..k].copy_from_slice(&pattern[off..off + k]);
+                        (k, k)
+                    })
+                    .expect("send"),
+            };
             if accepted == 0 {
                 break;
             }
@@ -227,13 +264,27 @@ pub fn run_probed(config: &LoopbackConfig, mut probe: impl FnMut(Phase)) -> Loop
         let sock = server_sockets.get_mut::<tcp::Socket>(server);
         let received_before = received;
         loop {
-            let n = sock.recv_slice(&mut read_buf).expect("recv_slice");
+            let off = received % PATTERN_PERIOD;
+            let n = match config.api {
+                Api::Copy => {
+                    let n = sock.recv_slice(&mut read_buf).expect("recv_slice");
+                    if read_buf[..n] != pattern[off..off + n] {
+                        report_corruption(received, &read_buf[..n], &pattern[off..off + n]);
+                    }
+                    n
+                }
+                Api::InPlace => sock
+                    .recv(|data| {
+                        let n = data.len().min(read_buf.len());
+                        if data[..n] != pattern[off..off + n] {
+                            report_corruption(received, &data[..n], &pattern[off..off + n]);
+                        }
+                        (n, n)
+                    })
+                    .expect("recv"),
+            };
             if n == 0 {
                 break;
-            }
-            let off = received % PATTERN_PERIOD;
-            if read_buf[..n] != pattern[off..off + n] {
-                report_corruption(received, &read_buf[..n], &pattern[off..off + n]);
             }
             received += n;
             assert!(received <= total, "smoltcp loopback: received {received} bytes, more than the {total} sent");
@@ -457,7 +508,7 @@ mod tests {
     use super::*;
 
     fn config(total_bytes: usize, mtu: usize) -> LoopbackConfig {
-        LoopbackConfig { total_bytes, mtu, socket_buffer: 256 * 1024, chunk: 64 * 1024 }
+        LoopbackConfig { total_bytes, mtu, socket_buffer: 256 * 1024, chunk: 64 * 1024, api: Api::Copy }
     }
 
     fn check(result: &LoopbackResult, cfg: &LoopbackConfig) {
@@ -489,7 +540,13 @@ mod tests {
     fn small_buffers_odd_sizes() {
         // No window scaling (buffer below 64 KiB), chunks and total not
         // multiples of the MSS or of the pattern period.
-        let cfg = LoopbackConfig { total_bytes: 777_777, mtu: 1500, socket_buffer: 8 * 1024 + 3, chunk: 1000 };
+        let cfg = LoopbackConfig {
+            total_bytes: 777_777,
+            mtu: 1500,
+            socket_buffer: 8 * 1024 + 3,
+            chunk: 1000,
+            api: Api::InPlace,
+        };
         check(&run(&cfg), &cfg);
     }
 
@@ -518,7 +575,13 @@ mod tests {
         const RUNS: usize = 5;
         let total = 1 << 30;
         for mtu in [1500, 9000] {
-            let cfg = LoopbackConfig { total_bytes: total, mtu, socket_buffer: 256 * 1024, chunk: 64 * 1024 };
+            let cfg = LoopbackConfig {
+                total_bytes: total,
+                mtu,
+                socket_buffer: 256 * 1024,
+                chunk: 64 * 1024,
+                api: Api::InPlace,
+            };
             let mut rates = Vec::with_capacity(RUNS);
             for _ in 0..RUNS {
                 let r = run(&cfg);

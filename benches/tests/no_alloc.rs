@@ -3,7 +3,7 @@
 //!
 //! One test in this binary: the allocation counter is process-wide.
 
-use fairway_benches::smoltcp_loopback::{LoopbackConfig, LoopbackResult, Phase};
+use fairway_benches::smoltcp_loopback::{Api, LoopbackConfig, LoopbackResult, Phase};
 use fairway_benches::{fairway_loopback, smoltcp_loopback};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
@@ -21,8 +21,8 @@ fn the_measured_transfers_allocate_nothing() {
     drop(std::hint::black_box(Box::new(1u8)));
     assert!(allocations() > before, "the counter counts");
 
-    for mtu in [1500, 9000] {
-        let config = LoopbackConfig { total_bytes: 8_000_000, mtu, socket_buffer: 256 * 1024, chunk: 64 * 1024 };
+    for (mtu, api) in [(1500, Api::Copy), (9000, Api::Copy), (1500, Api::InPlace), (9000, Api::InPlace)] {
+        let config = LoopbackConfig { total_bytes: 8_000_000, mtu, socket_buffer: 256 * 1024, chunk: 64 * 1024, api };
         type Run<'a> = &'a dyn Fn(&LoopbackConfig, &mut dyn FnMut(Phase)) -> LoopbackResult;
         let runs: [(&str, Run); 2] = [
             ("smoltcp", &|c, p| smoltcp_loopback::run_probed(c, p)),
@@ -36,7 +36,7 @@ fn the_measured_transfers_allocate_nothing() {
                 Phase::TransferEnd => during = Some(allocations() - at_start),
             });
             assert_eq!(result.bytes, config.total_bytes);
-            assert_eq!(during, Some(0), "{name} allocated during the transfer at mtu {mtu}");
+            assert_eq!(during, Some(0), "{name} allocated during the transfer at mtu {mtu}, {api:?}");
         }
     }
 }

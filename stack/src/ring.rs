@@ -11,6 +11,8 @@
 //! Indices are `u32` to keep the ring at 24 bytes (two sit in every
 //! connection); storage is therefore limited to `u32::MAX` bytes.
 
+use crate::checksum::Sum;
+
 /// A fixed-capacity byte ring.
 #[derive(Debug, Default)]
 pub struct Ring {
@@ -136,6 +138,16 @@ impl Ring {
         first.len() + second.len()
     }
 
+    /// [`copy_out`](Ring::copy_out), adding the bytes copied to `sum` (see
+    /// [`Sum::add_copy`]: the ring is read once); `out` is taken to start at
+    /// an even offset of the summed data.
+    pub fn copy_out_summed(&self, offset: usize, out: &mut [u8], sum: Sum) -> (usize, Sum) {
+        let (first, second) = self.peek(offset, out.len());
+        let (a, b) = (first.len(), second.len());
+        let sum = sum.add_copy(&mut out[..a], first, false).add_copy(&mut out[a..a + b], second, a % 2 == 1);
+        (a + b, sum)
+    }
+
     /// Writes `data` into free space starting `offset` bytes after the end of
     /// the queued bytes, without queuing it; returns the count written
     /// (bounded by the free space).
@@ -155,6 +167,25 @@ impl Ring {
         storage[start..start + first].copy_from_slice(&data[..first]);
         storage[..n - first].copy_from_slice(&data[first..n]);
         n
+    }
+
+    /// The free space right after the queued bytes, as one or two mutable
+    /// slices (two when it wraps), for the owner to write into in place and
+    /// then [`commit`](Ring::commit) what it wrote, first slice first.
+    ///
+    /// The second slice is empty unless the first one is not.
+    pub fn spare_mut(&mut self) -> (&mut [u8], &mut [u8]) {
+        let free = self.free();
+        if free == 0 {
+            return (&mut [], &mut []);
+        }
+        let start = self.wrap(self.head as usize + self.len());
+        let Some(storage) = self.storage.as_deref_mut() else {
+            return (&mut [], &mut []);
+        };
+        let first = free.min(storage.len() - start);
+        let (front, back) = storage.split_at_mut(start);
+        (&mut back[..first], &mut front[..free - first])
     }
 
     /// Queues `n` bytes previously written with [`Ring::write_at`] at offset 0.
@@ -265,6 +296,24 @@ mod tests {
         assert_eq!(ring.write_at(50, b"xyz"), 0);
     }
 
+    #[test]
+    fn spare_space_wraps_in_two_slices() {
+        let mut ring = ring(10);
+        assert_eq!(ring.spare_mut().0.len(), 10);
+        ring.push(b"0123456");
+        ring.consume(5);
+        // Queued "56" at 5..7: free is 7..10 then 0..5.
+        let (first, second) = ring.spare_mut();
+        assert_eq!((first.len(), second.len()), (3, 5));
+        first.copy_from_slice(b"abc");
+        second[..2].copy_from_slice(b"de");
+        ring.commit(5);
+        assert_eq!(peeked(&ring, 0, 100), b"56abcde");
+        ring.push(b"xyz");
+        assert_eq!(ring.spare_mut(), (&mut [][..], &mut [][..]), "a full ring has no spare room");
+        assert_eq!(Ring::new().spare_mut().0.len(), 0);
+    }
+
     #[derive(Clone, Debug)]
     enum Op {
         Push(Vec<u8>),
@@ -274,6 +323,7 @@ mod tests {
         CopyOut(usize, usize),
         WriteAt(usize, Vec<u8>),
         Commit(usize),
+        FillSpare(Vec<u8>),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -286,6 +336,7 @@ mod tests {
             1 => (0usize..40, 0usize..40).prop_map(|(o, m)| Op::CopyOut(o, m)),
             3 => (0usize..40, bytes()).prop_map(|(o, d)| Op::WriteAt(o, d)),
             2 => (0usize..40).prop_map(Op::Commit),
+            2 => bytes().prop_map(Op::FillSpare),
         ]
     }
 
@@ -329,6 +380,24 @@ mod tests {
                         let n = ring.copy_out(offset, &mut out);
                         let expected: Vec<u8> = queue.iter().skip(offset).take(max).copied().collect();
                         prop_assert_eq!(&out[..n], &expected[..]);
+                        let mut summed = vec![0; max];
+                        let (m, sum) = ring.copy_out_summed(offset, &mut summed, Sum::new());
+                        prop_assert_eq!(&summed[..m], &expected[..]);
+                        prop_assert_eq!(sum.fold(), Sum::new().add_bytes(&expected).fold());
+                    }
+                    Op::FillSpare(data) => {
+                        // As `send_with` writes: into the spare slices in
+                        // order, then commit.
+                        let (first, second) = ring.spare_mut();
+                        prop_assert_eq!(first.len() + second.len(), capacity - queue.len());
+                        prop_assert!(!first.is_empty() || second.is_empty());
+                        let a = first.len().min(data.len());
+                        first[..a].copy_from_slice(&data[..a]);
+                        let b = second.len().min(data.len() - a);
+                        second[..b].copy_from_slice(&data[a..a + b]);
+                        ring.commit(a + b);
+                        queue.extend(&data[..a + b]);
+                        beyond.drain(..a + b);
                     }
                     Op::WriteAt(offset, data) => {
                         let n = ring.write_at(offset, &data);

@@ -477,6 +477,20 @@ impl Shard {
         r
     }
 
+    /// Lends the free space of the send ring to `fill`, which writes the
+    /// bytes to send at its start and returns how many it wrote; those are
+    /// queued, as by [`send`](Self::send), without a copy from a buffer of
+    /// the caller's. The slice is the ring's first contiguous free part
+    /// (call again for the rest when it wraps). With no room at all `fill`
+    /// is not called and the answer is [`SendError::WouldBlock`]; a
+    /// [`Event::Writable`] follows once room is made.
+    pub fn send_with(&mut self, h: Handle, fill: impl FnOnce(&mut [u8]) -> usize) -> Result<usize, SendError> {
+        let conn = Self::app_conn(&mut self.conns, h).ok_or(SendError::InvalidHandle)?;
+        let r = conn.send_with(&mut self.env.0, |first, _| fill(first));
+        self.sync(h.0);
+        r
+    }
+
     /// Reads received data into `buf`. `Ok(0)` means the peer closed its side
     /// and everything has been read.
     pub fn recv(&mut self, h: Handle, buf: &mut [u8]) -> Result<usize, RecvError> {
@@ -1137,9 +1151,15 @@ fn write_segment(
     dst_mac: [u8; 6],
     frame: &mut [u8],
 ) -> Option<usize> {
-    let tcp_len = conn.emit(now, env, &mut frame[TCP_OFFSET..])?;
+    let emitted = conn.emit(now, env, &mut frame[TCP_OFFSET..])?;
+    let tcp_len = emitted.len;
     let (local, remote) = (conn.tuple.local_ip, conn.tuple.remote_ip);
-    wire::fill_tcp_checksum(&mut frame[TCP_OFFSET..TCP_OFFSET + tcp_len], local, remote);
+    // The payload was summed as it was copied in: only the header is read.
+    let segment = &mut frame[TCP_OFFSET..TCP_OFFSET + tcp_len];
+    let sum = checksum::pseudo_header(local, remote, IpProtocol::Tcp.into(), tcp_len as u16)
+        .add_bytes(&segment[..emitted.header_len])
+        .add_sum(emitted.payload_sum);
+    wire::set_tcp_checksum(segment, sum.finish());
     wire::emit_ipv4(&mut frame[ETHERNET_HEADER_LEN..], local, remote, IpProtocol::Tcp, tcp_len);
     wire::emit_ethernet(frame, config.mac, dst_mac, EthernetProtocol::Ipv4);
     Some(TCP_OFFSET + tcp_len)

@@ -180,6 +180,11 @@ pub(crate) fn fill_tcp_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr
     TcpPacket::new_unchecked(segment).set_checksum(sum);
 }
 
+/// Puts `checksum` in the TCP segment's checksum field.
+pub(crate) fn set_tcp_checksum(segment: &mut [u8], checksum: u16) {
+    TcpPacket::new_unchecked(segment).set_checksum(checksum);
+}
+
 /// Whether the TCP segment's checksum (with the pseudo-header) is right.
 pub(crate) fn tcp_checksum_ok(segment: &[u8], src: Ipv4Addr, dst: Ipv4Addr) -> bool {
     checksum::pseudo_header(src, dst, IpProtocol::Tcp.into(), segment.len() as u16).add_bytes(segment).fold() == 0xffff

@@ -763,8 +763,53 @@ impl Connection {
         }
     }
 
-    /// Queues application data; returns how much fit.
+    /// Queues data to send: copies as much of `data` as fits.
     pub fn send(&mut self, data: &[u8], env: &mut Env) -> Result<usize, crate::api::SendError> {
+        if data.is_empty() {
+            return self.check_sendable().map(|()| 0);
+        }
+        self.send_with(env, |first, second| {
+            let a = first.len().min(data.len());
+            first[..a].copy_from_slice(&data[..a]);
+            let b = second.len().min(data.len() - a);
+            second[..b].copy_from_slice(&data[a..a + b]);
+            a + b
+        })
+    }
+
+    /// Lends the send ring's free space to `fill` as the ring holds it (one
+    /// slice, or two when it wraps); `fill` writes the bytes to send there,
+    /// the first slice first, and returns how many it wrote (at most both
+    /// lengths), which are queued. With no room at all `fill` is not called
+    /// and the answer is `WouldBlock`; a full ring asks for a `Writable`
+    /// event.
+    pub fn send_with(
+        &mut self,
+        env: &mut Env,
+        fill: impl FnOnce(&mut [u8], &mut [u8]) -> usize,
+    ) -> Result<usize, crate::api::SendError> {
+        use crate::api::SendError;
+        self.check_sendable()?;
+        if !self.tx.is_allocated() {
+            self.tx.attach(env.tx_pool.take());
+        }
+        let free = self.tx.free();
+        if free == 0 {
+            self.set(flag::WANT_WRITABLE);
+            return Err(SendError::WouldBlock);
+        }
+        let (first, second) = self.tx.spare_mut();
+        let n = fill(first, second).min(free);
+        self.tx.commit(n);
+        if self.tx.free() == 0 {
+            self.set(flag::WANT_WRITABLE);
+        }
+        self.totals.bytes_sent += n as u64;
+        Ok(n)
+    }
+
+    /// Whether the application may still queue data.
+    fn check_sendable(&self) -> Result<(), crate::api::SendError> {
         use crate::api::SendError;
         if let Some(e) = self.error {
             return Err(SendError::Connection(e));
@@ -773,24 +818,9 @@ impl Connection {
             return Err(SendError::Shutdown);
         }
         match self.state {
-            State::SynSent | State::SynReceived | State::Established | State::CloseWait => {}
-            _ => return Err(SendError::Shutdown),
+            State::SynSent | State::SynReceived | State::Established | State::CloseWait => Ok(()),
+            _ => Err(SendError::Shutdown),
         }
-        if data.is_empty() {
-            return Ok(0);
-        }
-        if !self.tx.is_allocated() {
-            self.tx.attach(env.tx_pool.take());
-        }
-        let n = self.tx.push(data);
-        if n < data.len() {
-            self.set(flag::WANT_WRITABLE);
-        }
-        if n == 0 {
-            return Err(SendError::WouldBlock);
-        }
-        self.totals.bytes_sent += n as u64;
-        Ok(n)
     }
 
     /// Reads in-order data; `Ok(0)` is end of stream.

@@ -1,6 +1,7 @@
 //! Transmission: which segment goes next, and writing it.
 
 use super::*;
+use crate::checksum::Sum;
 
 /// What a frame carries below the TCP header: IPv4 and Ethernet.
 const LOWER_HEADERS: usize = crate::wire::IPV4_HEADER_LEN + crate::wire::ETHERNET_HEADER_LEN;
@@ -10,27 +11,41 @@ fn nanos(t: Instant) -> u64 {
     t.total_micros().saturating_mul(1000)
 }
 
+/// A segment [`Connection::emit`] wrote: its length, and the sum of the
+/// bytes after its header, taken as they were copied from the send ring (so
+/// the checksum does not read the ring again).
+#[derive(Clone, Copy, Debug)]
+pub struct Emitted {
+    pub len: usize,
+    pub header_len: usize,
+    pub payload_sum: Sum,
+}
+
+impl Emitted {
+    fn header_only(len: usize) -> Emitted {
+        Emitted { len, header_len: len, payload_sum: Sum::new() }
+    }
+}
+
 impl Connection {
     /// Writes the next segment's TCP header and payload into `out` (which
     /// holds at least a full header and one MSS); returns its length, or
     /// `None` when there is nothing to send.
-    pub fn emit(&mut self, now: Instant, env: &mut Env, out: &mut [u8]) -> Option<usize> {
-        let len = match self.state {
+    pub fn emit(&mut self, now: Instant, env: &mut Env, out: &mut [u8]) -> Option<Emitted> {
+        let emitted = match self.state {
             State::Closed => return None,
-            State::SynSent | State::SynReceived => {
-                if self.snd_nxt == self.iss {
-                    self.emit_syn(now, env, out)
-                } else if self.has(flag::ACK_NOW) && self.state == State::SynReceived {
-                    self.emit_ack(now, self.snd_nxt, env, out)
-                } else {
-                    self.clear(flag::ACK_NOW);
-                    return None;
-                }
-            }
+            State::SynSent | State::SynReceived => Emitted::header_only(if self.snd_nxt == self.iss {
+                self.emit_syn(now, env, out)
+            } else if self.has(flag::ACK_NOW) && self.state == State::SynReceived {
+                self.emit_ack(now, self.snd_nxt, env, out)
+            } else {
+                self.clear(flag::ACK_NOW);
+                return None;
+            }),
             _ => self.emit_synchronized(now, env, out)?,
         };
         env.counters.segments_out += 1;
-        Some(len)
+        Some(emitted)
     }
 
     /// A header for this connection with the ACK, window, timestamp and SACK
@@ -133,14 +148,14 @@ impl Connection {
         .map(|rate| rate.max(1))
     }
 
-    pub(super) fn emit_synchronized(&mut self, now: Instant, env: &mut Env, out: &mut [u8]) -> Option<usize> {
+    pub(super) fn emit_synchronized(&mut self, now: Instant, env: &mut Env, out: &mut [u8]) -> Option<Emitted> {
         if self.state == State::TimeWait {
-            return self.has(flag::ACK_NOW).then(|| self.emit_ack(now, self.snd_nxt, env, out));
+            return self.has(flag::ACK_NOW).then(|| Emitted::header_only(self.emit_ack(now, self.snd_nxt, env, out)));
         }
         if self.has(flag::KEEPALIVE_PROBE) {
             self.clear(flag::KEEPALIVE_PROBE);
             // RFC 9293 §3.8.4: SEG.SEQ = SND.NXT - 1 draws an ACK without data.
-            return Some(self.emit_ack(now, self.snd_una - 1u32, env, out));
+            return Some(Emitted::header_only(self.emit_ack(now, self.snd_una - 1u32, env, out)));
         }
         if self.has(flag::FORCE) && self.snd_wnd == 0 {
             // Zero-window probe (RFC 9293 §3.8.6.1), as Linux sends it: an
@@ -148,7 +163,7 @@ impl Connection {
             // no data is put at risk in a window the peer has closed.
             self.clear(flag::FORCE);
             self.rto_at = now + self.rtt.rto(); // the next probe, backed off
-            return Some(self.emit_ack(now, self.snd_una - 1u32, env, out));
+            return Some(Emitted::header_only(self.emit_ack(now, self.snd_una - 1u32, env, out)));
         }
 
         // RFC 6691: the options a segment carries come out of the MSS.
@@ -221,7 +236,7 @@ impl Connection {
             if pacing_blocked {
                 self.pace_at = Instant::from_micros(self.pace_next_ns.div_ceil(1000));
             }
-            return self.has(flag::ACK_NOW).then(|| self.emit_ack(now, self.snd_nxt, env, out));
+            return self.has(flag::ACK_NOW).then(|| Emitted::header_only(self.emit_ack(now, self.snd_nxt, env, out)));
         }
 
         if self.outstanding() == 0 && now - self.last_tx > self.rtt.rto() && len > 0 {
@@ -231,7 +246,7 @@ impl Connection {
         let flags = Flags { fin: send_fin, psh: len > 0 && offset + len == queued, ..Flags::default() };
         let header = self.header(now, env, seq, flags);
         let hlen = header.emit(out);
-        let copied = self.tx.copy_out(offset, &mut out[hlen..hlen + len]);
+        let (copied, payload_sum) = self.tx.copy_out_summed(offset, &mut out[hlen..hlen + len], Sum::new());
         debug_assert_eq!(copied, len);
 
         if len > 0 {
@@ -262,7 +277,7 @@ impl Connection {
                 _ => {}
             }
         }
-        Some(hlen + len)
+        Some(Emitted { len: hlen + len, header_len: hlen, payload_sum })
     }
 
     /// Resends the record `[start, end)` (data, and the FIN if the record
@@ -278,7 +293,7 @@ impl Connection {
         max_seg: usize,
         paced: Option<u64>,
         eff_mss: usize,
-    ) -> usize {
+    ) -> Emitted {
         let data_start = self.data_start();
         let offset = start.since(data_start) as usize;
         let queued = self.tx.len();
@@ -289,7 +304,7 @@ impl Connection {
         let flags = Flags { fin, psh: len > 0 && offset + len == queued, ..Flags::default() };
         let header = self.header(now, env, start, flags);
         let hlen = header.emit(out);
-        let copied = self.tx.copy_out(offset, &mut out[hlen..hlen + len]);
+        let (copied, payload_sum) = self.tx.copy_out_summed(offset, &mut out[hlen..hlen + len], Sum::new());
         debug_assert_eq!(copied, len);
         self.sentq.on_retransmit(start, now);
         env.counters.retransmits += 1;
@@ -298,7 +313,7 @@ impl Connection {
             self.undo_retrans = self.undo_retrans.saturating_add(1);
         }
         self.after_data_sent(now, len, hlen, paced, eff_mss);
-        hlen + len
+        Emitted { len: hlen + len, header_len: hlen, payload_sum }
     }
 
     /// Timers and the pacer after a data segment went out.

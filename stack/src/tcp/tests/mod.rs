@@ -7,6 +7,7 @@ mod closed;
 mod closing;
 mod established;
 mod fairness;
+mod in_place;
 mod listen;
 mod network;
 mod options;
