@@ -232,6 +232,9 @@ pub fn sha256_hex(data: &[u8]) -> String {
     hex(&Sha256::digest(data))
 }
 
+/// The lengths of [`Root`]'s `sizes/` files.
+pub const BOUNDARY_SIZES: [usize; 8] = [0, 1, 1447, 1448, 1449, (1 << 20) - 1, 1 << 20, (1 << 20) + 1];
+
 /// A directory of files to serve, removed on drop.
 pub struct Root {
     dir: std::path::PathBuf,
@@ -241,8 +244,12 @@ pub struct Root {
 
 impl Root {
     /// A fresh directory named after `tag` with a text file, an HTML page,
-    /// and a 3 MB binary in a subdirectory (larger than any buffer on the
-    /// way, so it is streamed).
+    /// a 3 MB binary in a subdirectory (larger than any buffer on the way,
+    /// so it is streamed), and in `sizes/` files whose lengths sit on the
+    /// boundaries a body crosses on the way out: empty, one byte, a
+    /// segment's payload at MTU 1500 with timestamps (1,448) and one either
+    /// side, and the server's default send ring (1 MiB) and one either
+    /// side.
     ///
     /// # Panics
     ///
@@ -253,11 +260,16 @@ impl Root {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("data")).unwrap();
         let blob: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
-        let files = vec![
+        std::fs::create_dir_all(dir.join("sizes")).unwrap();
+        let mut files = vec![
             ("/hello.txt".to_owned(), b"hello from the root\n".to_vec()),
             ("/index.html".to_owned(), b"<!doctype html><title>fairway</title><p>static</p>\n".to_vec()),
-            ("/data/blob.bin".to_owned(), blob),
+            ("/data/blob.bin".to_owned(), blob.clone()),
         ];
+        for size in BOUNDARY_SIZES {
+            let content = blob.iter().cycle().skip(size % 7).take(size).copied().collect();
+            files.push((format!("/sizes/{size}.bin"), content));
+        }
         for (path, content) in &files {
             std::fs::write(dir.join(&path[1..]), content).unwrap();
         }

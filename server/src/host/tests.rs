@@ -37,16 +37,24 @@ struct Pair {
 
 impl Pair {
     fn new(http: HttpConfig) -> Pair {
+        Pair::serving(http, None, Config::new([0; 6], SERVER_IP, 24).tcp.tx_buffer)
+    }
+
+    /// A pair whose server serves the files under `root` with a send ring
+    /// of `tx_buffer` bytes.
+    fn serving(http: HttpConfig, root: Option<&std::path::Path>, tx_buffer: usize) -> Pair {
         let mac = |ip: Ipv4Addr| {
             let [a, b, c, d] = ip.octets();
             [2, 0, a, b, c, d]
         };
-        let mut server = Shard::new(Config::new(mac(SERVER_IP), SERVER_IP, 24));
+        let mut config = Config::new(mac(SERVER_IP), SERVER_IP, 24);
+        config.tcp.tx_buffer = tx_buffer;
+        let mut server = Shard::new(config);
         let mut client = Shard::new(Config::new(mac(CLIENT_IP), CLIENT_IP, 24));
         server.add_neighbor(CLIENT_IP, mac(CLIENT_IP));
         client.add_neighbor(SERVER_IP, mac(SERVER_IP));
         let hub = Arc::new(MetricsHub::new(1, 4, "test"));
-        let site = ShardSite::new(0, hub, None, 4).unwrap();
+        let site = ShardSite::new(0, hub, root, 4).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let mut host = Host::with_service(
             HttpService::new(http),
@@ -268,6 +276,80 @@ fn a_woken_slot_is_driven_again() {
         let _ = p.read(h, &mut got);
         got.ends_with(b"ok\n")
     });
+}
+
+/// The body of the one response at the start of `bytes` (by its
+/// `Content-Length`), and the bytes after it.
+fn split_response(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
+    let end = bytes.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = std::str::from_utf8(&bytes[..end]).ok()?;
+    let len: usize = head
+        .lines()
+        .find_map(|line| line.strip_prefix("Content-Length: ").or_else(|| line.strip_prefix("content-length: ")))?
+        .trim()
+        .parse()
+        .ok()?;
+    let rest = bytes.get(end..)?;
+    (rest.len() >= len).then(|| rest.split_at(len))
+}
+
+#[test]
+fn static_files_on_ring_and_segment_boundaries_arrive_byte_exact_from_the_send_ring() {
+    // A 16 KiB send ring, so every body wraps it many times; files at the
+    // lengths where a copy into the ring or out of it turns a corner.
+    let ring = 16 * 1024;
+    let dir = std::env::temp_dir().join(format!("fairway-host-in-place-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sizes = [0usize, 1, 1447, 1448, 1449, 1460, ring - 1, ring, ring + 1, 3 * ring + 5, 1 << 20];
+    let content = |size: usize| -> Vec<u8> { (0..size).map(|i| (i * 7 + size) as u8).collect() };
+    for size in sizes {
+        std::fs::write(dir.join(format!("{size}.bin")), content(size)).unwrap();
+    }
+    let mut p = Pair::serving(HttpConfig::default(), Some(&dir), ring);
+    let h = p.connect();
+    // One request at a time, then all of them pipelined on the same
+    // connection: each body follows its head straight from the ring.
+    let mut requests = Vec::new();
+    for size in sizes {
+        requests.push(format!("GET /{size}.bin HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes());
+    }
+    let check = |p: &mut Pair, batch: &[Vec<u8>], batch_sizes: &[usize]| {
+        for request in batch {
+            let mut sent = 0;
+            while sent < request.len() {
+                sent += p.client.send(h, &request[sent..]).unwrap();
+            }
+        }
+        let mut got = Vec::new();
+        let limit = p.now + Duration::from_secs(30);
+        let total: usize = batch_sizes.iter().sum();
+        p.run_until(limit, |p| {
+            let _ = p.read(h, &mut got);
+            got.len() >= total && {
+                let mut rest = &got[..];
+                batch_sizes.iter().all(|_| match split_response(rest) {
+                    Some((_, after)) => {
+                        rest = after;
+                        true
+                    }
+                    None => false,
+                })
+            }
+        });
+        let mut rest = &got[..];
+        for &size in batch_sizes {
+            let (body, after) = split_response(rest).unwrap();
+            assert!(body == content(size), "{size}-byte file: {} bytes differ", body.len());
+            rest = after;
+        }
+        assert!(rest.is_empty(), "{} bytes after the last response", rest.len());
+    };
+    for (request, &size) in requests.iter().zip(&sizes) {
+        check(&mut p, std::slice::from_ref(request), &[size]);
+    }
+    check(&mut p, &requests, &sizes);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Connections whose peers read everything at once: `send` never says

@@ -118,6 +118,30 @@ pub trait Transport {
     /// [`TransportError::WouldBlock`] when nothing fits now.
     fn send(&mut self, conn: Self::Conn, data: &[u8]) -> Result<usize, TransportError>;
 
+    /// Whether [`send_with`](Self::send_with) lends the transport's own send
+    /// ring, so a body can be written there without a buffer of the
+    /// caller's (the userspace stack). A kernel socket has no ring to lend.
+    const SENDS_IN_PLACE: bool = false;
+
+    /// Lends free room of the connection's send ring to `fill`, which writes
+    /// the bytes to send at its start and returns how many it wrote; those
+    /// are queued. The room may be only part of what is free (the ring's
+    /// first contiguous part): call again for the rest. Called only when
+    /// [`SENDS_IN_PLACE`](Self::SENDS_IN_PLACE); the default, for
+    /// transports without a ring, never calls `fill` and says `WouldBlock`.
+    ///
+    /// # Errors
+    ///
+    /// [`TransportError::WouldBlock`] when there is no room now.
+    fn send_with(
+        &mut self,
+        conn: Self::Conn,
+        fill: &mut dyn FnMut(&mut [u8]) -> usize,
+    ) -> Result<usize, TransportError> {
+        let _ = (conn, fill);
+        Err(TransportError::WouldBlock)
+    }
+
     /// Queues the slices of `data` in order, as one `send` of them all
     /// would: how much was taken. One syscall (`writev`) on kernel
     /// sockets; the default sends slice by slice.

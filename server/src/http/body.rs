@@ -60,6 +60,11 @@ impl Body {
         !matches!(self, Body::None)
     }
 
+    /// Written by the handler, through the connection's framing.
+    pub(crate) fn is_produced(&self) -> bool {
+        matches!(self, Body::Produced { .. })
+    }
+
     /// Writes as much of the body as fits into `out` and returns how much;
     /// becomes [`Body::None`] once all of it is written.
     ///

@@ -193,6 +193,9 @@ pub struct HttpConn {
     eof: bool,
     /// Closed without flushing (idle, or a response that cannot be completed).
     aborted: bool,
+    /// The transport lends its send ring: bodies that need no framing are
+    /// written there by [`body_into`](Self::body_into), not through `out`.
+    in_place: bool,
     /// The latest time any call was given, and the last time the peer sent
     /// bytes or took some (the idle timeout runs from there).
     last_now: Instant,
@@ -264,6 +267,7 @@ impl HttpConn {
             blocked: false,
             eof: false,
             aborted: false,
+            in_place: false,
             last_now: Instant::ZERO,
             last_progress: Instant::ZERO,
         }
@@ -287,6 +291,46 @@ impl HttpConn {
         self.aborted = false;
         self.last_now = now;
         self.last_progress = now;
+    }
+
+    /// Says whether the transport lends its send ring
+    /// ([`Transport::SENDS_IN_PLACE`](crate::host::Transport::SENDS_IN_PLACE)):
+    /// then file, pattern and copied bodies are left for
+    /// [`body_into`](Self::body_into) to write there, one copy from their
+    /// source to the ring, instead of passing through the output window.
+    pub fn set_in_place(&mut self, in_place: bool) {
+        self.in_place = in_place;
+    }
+
+    /// Whether the next bytes to send are body bytes that
+    /// [`body_into`](Self::body_into) writes: the output window is empty
+    /// (the head is out) and the body needs no framing.
+    #[must_use]
+    pub fn body_in_place(&self) -> bool {
+        self.in_place && !self.aborted && self.out.is_empty() && self.body.is_some() && !self.body.is_produced()
+    }
+
+    /// Writes the next body bytes into `room` (the transport's send ring)
+    /// and returns the count; 0 once the body is done, or when it cannot be
+    /// completed (the connection then closes, as from the window). Call
+    /// only while [`body_in_place`](Self::body_in_place), after
+    /// [`output`](Self::output) in the same turn.
+    pub fn body_into(&mut self, room: &mut [u8]) -> usize {
+        match self.body.fill(room, &self.text) {
+            Ok(n) => {
+                if n > 0 {
+                    self.last_progress = self.last_now;
+                }
+                n
+            }
+            Err(_) => {
+                // As in `stream_body`: the head promised a length the body
+                // cannot keep; the peer learns of it from the close.
+                self.body = Body::None;
+                self.close_reading();
+                0
+            }
+        }
     }
 
     /// Names the connection for its exchanges (its host slot) and says who
@@ -613,6 +657,9 @@ impl HttpConn {
         if matches!(self.body, Body::Produced { .. }) {
             self.produce(now, env);
             return;
+        }
+        if self.in_place {
+            return; // `body_into` writes it
         }
         let half = self.out.capacity() / 2;
         let spare = self.out.spare(half);

@@ -58,6 +58,7 @@ impl<T: Transport, H: Handler> Service<T> for HttpService<H> {
     fn open(&mut self, conn: &mut HttpConn, cx: &mut Cx<'_, T>, peer: SocketAddr) -> Next {
         conn.reset(cx.now);
         conn.attach(cx.slot, Some(peer));
+        conn.set_in_place(T::SENDS_IN_PLACE);
         // Data may have come with the handshake's last ACK.
         drive(conn, cx, &mut self.handler)
     }
@@ -128,7 +129,23 @@ fn drive<T: Transport>(conn: &mut HttpConn, cx: &mut Cx<'_, T>, handler: &mut dy
         loop {
             let out = conn.output(now, &mut env);
             if out.is_empty() {
-                break;
+                if !(T::SENDS_IN_PLACE && conn.body_in_place()) {
+                    break;
+                }
+                // The body goes from its source straight into the send ring.
+                match cx.transport.send_with(c, &mut |room| conn.body_into(room)) {
+                    Ok(0) => {} // the body ended; the next turn of this loop goes on
+                    Ok(n) => {
+                        progress = true;
+                        moved += n;
+                        if moved >= TURN_BYTES {
+                            break;
+                        }
+                    }
+                    Err(TransportError::WouldBlock) => break,
+                    Err(TransportError::Failed) => return Next::Abort,
+                }
+                continue;
             }
             let len = out.len();
             match cx.transport.send(c, out) {

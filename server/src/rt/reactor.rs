@@ -111,6 +111,10 @@ impl<X: Transport> Transport for Shared<X> {
     fn send(&mut self, conn: X::Conn, data: &[u8]) -> Result<usize, TransportError> {
         self.0.borrow_mut().send(conn, data)
     }
+    const SENDS_IN_PLACE: bool = X::SENDS_IN_PLACE;
+    fn send_with(&mut self, conn: X::Conn, fill: &mut dyn FnMut(&mut [u8]) -> usize) -> Result<usize, TransportError> {
+        self.0.borrow_mut().send_with(conn, fill)
+    }
     fn send_vectored(&mut self, conn: X::Conn, data: &[io::IoSlice<'_>]) -> Result<usize, TransportError> {
         self.0.borrow_mut().send_vectored(conn, data)
     }

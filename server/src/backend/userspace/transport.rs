@@ -1,7 +1,8 @@
 //! The userspace stack behind the [transport seam](crate::host::Transport):
 //! a [`Shard`] is the transport, its `Handle`s the connections, its events
 //! the stack's own. Listening is on `0.0.0.0:port` of the shard's address;
-//! `recv_with` lends the receive ring itself, so async readers copy once.
+//! `recv_with` lends the receive ring itself, so async readers copy once, and
+//! `send_with` the send ring, so file bodies are read straight into it.
 
 use std::net::{SocketAddr, SocketAddrV4};
 
@@ -14,6 +15,13 @@ fn recv_error(e: RecvError) -> TransportError {
     match e {
         RecvError::WouldBlock => TransportError::WouldBlock,
         RecvError::Connection(_) | RecvError::InvalidHandle => TransportError::Failed,
+    }
+}
+
+fn send_error(e: SendError) -> TransportError {
+    match e {
+        SendError::WouldBlock => TransportError::WouldBlock,
+        SendError::Shutdown | SendError::Connection(_) | SendError::InvalidHandle => TransportError::Failed,
     }
 }
 
@@ -67,10 +75,13 @@ impl Transport for Shard {
     }
 
     fn send(&mut self, conn: Handle, data: &[u8]) -> Result<usize, TransportError> {
-        Shard::send(self, conn, data).map_err(|e| match e {
-            SendError::WouldBlock => TransportError::WouldBlock,
-            SendError::Shutdown | SendError::Connection(_) | SendError::InvalidHandle => TransportError::Failed,
-        })
+        Shard::send(self, conn, data).map_err(send_error)
+    }
+
+    const SENDS_IN_PLACE: bool = true;
+
+    fn send_with(&mut self, conn: Handle, fill: &mut dyn FnMut(&mut [u8]) -> usize) -> Result<usize, TransportError> {
+        Shard::send_with(self, conn, fill).map_err(send_error)
     }
 
     fn shutdown(&mut self, conn: Handle) {
