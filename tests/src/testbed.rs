@@ -53,6 +53,11 @@
 //!   address (`fw0` 02:00:0a:4d:00:01, client 0 02:00:0a:4d:00:0a);
 //!   `fwtap0` is 02:01:…, the one for Fairway over TAP 02:02:….
 //!
+//! With [`TestbedConfig::rx_cpus`], the kernel's receive processing (RPS)
+//! runs on the server's CPUs in its namespace and on the clients' CPUs in
+//! the switch's and theirs, as on separate machines: a server's core does
+//! not run its clients' receive path, nor a client's core its server's.
+//!
 //! Every veth end has `tx off tso off gso off gro off` (ethtool): without
 //! transmit checksum offload the kernel fills in TCP checksums before a frame
 //! leaves a client (otherwise AF_XDP sees partial checksums, and Fairway would
@@ -87,7 +92,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub use config::{
-    LINK_KEYS, LinkParams, MAX_PREFIX_LEN, MAX_QUEUES, Subnet, TestbedConfig, parse_duration, parse_percent,
+    LINK_KEYS, LinkParams, MAX_PREFIX_LEN, MAX_QUEUES, RxCpus, Subnet, TestbedConfig, parse_duration, parse_percent,
     parse_rate, parse_size, validate_prefix,
 };
 pub use error::TestbedError;
@@ -359,6 +364,28 @@ impl Testbed {
         let tap = (srv.clone(), TAP_IF.to_owned());
         for (ns, dev) in bridges.iter().chain(&veths).chain([&tap]) {
             ip(&format!("bringing up {dev} in {ns}"), &["-n", ns, "link", "set", "dev", dev, "mtu", &mtu, "up"])?;
+        }
+
+        if let Some(rx) = &c.rx_cpus {
+            // Every receive queue of every interface but lo (sysfs as `ip
+            // netns exec` mounts it for the namespace).
+            let steer = |ns: &String, cpus: &[usize]| -> Result<(), TestbedError> {
+                let Some(mask) = config::rps_mask(cpus) else { return Ok(()) };
+                let script = format!(
+                    "for q in /sys/class/net/*/queues/rx-*/rps_cpus; do \
+                     case $q in /sys/class/net/lo/*) continue;; esac; echo {mask} > $q || exit 1; done"
+                );
+                run(
+                    &format!("steering receive processing in {ns} to CPUs {mask}"),
+                    "ip",
+                    &["netns", "exec", ns, "sh", "-c", &script],
+                )
+                .map(drop)
+            };
+            steer(&srv, &rx.server)?;
+            for ns in [&sw].into_iter().chain(&clients) {
+                steer(ns, &rx.clients)?;
+            }
         }
 
         if let Some(linkem) = linkem {

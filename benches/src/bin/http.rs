@@ -84,6 +84,12 @@ namespace; `http openloop --help`):
                      fairway binary's directory)
   --out DIR          where the Markdown goes (default benches/results)
   --prefix P         the testbed's prefix (default fwhttp)
+  --no-rx-steering   leave the kernel's receive processing where it runs by
+                     default: in the softirq of the core that sent the
+                     frame, so the server's core bridges its frames and
+                     runs wrk's TCP receive path (and nginx's ACK-clocked
+                     sends run on wrk's core). By default RPS steers it to
+                     each side's own cores, as on two machines
   -h, --help         show this help";
 
 /// The command line.
@@ -100,6 +106,7 @@ struct Args {
     axum: Option<PathBuf>,
     out: PathBuf,
     prefix: String,
+    rx_steering: bool,
 }
 
 impl Default for Args {
@@ -116,6 +123,7 @@ impl Default for Args {
             axum: None,
             out: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results"),
             prefix: "fwhttp".to_owned(),
+            rx_steering: true,
         }
     }
 }
@@ -157,6 +165,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
             "--axum" => a.axum = Some(PathBuf::from(value()?)),
             "--out" => a.out = PathBuf::from(value()?),
             "--prefix" => a.prefix = value()?,
+            "--no-rx-steering" => a.rx_steering = false,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -321,7 +330,12 @@ fn run(args: &Args) -> Result<(), Failure> {
     let cores = Cores::split(total, args.server_cores).map_err(failed)?;
     let interrupted = stop_on_signals().map_err(|e| failed(format!("cannot handle signals: {e}")))?;
     let site = Site::create(cores.server.len()).map_err(|e| failed(format!("writing the site: {e}")))?;
-    let config = TestbedConfig::new(args.prefix.clone()).clients(1).queues(cores.server.len());
+    // The kernel's receive processing on each side's own cores, as on two
+    // machines (see TestbedConfig::rx_cpus), unless --no-rx-steering.
+    let mut config = TestbedConfig::new(args.prefix.clone()).clients(1).queues(cores.server.len());
+    if args.rx_steering {
+        config = config.rx_cpus(&cores.server, &cores.client);
+    }
     let tb = Testbed::up(config).map_err(|e| failed(format!("testbed up: {e}")))?;
     let bench = Bench {
         tb: &tb,
@@ -498,6 +512,19 @@ fn setup_lines(args: &Args, cores: &Cores, total: usize, programs: &Programs) ->
             args.prefix,
             kernel.trim()
         ),
+        format!(
+            "offloads: tx, tso, gso and gro off on every veth (ethtool -K), so every server's frames are \
+             MTU-sized on the wire; receive processing (RPS): {}",
+            if args.rx_steering {
+                format!(
+                    "in the server's namespace on {}, in the switch's and wrk's on {}",
+                    cpu_list(&cores.server),
+                    cpu_list(&cores.client)
+                )
+            } else {
+                "the kernel's default (the sending core's softirq), --no-rx-steering".to_owned()
+            }
+        ),
         format!("fairway: {}", shown(&programs.fairway)),
     ];
     if let Some(baseline) = programs.baseline.as_ref().filter(|_| ran(Server::is_baseline_build)) {
@@ -589,6 +616,7 @@ mod tests {
             "/tmp/r",
             "--prefix",
             "hb",
+            "--no-rx-steering",
         ])
         .unwrap();
         assert_eq!(
@@ -605,6 +633,7 @@ mod tests {
                 axum: Some("/x/axum_app".into()),
                 out: "/tmp/r".into(),
                 prefix: "hb".into(),
+                rx_steering: false,
             }
         );
         assert_eq!(fairway_binary(&a), Some(PathBuf::from("/x/fairway")));
@@ -664,6 +693,7 @@ mod tests {
             "--axum",
             "--out",
             "--prefix",
+            "--no-rx-steering",
         ] {
             assert!(USAGE.contains(&format!("  {option} ")), "{option} is not explained");
         }

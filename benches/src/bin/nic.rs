@@ -51,6 +51,10 @@ stack on fw0 with the address 10.77.0.1/24), alternating:
   --prefix P       the testbed's prefix (default fwbench)
   --verbose        print what each device and shard counted, every round
                    (the first round's is always printed)
+  --no-rx-steering leave the kernel's receive processing in the softirq of
+                   the core that sent each frame; by default RPS runs it in
+                   the server's namespace on core 0 and in the switch's and
+                   the client's on core 1, as on two machines
   -h, --help       show this help";
 
 /// The command line.
@@ -64,6 +68,7 @@ struct Args {
     skip_tap: bool,
     prefix: String,
     verbose: bool,
+    rx_steering: bool,
 }
 
 impl Default for Args {
@@ -77,6 +82,7 @@ impl Default for Args {
             skip_tap: false,
             prefix: "fwbench".to_owned(),
             verbose: false,
+            rx_steering: true,
         }
     }
 }
@@ -107,6 +113,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
             "--skip-tap" => a.skip_tap = true,
             "--prefix" => a.prefix = value()?,
             "--verbose" => a.verbose = true,
+            "--no-rx-steering" => a.rx_steering = false,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -175,7 +182,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let tb = match Testbed::up(TestbedConfig::new(args.prefix.clone()).clients(1).queues(1)) {
+    let mut config = TestbedConfig::new(args.prefix.clone()).clients(1).queues(1);
+    if args.rx_steering {
+        config = config.rx_cpus(&[0], &[1]);
+    }
+    let tb = match Testbed::up(config) {
         Ok(tb) => tb,
         Err(e) => {
             eprintln!("nic: testbed up: {e}");
@@ -392,6 +403,7 @@ mod tests {
             "--prefix",
             "nb",
             "--verbose",
+            "--no-rx-steering",
         ])
         .unwrap();
         assert_eq!(
@@ -405,6 +417,7 @@ mod tests {
                 skip_tap: true,
                 prefix: "nb".into(),
                 verbose: true,
+                rx_steering: false,
             }
         );
     }

@@ -288,6 +288,20 @@ impl Report {
         self.comparison((afxdp, afxdp.name()), (nginx, nginx.name()), case, case.describe())
     }
 
+    /// When the static case ran: `bench: static 1MB fairway/afxdp X req/s =
+    /// R × nginx (MTU 1500)`, or what is missing for it.
+    #[must_use]
+    pub fn static_line(&self) -> Option<String> {
+        let case = Case::StaticFile;
+        if !self.rows.iter().any(|r| r.case == case) {
+            return None;
+        }
+        let (afxdp, nginx) = (Server::FairwayAfxdp, Server::Nginx);
+        let label = format!("static 1MB {}", afxdp.name());
+        let what = format!("MTU {}", fairway_tests::testbed::MTU);
+        Some(self.comparison((afxdp, &label), (nginx, nginx.name()), case, &what))
+    }
+
     /// When the axum servers ran: `bench: axum on fairway/afxdp X req/s = R
     /// × axum on tokio (keep-alive, 256 connections)`, and the same with
     /// `Connection: close` over 64 connections.
@@ -329,6 +343,7 @@ impl Report {
         lines.extend(self.cpu_line(Group::Axum));
         lines.extend(self.cpu_line(Group::BuiltIn));
         lines.extend(self.latency_line());
+        lines.extend(self.static_line());
         lines.push(self.headline());
         lines
     }
@@ -544,6 +559,23 @@ mod tests {
         assert_eq!(report.ratio(Server::Nginx, Case::KeepAlive256), Some(1.0));
         assert_eq!(report.ratio(Server::FairwayKernel, Case::KeepAlive256), None);
         assert_eq!(report.ratio(Server::FairwayAfxdp, Case::Close), None);
+    }
+
+    #[test]
+    fn the_static_line_when_the_static_case_ran() {
+        assert_eq!(sample().static_line(), None);
+        let mut report = sample();
+        report.rows.push(row(Server::FairwayAfxdp, Case::StaticFile, 300.0));
+        assert_eq!(
+            report.static_line().as_deref(),
+            Some("bench: static 1MB fairway/afxdp 300 req/s, no nginx figure to compare (MTU 1500)")
+        );
+        report.rows.push(row(Server::Nginx, Case::StaticFile, 250.0));
+        assert_eq!(
+            report.static_line().as_deref(),
+            Some("bench: static 1MB fairway/afxdp 300 req/s = 1.20 × nginx (MTU 1500)")
+        );
+        assert!(report.closing_lines().iter().any(|l| l.starts_with("bench: static 1MB")));
     }
 
     #[test]

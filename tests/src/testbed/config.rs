@@ -306,6 +306,35 @@ pub struct TestbedConfig {
     /// The `fairway-linkem` binary; `None` looks for it (see
     /// [`find_linkem`](super::find_linkem)).
     pub linkem: Option<PathBuf>,
+    /// `Some` steers the kernel's receive processing (RPS, `rps_cpus`):
+    /// in the server's namespace to the server's CPUs, in the switch's and
+    /// the clients' to the clients' CPUs, as separate machines would run
+    /// it. Without it the kernel runs a frame's receive path in the softirq
+    /// of whichever core sent it: on a veth testbed a server's core then
+    /// bridges its own frames and runs its clients' TCP receive path, and a
+    /// kernel server's ACK-clocked sending runs on its clients' cores.
+    pub rx_cpus: Option<RxCpus>,
+}
+
+/// The CPUs [`TestbedConfig::rx_cpus`] steers receive processing to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RxCpus {
+    /// For the server's namespace.
+    pub server: Vec<usize>,
+    /// For the switch's and the clients' namespaces.
+    pub clients: Vec<usize>,
+}
+
+/// `cpus` as an `rps_cpus` mask: hex, one 32-bit word per 32 CPUs, most
+/// significant first, comma-separated, as sysfs takes it. `None` when empty.
+#[must_use]
+pub fn rps_mask(cpus: &[usize]) -> Option<String> {
+    let words = cpus.iter().max()? / 32 + 1;
+    let mut mask = vec![0u32; words];
+    for &cpu in cpus {
+        mask[words - 1 - cpu / 32] |= 1 << (cpu % 32);
+    }
+    Some(mask.iter().map(|w| format!("{w:08x}")).collect::<Vec<_>>().join(","))
 }
 
 impl Default for TestbedConfig {
@@ -320,6 +349,7 @@ impl Default for TestbedConfig {
             subnet: Subnet::DEFAULT,
             tap_multi_queue: false,
             linkem: None,
+            rx_cpus: None,
         }
     }
 }
@@ -367,6 +397,13 @@ impl TestbedConfig {
     /// Sets the path of `fairway-linkem`.
     pub fn linkem(mut self, path: impl Into<PathBuf>) -> TestbedConfig {
         self.linkem = Some(path.into());
+        self
+    }
+
+    /// Receive processing steered to the server's and the clients' CPUs
+    /// (see [`TestbedConfig::rx_cpus`]).
+    pub fn rx_cpus(mut self, server: &[usize], clients: &[usize]) -> TestbedConfig {
+        self.rx_cpus = Some(RxCpus { server: server.to_vec(), clients: clients.to_vec() });
         self
     }
 
@@ -433,6 +470,14 @@ pub fn validate_prefix(prefix: &str) -> Result<(), TestbedError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rps_masks() {
+        assert_eq!(rps_mask(&[]), None);
+        assert_eq!(rps_mask(&[0]).as_deref(), Some("00000001"));
+        assert_eq!(rps_mask(&[1, 3]).as_deref(), Some("0000000a"));
+        assert_eq!(rps_mask(&[0, 33]).as_deref(), Some("00000002,00000001"));
+    }
 
     #[test]
     fn subnet_hosts() {
