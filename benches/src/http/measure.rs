@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use fairway_tests::testbed::{self, Spawned, Testbed};
 
 use super::openloop::outcome::OpenLoopOutcome;
+use super::openloop::server_cpu::ProcessTree;
 use super::plan::{Case, Cores, PLAINTEXT_BODY, Programs, STATIC_BYTES, Server, expected_comm, server_command};
 use super::site::Site;
 use super::wrk::{self, WrkResult};
@@ -109,7 +110,7 @@ impl Bench<'_> {
                 continue;
             }
             let outcome = match (&open_loop_rate, case.is_open_loop()) {
-                (_, false) => self.wrk(case, server, self.duration)?,
+                (_, false) => self.measured_wrk(case, server, server_pid)?,
                 (Ok(rate), true) => self.open_loop(case, server, *rate, server_pid)?,
                 (Err(why), true) => Err(why.clone()),
             };
@@ -163,6 +164,23 @@ impl Bench<'_> {
         let text = out.stdout_text();
         let mut words = text.split_whitespace();
         Ok((words.next().unwrap_or_default().to_owned(), words.next().unwrap_or_default().to_owned()))
+    }
+
+    /// [`wrk`](Self::wrk) for the case duration, with the server's CPU time
+    /// per request over the run when `server_pid` is known (its process
+    /// tree's utime + stime from `/proc`, before and after, over the
+    /// responses wrk counted).
+    fn measured_wrk(&self, case: Case, server: Server, server_pid: Option<u32>) -> Result<Outcome, Stop> {
+        let tree = server_pid.and_then(|pid| ProcessTree::of(pid).ok());
+        let before = tree.as_ref().and_then(|t| t.cpu_time().ok());
+        let mut outcome = self.wrk(case, server, self.duration)?;
+        let after = tree.as_ref().and_then(|t| t.cpu_time().ok());
+        if let (Ok(result), Some(before), Some(after)) = (&mut outcome, before, after)
+            && result.requests > 0
+        {
+            result.server_cpu = Some(after.saturating_sub(before) / u32::try_from(result.requests).unwrap_or(u32::MAX));
+        }
+        Ok(outcome)
     }
 
     /// One wrk run of `case` for `duration`.

@@ -122,8 +122,7 @@ impl Report {
     /// The cells of `group`'s rows of the throughput cases (`latency`
     /// false) or of the latency cases: server, case, req/s, p50, p99,
     /// ratio to the group's baseline (req/s, or p99 for the latency
-    /// cases), the server's CPU time per request (latency cases only),
-    /// errors.
+    /// cases), the server's CPU time per request, errors.
     fn cells(&self, group: Group, latency: bool) -> Vec<Vec<String>> {
         self.rows
             .iter()
@@ -143,10 +142,8 @@ impl Report {
                     ],
                     Err(_) => vec![server, case, "failed".into(), "–".into(), "–".into(), "–".into()],
                 };
-                if latency {
-                    let cpu = row.outcome.as_ref().ok().and_then(|s| s.server_cpu);
-                    cells.push(cpu.map_or("–".to_owned(), cpu_cell));
-                }
+                let cpu = row.outcome.as_ref().ok().and_then(|s| s.server_cpu);
+                cells.push(cpu.map_or("–".to_owned(), cpu_cell));
                 cells.push(match &row.outcome {
                     Ok(s) => s.errors.to_string(),
                     Err(why) => one_line(why),
@@ -302,6 +299,27 @@ impl Report {
         Some(self.comparison((afxdp, &label), (nginx, nginx.name()), case, &what))
     }
 
+    /// When the static case ran: `bench: static 1MB server CPU per request:
+    /// fairway/afxdp A, ..., nginx B` for every built-in server that ran it
+    /// (wrk saturates before the server on a small machine: this is the
+    /// figure that compares the servers then).
+    #[must_use]
+    pub fn static_cpu_line(&self) -> Option<String> {
+        let rows: Vec<&Row> =
+            self.rows.iter().filter(|r| r.case == Case::StaticFile && r.server.group() == Group::BuiltIn).collect();
+        if rows.is_empty() {
+            return None;
+        }
+        let figures: Vec<String> = rows
+            .iter()
+            .map(|row| {
+                let cpu = row.outcome.as_ref().ok().and_then(|s| s.server_cpu);
+                format!("{} {}", row.server, cpu.map_or("no figure".to_owned(), cpu_cell))
+            })
+            .collect();
+        Some(format!("bench: static 1MB server CPU per request: {}", figures.join(", ")))
+    }
+
     /// When the axum servers ran: `bench: axum on fairway/afxdp X req/s = R
     /// × axum on tokio (keep-alive, 256 connections)`, and the same with
     /// `Connection: close` over 64 connections.
@@ -343,6 +361,7 @@ impl Report {
         lines.extend(self.cpu_line(Group::Axum));
         lines.extend(self.cpu_line(Group::BuiltIn));
         lines.extend(self.latency_line());
+        lines.extend(self.static_cpu_line());
         lines.extend(self.static_line());
         lines.push(self.headline());
         lines
@@ -386,10 +405,11 @@ fn header(group: Group, latency: bool) -> Vec<String> {
     let baseline = group.baseline();
     let mut names: Vec<String> = ["server", "case", "req/s", "p50", "p99"].map(String::from).to_vec();
     if latency {
-        names.extend([format!("p99 × {baseline} (lower is better)"), "server CPU per request".into()]);
+        names.push(format!("p99 × {baseline} (lower is better)"));
     } else {
         names.push(format!("× {baseline}"));
     }
+    names.push("server CPU per request".into());
     names.push("errors".into());
     names
 }
@@ -575,7 +595,14 @@ mod tests {
             report.static_line().as_deref(),
             Some("bench: static 1MB fairway/afxdp 300 req/s = 1.20 × nginx (MTU 1500)")
         );
-        assert!(report.closing_lines().iter().any(|l| l.starts_with("bench: static 1MB")));
+        assert!(report.closing_lines().iter().any(|l| l.starts_with("bench: static 1MB fairway")));
+        if let Ok(s) = &mut report.rows[3].outcome {
+            s.server_cpu = Some(Duration::from_micros(850));
+        }
+        assert_eq!(
+            report.static_cpu_line().as_deref(),
+            Some("bench: static 1MB server CPU per request: fairway/afxdp 850.00 µs, nginx no figure")
+        );
     }
 
     #[test]
@@ -604,7 +631,17 @@ mod tests {
         assert!(lines[0].starts_with("server          case  "), "{table}");
         assert_eq!(
             lines[1],
-            "fairway/afxdp   keep-alive plaintext, 256 connections  195000  900 µs  2.50 ms     1.50  0"
+            "fairway/afxdp   keep-alive plaintext, 256 connections  195000  900 µs  2.50 ms     1.50                       –  0"
+        );
+        // With the server's CPU time per request measured around wrk.
+        let mut measured = sample();
+        if let Ok(s) = &mut measured.rows[0].outcome {
+            s.server_cpu = Some(Duration::from_nanos(4_500));
+        }
+        assert!(
+            measured.text_table().lines().nth(1).unwrap().ends_with("1.50                 4.50 µs  0"),
+            "{}",
+            measured.text_table()
         );
         assert!(lines[2].contains("failed") && lines[2].ends_with("did not start"), "{table}");
         assert!(lines[3].contains("130000") && lines[3].contains("1.00"), "{table}");
@@ -617,9 +654,12 @@ mod tests {
     fn the_markdown_file() {
         let text = sample().markdown("2026-01-02", &["cores: server 0, wrk 1".into()]);
         assert!(text.starts_with("# HTTP benchmark, 2026-01-02\n\n- cores: server 0, wrk 1\n\n"), "{text}");
-        assert!(text.contains("| server | case | req/s | p50 | p99 | × nginx | errors |\n|---|"), "{text}");
+        assert!(
+            text.contains("| server | case | req/s | p50 | p99 | × nginx | server CPU per request | errors |\n|---|"),
+            "{text}"
+        );
         assert!(text.contains(
-            "| fairway/afxdp | keep-alive plaintext, 256 connections | 195000 | 900 µs | 2.50 ms | 1.50 | 0 |"
+            "| fairway/afxdp | keep-alive plaintext, 256 connections | 195000 | 900 µs | 2.50 ms | 1.50 | – | 0 |"
         ));
         assert!(text.trim_end().ends_with("× nginx (keep-alive plaintext, 256 connections)"), "{text}");
         let pipes = Report {
@@ -754,10 +794,12 @@ mod tests {
         assert!(lines[24].contains("0.50") && lines[24].contains("4.25 µs"), "{table}");
         assert!(lines[25].starts_with("axum/tokio") && lines[25].contains("9.50 µs"), "{table}");
         let markdown = report.markdown_table();
-        assert_eq!(markdown.matches("|---|---|--:|--:|--:|--:|--:|\n").count(), 2, "{markdown}");
-        assert_eq!(markdown.matches("|---|---|--:|--:|--:|--:|--:|--:|\n").count(), 2, "{markdown}");
+        assert_eq!(markdown.matches("|---|---|--:|--:|--:|--:|--:|--:|\n").count(), 4, "{markdown}");
         assert!(markdown.contains("\n\nThe axum example (server/examples/axum_app.rs) on Fairway"), "{markdown}");
-        assert!(markdown.contains("| server | case | req/s | p50 | p99 | × axum/tokio | errors |"), "{markdown}");
+        assert!(
+            markdown.contains("| server | case | req/s | p50 | p99 | × axum/tokio | server CPU per request | errors |"),
+            "{markdown}"
+        );
         assert!(markdown.contains("| 0.50 | 4.25 µs | 0 |"), "{markdown}");
         // Only axum servers: their tables alone.
         let axum_only = Report {

@@ -42,8 +42,8 @@ pub struct WrkResult {
     /// `Non-2xx or 3xx responses:`.
     pub non_2xx: u64,
     /// The server's CPU time per answered request over the measured
-    /// window: only from the open-loop generator, when it was given the
-    /// server's process (wrk cannot tell).
+    /// window, when the server's process is known: the open-loop generator
+    /// reads it, and the bench around a wrk run (wrk itself cannot tell).
     pub server_cpu: Option<Duration>,
 }
 
