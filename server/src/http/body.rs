@@ -60,6 +60,18 @@ impl Body {
         !matches!(self, Body::None)
     }
 
+    /// Bytes left to write, when the body knows (not for one the handler
+    /// produces).
+    pub(crate) fn remaining(&self) -> Option<u64> {
+        match self {
+            Body::None => Some(0),
+            Body::Pattern { next, end } | Body::File { next, end, .. } => Some(end - next),
+            Body::Text { next, end } => Some(end.saturating_sub(*next) as u64),
+            Body::Static { bytes, next } => Some(bytes.len().saturating_sub(*next) as u64),
+            Body::Produced { .. } => None,
+        }
+    }
+
     /// Written by the handler, through the connection's framing.
     pub(crate) fn is_produced(&self) -> bool {
         matches!(self, Body::Produced { .. })

@@ -658,12 +658,15 @@ impl HttpConn {
             self.produce(now, env);
             return;
         }
-        if self.in_place {
-            return; // `body_into` writes it
-        }
         let half = self.out.capacity() / 2;
         let spare = self.out.spare(half);
         if spare.is_empty() {
+            return;
+        }
+        if self.in_place && self.body.remaining().is_none_or(|rest| rest > spare.len() as u64) {
+            // `body_into` writes it straight into the transport's ring. A
+            // body that fits beside its head whole goes with it: one send
+            // for a small answer is cheaper than a second call.
             return;
         }
         match self.body.fill(spare, &self.text) {
