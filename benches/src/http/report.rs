@@ -246,14 +246,7 @@ impl Report {
             return None;
         }
         let rate = self.rate(group).map_or("no rate".to_owned(), |r| format!("{r:.0} req/s"));
-        let figures: Vec<String> = rows
-            .iter()
-            .map(|row| {
-                let cpu = row.outcome.as_ref().ok().and_then(|s| s.server_cpu);
-                format!("{} {}", row.server, cpu.map_or("no figure".to_owned(), cpu_cell))
-            })
-            .collect();
-        Some(format!("bench: server CPU per request at {rate}: {}", figures.join(", ")))
+        Some(format!("bench: server CPU per request at {rate}: {}", cpu_figures(&rows)))
     }
 
     /// `bench: LABEL X req/s = R × AGAINST (WHAT)` for `server` against
@@ -310,14 +303,7 @@ impl Report {
         if rows.is_empty() {
             return None;
         }
-        let figures: Vec<String> = rows
-            .iter()
-            .map(|row| {
-                let cpu = row.outcome.as_ref().ok().and_then(|s| s.server_cpu);
-                format!("{} {}", row.server, cpu.map_or("no figure".to_owned(), cpu_cell))
-            })
-            .collect();
-        Some(format!("bench: static 1MB server CPU per request: {}", figures.join(", ")))
+        Some(format!("bench: static 1MB server CPU per request: {}", cpu_figures(&rows)))
     }
 
     /// When the axum servers ran: `bench: axum on fairway/afxdp X req/s = R
@@ -459,6 +445,18 @@ fn markdown_rows(header: &[String], cells: &[Vec<String>]) -> String {
 }
 
 /// CPU time per request, to the hundredth of a microsecond.
+/// `server A µs, server no figure, ...`: each row's server CPU per request.
+fn cpu_figures(rows: &[&Row]) -> String {
+    let figures: Vec<String> = rows
+        .iter()
+        .map(|row| {
+            let cpu = row.outcome.as_ref().ok().and_then(|s| s.server_cpu);
+            format!("{} {}", row.server, cpu.map_or("no figure".to_owned(), cpu_cell))
+        })
+        .collect();
+    figures.join(", ")
+}
+
 fn cpu_cell(per_request: Duration) -> String {
     format!("{:.2} µs", per_request.as_secs_f64() * 1e6)
 }

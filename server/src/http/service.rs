@@ -128,37 +128,32 @@ fn drive<T: Transport>(conn: &mut HttpConn, cx: &mut Cx<'_, T>, handler: &mut dy
         }
         loop {
             let out = conn.output(now, &mut env);
-            if out.is_empty() {
-                if !(T::SENDS_IN_PLACE && conn.body_in_place()) {
-                    break;
-                }
-                // The body goes from its source straight into the send ring.
-                match cx.transport.send_with(c, &mut |room| conn.body_into(room)) {
-                    Ok(0) => {} // the body ended; the next turn of this loop goes on
+            let (sent, short) = if !out.is_empty() {
+                let len = out.len();
+                match cx.transport.send(c, out) {
                     Ok(n) => {
-                        progress = true;
-                        moved += n;
-                        if moved >= TURN_BYTES {
-                            break;
-                        }
+                        conn.consume(n);
+                        (n, n < len)
                     }
                     Err(TransportError::WouldBlock) => break,
                     Err(TransportError::Failed) => return Next::Abort,
                 }
-                continue;
-            }
-            let len = out.len();
-            match cx.transport.send(c, out) {
-                Ok(n) => {
-                    conn.consume(n);
-                    progress |= n > 0;
-                    moved += n;
-                    if n < len || moved >= TURN_BYTES {
-                        break;
-                    }
+            } else if T::SENDS_IN_PLACE && conn.body_in_place() {
+                // The body goes from its source straight into the send
+                // ring: 0 once it has ended, and the loop goes on to what
+                // follows it.
+                match cx.transport.send_with(c, &mut |room| conn.body_into(room)) {
+                    Ok(n) => (n, false),
+                    Err(TransportError::WouldBlock) => break,
+                    Err(TransportError::Failed) => return Next::Abort,
                 }
-                Err(TransportError::WouldBlock) => break,
-                Err(TransportError::Failed) => return Next::Abort,
+            } else {
+                break;
+            };
+            progress |= sent > 0;
+            moved += sent;
+            if short || moved >= TURN_BYTES {
+                break;
             }
         }
         if conn.should_close() || (cx.draining && conn.is_idle()) {
