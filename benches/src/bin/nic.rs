@@ -41,9 +41,10 @@ counts and drops:
   --warm-up S      traffic before the window, in seconds (default 1)
   --skip-tap       leave out tap rx
 
-Bulk download: kernel curl in the client downloads --bulk-bytes from Fairway
-(one shard, AF_XDP on fw0) and from nginx (one worker, sendfile, the kernel
-stack on fw0 with the address 10.77.0.1/24), alternating:
+Bulk download: kernel curl in the client downloads --bulk-bytes from the
+fairway server (one shard, AF_XDP on fw0, /bytes/N), from a bare shard
+running the test responder, and from nginx (one worker, sendfile, the
+kernel stack on fw0 with the address 10.77.0.1/24), alternating:
   --bulk-bytes N   the body (default 1000000000)
   --bulk-rounds N  downloads from each (default 3)
   --skip-bulk      leave out the bulk download (then nginx is not needed)
@@ -305,30 +306,44 @@ fn bulk_download(args: &Args, tb: &Testbed, interrupted: &AtomicBool) -> Result<
         args.bulk_bytes,
         args.bulk_rounds
     );
-    println!("  fairway: one shard (the test responder), copy-mode AF_XDP on {SERVER_IF} queue 0, 1500-byte frames");
+    println!(
+        "  fairway: the server (fairway --backend afxdp, one shard, /bytes/N), copy-mode AF_XDP on {SERVER_IF} queue 0, \
+         1500-byte frames"
+    );
+    println!("  shard:   one bare shard running the test responder (the stack alone), the same way");
     println!("  nginx:   one worker, sendfile, from /dev/shm, the kernel stack on {SERVER_IF} with 10.77.0.1/24");
     println!("  offloads as the testbed sets them: {}", offloads(tb));
     let listen: SocketAddrV4 = server_addr(tb);
     let site = Site::create(args.bulk_bytes, listen).map_err(failed)?;
     let bulk = Bulk::new(tb, args.bulk_bytes, interrupted);
-    println!("{:>10}{:>16}{:>16}  (Gbit/s)", "round", "fairway", "nginx");
-    let (mut fairway, mut nginx) = (Vec::new(), Vec::new());
+    println!("{:>10}{:>16}{:>16}{:>16}  (Gbit/s)", "round", "fairway", "shard", "nginx");
+    let (mut server, mut shard, mut nginx) = (Vec::new(), Vec::new(), Vec::new());
     for round in 1..=args.bulk_rounds {
-        let f = bulk.fairway().map_err(|e| failed(std::io::Error::other(format!("fairway: {e}"))))?;
+        let f = bulk.server().map_err(|e| failed(std::io::Error::other(format!("fairway: {e}"))))?;
         let f = f.ok_or(Stop::Interrupted)?;
+        let r = bulk.fairway().map_err(|e| failed(std::io::Error::other(format!("shard: {e}"))))?;
+        let r = r.ok_or(Stop::Interrupted)?;
         let n = bulk.nginx(&site).map_err(failed)?.ok_or(Stop::Interrupted)?;
-        println!("{round:>10}{:>16.2}{:>16.2}", f.bits_per_second / 1e9, n.bits_per_second / 1e9);
+        println!(
+            "{round:>10}{:>16.2}{:>16.2}{:>16.2}",
+            f.bits_per_second / 1e9,
+            r.bits_per_second / 1e9,
+            n.bits_per_second / 1e9
+        );
         if args.verbose {
-            println!("    fairway shard: {}", f.note);
+            println!("    fairway: {}", f.note);
+            println!("    shard: {}", r.note);
             if !n.note.is_empty() {
                 println!("    nginx: {}", n.note);
             }
         }
-        fairway.push(f.bits_per_second / 1e9);
+        server.push(f.bits_per_second / 1e9);
+        shard.push(r.bits_per_second / 1e9);
         nginx.push(n.bits_per_second / 1e9);
     }
-    let (f, n) = (median(fairway), median(nginx));
-    println!("{:>10}{f:>16.2}{n:>16.2}", "median");
+    let (f, r, n) = (median(server), median(shard), median(nginx));
+    println!("{:>10}{f:>16.2}{r:>16.2}{n:>16.2}", "median");
+    println!("bulk (bare shard): {r:.2} Gbit/s, ratio {:.2} to nginx", r / n);
     println!("bulk: fairway {f:.2} Gbit/s, nginx {n:.2} Gbit/s, ratio {:.2} (fairway/nginx)", f / n);
     Ok(())
 }

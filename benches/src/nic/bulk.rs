@@ -1,5 +1,6 @@
-//! A bulk download by kernel `curl` in client 0's namespace: from Fairway
-//! (one shard, the test responder, AF_XDP on `fw0` queue 0) and from nginx
+//! A bulk download by kernel `curl` in client 0's namespace: from Fairway's
+//! server (one shard, AF_XDP on `fw0` queue 0), from a bare shard running
+//! the test responder (the stack alone), and from nginx
 //! over the kernel stack on the same `fw0`, which gets the kernel address
 //! 10.77.0.1/24 only while nginx runs (and Fairway, with its XDP program,
 //! is stopped).
@@ -15,6 +16,7 @@ use fairway_tests::real_peers::{HTTP_PORT, Shards, parse_mac, server_addr, shard
 use fairway_tests::testbed::{self, SERVER_IF, Testbed};
 
 use fairway_tests::nginx::{Site, bytes_path};
+use fairway_tests::served::Served;
 use fairway_tests::testbed::KernelAddress;
 
 /// How long a server has to answer its first request.
@@ -66,6 +68,30 @@ impl<'a> Bulk<'a> {
         let exit = shards.stop().remove(0);
         exit.result?;
         let note = exit.shard.map(|s| s.counters().to_string()).unwrap_or_default();
+        Ok(downloaded?.map(|bits_per_second| Download { bits_per_second, note }))
+    }
+
+    /// The download from the `fairway` server itself (the userspace
+    /// backend over AF_XDP on `fw0`, one shard, its defaults, `/bytes/N`
+    /// written into the send ring in place), started in this process as
+    /// `fairway --backend afxdp --iface fw0 --ip 10.77.0.1/24` would be.
+    /// Its XDP program is gone from `fw0` when this returns.
+    ///
+    /// # Errors
+    ///
+    /// When it does not answer, curl fails, or a shard failed.
+    ///
+    /// # Panics
+    ///
+    /// When the server cannot start (as [`Served::start`]).
+    pub fn server(&self) -> io::Result<Option<Download>> {
+        let tb = self.tb;
+        let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
+        let served = Served::start(tb, &["--backend", "afxdp", "--iface", SERVER_IF, "--ip", &ip, "--shards", "1"]);
+        let downloaded = self.download(|| !served.is_finished());
+        served.raise_stop();
+        let reports = served.wait().map_err(|e| io::Error::other(format!("the server failed: {e}")))?;
+        let note = reports.iter().map(|r| format!("{r:?}")).collect::<Vec<_>>().join("; ");
         Ok(downloaded?.map(|bits_per_second| Download { bits_per_second, note }))
     }
 
