@@ -39,6 +39,9 @@ other cores. The built-in server and nginx, ratios to nginx:
   kernel           fairway --backend kernel --listen 10.77.0.1:8080, with
                    10.77.0.1/24 on fw0 as the kernel's address
   nginx            nginx, the same way, port 80: /plaintext by `return 200`
+  nginx-gso        nginx as deployed on a veth: tx checksum, TSO and GSO
+                   on fw0 for its run (off for every other server, so no
+                   frame exceeds the MTU), its segments up to 64 KB
   baseline-afxdp   afxdp from the --baseline build of fairway (the server
                    before a change, beside it after)
   baseline-kernel  kernel from that build, on 10.77.0.1:8083
@@ -227,7 +230,7 @@ fn build_hint(server: Server) -> &'static str {
             "cargo build --release -p fairway --features afxdp --example axum_app, or --axum PATH"
         }
         Server::AxumTokio => "cargo build --release -p fairway-benches --bin axum_tokio",
-        Server::Nginx => "apt-get install nginx",
+        Server::Nginx | Server::NginxGso => "apt-get install nginx",
     }
 }
 
@@ -311,11 +314,11 @@ fn run(args: &Args) -> Result<(), Failure> {
             return Err(failed(format!("{program} not found: install the Debian package {package}")));
         }
     }
-    if args.servers.contains(&Server::Nginx) && !can_run("nginx", "-v") {
+    if args.servers.iter().any(|s| s.is_nginx()) && !can_run("nginx", "-v") {
         return Err(failed("nginx not found: install the Debian package nginx (cargo xtask bench http does)".into()));
     }
     let programs = programs(args).map_err(failed)?;
-    for &server in args.servers.iter().filter(|&&s| s != Server::Nginx) {
+    for &server in args.servers.iter().filter(|&&s| !s.is_nginx()) {
         match programs.of(server) {
             Some(program) if program.is_file() => {}
             Some(program) => {
@@ -581,6 +584,7 @@ mod tests {
                 Server::FairwayAfxdp,
                 Server::FairwayKernel,
                 Server::Nginx,
+                Server::NginxGso,
                 Server::AxumAfxdp,
                 Server::AxumKernel,
                 Server::AxumTokio

@@ -82,13 +82,21 @@ impl Bench<'_> {
         } else {
             None
         };
+        let _offloads = if server.segmentation_offload() {
+            match Offloads::on(self.tb) {
+                Ok(offloads) => Some(offloads),
+                Err(e) => return Ok(fail_all(e)),
+            }
+        } else {
+            None
+        };
         let Some(program) = self.programs.of(server) else {
             return Ok(fail_all(format!("{server} runs another build of fairway: --baseline PATH")));
         };
         let line = server_command(server, &self.cores, program, self.site.dir());
         let mut running = match testbed::spawn(&self.tb.server_ns(), &line) {
             Ok(process) => {
-                Running { process: Some(process), nginx_log: (server == Server::Nginx).then(|| self.site.nginx_log()) }
+                Running { process: Some(process), nginx_log: server.is_nginx().then(|| self.site.nginx_log()) }
             }
             Err(e) => return Ok(fail_all(format!("could not start: {e}"))),
         };
@@ -223,6 +231,41 @@ impl Bench<'_> {
             Ok(out) => Err(format!("openloop failed: {} {}", out.stdout_text().trim(), out.stderr_text().trim())),
             Err(e) => Err(format!("openloop: {e}")),
         })
+    }
+}
+
+/// tx checksum, TSO and GSO on `fw0` (see [`Server::NginxGso`]), off
+/// again as the testbed has them when dropped.
+struct Offloads<'a> {
+    tb: &'a Testbed,
+}
+
+impl Offloads<'_> {
+    const FEATURES: [&'static str; 3] = ["tx", "tso", "gso"];
+
+    fn set(tb: &Testbed, state: &str) -> Result<(), String> {
+        let mut line = vec!["ethtool", "-K", testbed::SERVER_IF];
+        for feature in Self::FEATURES {
+            line.extend([feature, state]);
+        }
+        match testbed::exec(&tb.server_ns(), &line) {
+            Ok(out) if out.success() => Ok(()),
+            Ok(out) => Err(format!("`{}` failed: {}", line.join(" "), out.stderr_text().trim())),
+            Err(e) => Err(format!("`{}`: {e}", line.join(" "))),
+        }
+    }
+
+    fn on(tb: &Testbed) -> Result<Offloads<'_>, String> {
+        Offloads::set(tb, "on")?;
+        Ok(Offloads { tb })
+    }
+}
+
+impl Drop for Offloads<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = Offloads::set(self.tb, "off") {
+            eprintln!("http: turning segmentation offload off again: {e}");
+        }
     }
 }
 

@@ -29,6 +29,11 @@ pub enum Server {
     FairwayKernel,
     /// nginx on kernel sockets, the same way.
     Nginx,
+    /// nginx as deployed on a veth: the same, with tx checksum, TSO and GSO
+    /// turned on on `fw0` for its run (the testbed turns them off on every
+    /// veth, so that no frame exceeds the MTU), so its segments leave as
+    /// packets of up to 64 KB.
+    NginxGso,
     /// [`Server::FairwayAfxdp`] from another build of Fairway (`--baseline
     /// PATH`): the server before a change, beside it after.
     BaselineAfxdp,
@@ -49,10 +54,11 @@ impl Server {
     /// server's group, then the axum group. Each server gets the kernel
     /// address on `fw0` for its own run only, so the AF_XDP ones may come
     /// anywhere.
-    pub const ALL: [Server; 8] = [
+    pub const ALL: [Server; 9] = [
         Server::FairwayAfxdp,
         Server::FairwayKernel,
         Server::Nginx,
+        Server::NginxGso,
         Server::BaselineAfxdp,
         Server::BaselineKernel,
         Server::AxumAfxdp,
@@ -67,6 +73,7 @@ impl Server {
             Server::FairwayAfxdp => "fairway/afxdp",
             Server::FairwayKernel => "fairway/kernel",
             Server::Nginx => "nginx",
+            Server::NginxGso => "nginx/gso",
             Server::BaselineAfxdp => "baseline/afxdp",
             Server::BaselineKernel => "baseline/kernel",
             Server::AxumAfxdp => "axum/afxdp",
@@ -82,6 +89,7 @@ impl Server {
             Server::FairwayAfxdp => "afxdp",
             Server::FairwayKernel => "kernel",
             Server::Nginx => "nginx",
+            Server::NginxGso => "nginx-gso",
             Server::BaselineAfxdp => "baseline-afxdp",
             Server::BaselineKernel => "baseline-kernel",
             Server::AxumAfxdp => "axum-afxdp",
@@ -99,7 +107,7 @@ impl Server {
             Server::AxumKernel => 8081,
             Server::AxumTokio => 8082,
             Server::BaselineKernel => 8083,
-            Server::FairwayAfxdp | Server::Nginx | Server::BaselineAfxdp | Server::AxumAfxdp => 80,
+            Server::FairwayAfxdp | Server::Nginx | Server::NginxGso | Server::BaselineAfxdp | Server::AxumAfxdp => 80,
         }
     }
 
@@ -117,10 +125,23 @@ impl Server {
             Server::FairwayAfxdp
             | Server::FairwayKernel
             | Server::Nginx
+            | Server::NginxGso
             | Server::BaselineAfxdp
             | Server::BaselineKernel => Group::BuiltIn,
             Server::AxumAfxdp | Server::AxumKernel | Server::AxumTokio => Group::Axum,
         }
+    }
+
+    /// Whether it is nginx, in either of its set-ups.
+    #[must_use]
+    pub fn is_nginx(self) -> bool {
+        matches!(self, Server::Nginx | Server::NginxGso)
+    }
+
+    /// Whether `fw0` has tx checksum, TSO and GSO on while it runs.
+    #[must_use]
+    pub fn segmentation_offload(self) -> bool {
+        self == Server::NginxGso
     }
 
     /// Whether it runs the `--baseline` build, and so runs only when one
@@ -224,7 +245,7 @@ impl Programs {
             Server::BaselineAfxdp | Server::BaselineKernel => self.baseline.as_deref(),
             Server::AxumAfxdp | Server::AxumKernel => Some(&self.axum),
             Server::AxumTokio => Some(&self.axum_tokio),
-            Server::Nginx => Some(Path::new("nginx")),
+            Server::Nginx | Server::NginxGso => Some(Path::new("nginx")),
         }
     }
 }
@@ -463,7 +484,7 @@ pub fn server_command(server: Server, cores: &Cores, program: &Path, site_dir: &
         Server::AxumAfxdp => owned(&[&[&program], &afxdp, &quiet]),
         Server::AxumKernel => owned(&[&[&program], &kernel, &quiet]),
         Server::AxumTokio => owned(&[&[&program, "--listen", &listen, "--threads", q]]),
-        Server::Nginx => {
+        Server::Nginx | Server::NginxGso => {
             let dir = format!("{}/", site_dir.display());
             let log = site_dir.join("error.log").display().to_string();
             let conf = site_dir.join("nginx.conf").display().to_string();
@@ -666,10 +687,13 @@ mod tests {
             assert!(Group::ALL.contains(&group));
             assert_eq!(group.baseline().group(), group, "{server}");
             assert_eq!(group.lead().group(), group, "{server}");
-            // Every server on kernel sockets has a port of its own.
+            // Every server on kernel sockets has a port of its own; nginx's
+            // two set-ups share its configuration, and so port 80.
             if server.needs_kernel_address() {
-                let same_port = Server::ALL.iter().filter(|s| s.needs_kernel_address() && s.port() == server.port());
-                assert_eq!(same_port.count(), 1, "{server}");
+                let same_port = Server::ALL.iter().filter(|s| {
+                    s.needs_kernel_address() && s.port() == server.port() && !(s.is_nginx() && server.is_nginx())
+                });
+                assert_eq!(same_port.count(), usize::from(!server.is_nginx()), "{server}");
             } else {
                 assert_eq!(server.port(), 80, "{server}");
             }
