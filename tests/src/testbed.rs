@@ -136,6 +136,21 @@ const EMULATOR_READY_TIMEOUT: Duration = Duration::from_secs(5);
 const TERM_GRACE: Duration = Duration::from_secs(2);
 const KILL_GRACE: Duration = Duration::from_secs(1);
 
+/// The offloads every veth end has off (see the module docs).
+const OFFLOADS: [&str; 4] = ["tx", "tso", "gso", "gro"];
+/// Of those, the ones a kernel sender uses.
+const SEND_OFFLOADS: [&str; 3] = ["tx", "tso", "gso"];
+
+/// `ethtool -K dev FEATURE on|off...` in namespace `ns`.
+fn set_offloads(ns: &str, dev: &str, features: &[&str], on: bool) -> Result<(), TestbedError> {
+    let state = if on { "on" } else { "off" };
+    let mut args = vec!["netns", "exec", ns, "ethtool", "-K", dev];
+    for feature in features {
+        args.extend([*feature, state]);
+    }
+    run(&format!("turning offloads {state} on {dev} in {ns}"), "ip", &args).map(drop)
+}
+
 /// The server namespace of testbed `prefix`.
 pub fn server_ns(prefix: &str) -> String {
     format!("{prefix}-srv")
@@ -353,11 +368,7 @@ impl Testbed {
             )?;
         }
         for (ns, dev) in &veths {
-            run(
-                &format!("turning offloads off on {dev} in {ns}"),
-                "ip",
-                &["netns", "exec", ns, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off"],
-            )?;
+            set_offloads(ns, dev, &OFFLOADS, false)?;
         }
         let mtu = MTU.to_string();
         let bridges = [(sw.clone(), BRIDGE.to_owned()), (srv.clone(), TAP_BRIDGE.to_owned())];
@@ -562,6 +573,17 @@ impl Testbed {
     /// The subnet's prefix length (24).
     pub fn prefix_len(&self) -> u8 {
         self.config.subnet.prefix_len()
+    }
+
+    /// Turns transmit checksum, TSO and GSO on `fw0` on (a kernel server
+    /// then sends segments of up to 64 KB, as deployed on a veth) or off
+    /// again, as [`Testbed::up`] leaves them.
+    ///
+    /// # Errors
+    ///
+    /// When `ethtool` fails.
+    pub fn server_send_offloads(&self, on: bool) -> Result<(), TestbedError> {
+        set_offloads(&self.server_ns(), SERVER_IF, &SEND_OFFLOADS, on)
     }
 
     /// `fw0`'s MAC address, the one Fairway uses over AF_XDP.

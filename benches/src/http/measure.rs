@@ -241,29 +241,15 @@ struct Offloads<'a> {
 }
 
 impl Offloads<'_> {
-    const FEATURES: [&'static str; 3] = ["tx", "tso", "gso"];
-
-    fn set(tb: &Testbed, state: &str) -> Result<(), String> {
-        let mut line = vec!["ethtool", "-K", testbed::SERVER_IF];
-        for feature in Self::FEATURES {
-            line.extend([feature, state]);
-        }
-        match testbed::exec(&tb.server_ns(), &line) {
-            Ok(out) if out.success() => Ok(()),
-            Ok(out) => Err(format!("`{}` failed: {}", line.join(" "), out.stderr_text().trim())),
-            Err(e) => Err(format!("`{}`: {e}", line.join(" "))),
-        }
-    }
-
     fn on(tb: &Testbed) -> Result<Offloads<'_>, String> {
-        Offloads::set(tb, "on")?;
+        tb.server_send_offloads(true).map_err(|e| e.to_string())?;
         Ok(Offloads { tb })
     }
 }
 
 impl Drop for Offloads<'_> {
     fn drop(&mut self) {
-        if let Err(e) = Offloads::set(self.tb, "off") {
+        if let Err(e) = self.tb.server_send_offloads(false) {
             eprintln!("http: turning segmentation offload off again: {e}");
         }
     }

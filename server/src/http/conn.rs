@@ -293,7 +293,8 @@ impl HttpConn {
         self.last_progress = now;
     }
 
-    /// Says whether the transport lends its send ring
+    /// Says whether the transport lends its send ring (once, when the
+    /// session is made: it outlives its connections)
     /// ([`Transport::SENDS_IN_PLACE`](crate::host::Transport::SENDS_IN_PLACE)):
     /// then file, pattern and copied bodies are left for
     /// [`body_into`](Self::body_into) to write there, one copy from their
@@ -654,7 +655,7 @@ impl HttpConn {
         if !self.body.is_some() {
             return;
         }
-        if matches!(self.body, Body::Produced { .. }) {
+        if self.body.is_produced() {
             self.produce(now, env);
             return;
         }

@@ -52,13 +52,14 @@ impl<T: Transport, H: Handler> Service<T> for HttpService<H> {
     type Session = HttpConn;
 
     fn session(&mut self) -> HttpConn {
-        HttpConn::new(&self.http)
+        let mut conn = HttpConn::new(&self.http);
+        conn.set_in_place(T::SENDS_IN_PLACE);
+        conn
     }
 
     fn open(&mut self, conn: &mut HttpConn, cx: &mut Cx<'_, T>, peer: SocketAddr) -> Next {
         conn.reset(cx.now);
         conn.attach(cx.slot, Some(peer));
-        conn.set_in_place(T::SENDS_IN_PLACE);
         // Data may have come with the handshake's last ACK.
         drive(conn, cx, &mut self.handler)
     }
