@@ -9,14 +9,10 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// The MAC address of interface `name` in the calling thread's network
-/// namespace (`SIOCGIFHWADDR`).
-///
-/// # Errors
-///
-/// `InvalidInput` for a name that cannot be an interface's; otherwise what
-/// the kernel said (`ENODEV`: no such interface here).
-pub fn mac_address(name: &str) -> io::Result<[u8; 6]> {
+/// Runs the `SIOC*` request `request` about interface `name` on a fresh
+/// socket of the calling thread's namespace, and returns the `ifreq` the
+/// kernel filled in.
+fn ask(name: &str, request: libc::Ioctl) -> io::Result<libc::ifreq> {
     if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.bytes().any(|b| b == 0 || b == b'/') {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{name:?} is not an interface name")));
     }
@@ -35,12 +31,24 @@ pub fn mac_address(name: &str) -> io::Result<[u8; 6]> {
     for (o, b) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
         *o = b as libc::c_char;
     }
-    // SAFETY: SIOCGIFHWADDR reads and writes one `struct ifreq`, and `ifr`
-    // is one we own for the duration of the call.
-    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFHWADDR as libc::Ioctl, &mut ifr) };
+    // SAFETY: the `SIOCGIF*` requests asked here read and write one
+    // `struct ifreq`, and `ifr` is one we own for the duration of the call.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), request, &mut ifr) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
+    Ok(ifr)
+}
+
+/// The MAC address of interface `name` in the calling thread's network
+/// namespace (`SIOCGIFHWADDR`).
+///
+/// # Errors
+///
+/// `InvalidInput` for a name that cannot be an interface's; otherwise what
+/// the kernel said (`ENODEV`: no such interface here).
+pub fn mac_address(name: &str) -> io::Result<[u8; 6]> {
+    let ifr = ask(name, libc::SIOCGIFHWADDR as libc::Ioctl)?;
     // SAFETY: the kernel filled the address member of the union; every bit
     // pattern is a valid `sockaddr`.
     let addr = unsafe { ifr.ifr_ifru.ifru_hwaddr };
@@ -49,6 +57,21 @@ pub fn mac_address(name: &str) -> io::Result<[u8; 6]> {
         *m = b as u8;
     }
     Ok(mac)
+}
+
+/// The MTU of interface `name` in the calling thread's network namespace
+/// (`SIOCGIFMTU`): the largest IP packet it sends, Ethernet header not
+/// counted.
+///
+/// # Errors
+///
+/// As [`mac_address`].
+pub fn mtu(name: &str) -> io::Result<usize> {
+    let ifr = ask(name, libc::SIOCGIFMTU as libc::Ioctl)?;
+    // SAFETY: the kernel filled the MTU member; every bit pattern is a valid
+    // `c_int`.
+    let mtu = unsafe { ifr.ifr_ifru.ifru_mtu };
+    usize::try_from(mtu).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("negative MTU {mtu}")))
 }
 
 #[cfg(test)]
@@ -62,5 +85,12 @@ mod tests {
         assert_eq!(missing.raw_os_error(), Some(libc::ENODEV), "{missing}");
         assert_eq!(mac_address("").unwrap_err().kind(), io::ErrorKind::InvalidInput);
         assert_eq!(mac_address("a/b").unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn loopback_has_an_mtu_and_strangers_have_none() {
+        assert!(mtu("lo").unwrap() >= 1500);
+        assert_eq!(mtu("fwnosuchif0").unwrap_err().raw_os_error(), Some(libc::ENODEV));
+        assert_eq!(mtu("").unwrap_err().kind(), io::ErrorKind::InvalidInput);
     }
 }

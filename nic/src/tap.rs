@@ -36,10 +36,10 @@
 //! a TAP, or attaching to one the caller does not own, needs `CAP_NET_ADMIN`;
 //! [`TapError`] says what went wrong and what to do about it.
 
-use std::ffi::{CString, c_char, c_int, c_short};
+use std::ffi::{CString, c_char, c_short};
 use std::fs::OpenOptions;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::Duration;
 
@@ -324,7 +324,7 @@ impl Tap {
         let max_frame_len = match config.max_frame_len {
             Some(len) => len,
             None => {
-                let mtu = interface_mtu(&ifr.ifr_name).map_err(|cause| TapError::Os {
+                let mtu = crate::interface::mtu(&name).map_err(|cause| TapError::Os {
                     name: name.clone(),
                     what: "reading the interface MTU (SIOCGIFMTU)",
                     cause,
@@ -665,30 +665,6 @@ fn interface_exists(name: &str) -> bool {
     };
     // SAFETY: `c` is a NUL-terminated string that outlives the call.
     unsafe { libc::if_nametoindex(c.as_ptr()) != 0 }
-}
-
-/// The MTU of the interface `name` in this thread's namespace.
-fn interface_mtu(name: &[c_char; libc::IFNAMSIZ]) -> io::Result<usize> {
-    // SAFETY: socket takes no pointers; a non-negative result is a new
-    // descriptor that nothing else owns.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `raw` was just created and is owned by nobody else.
-    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
-    let mut ifr = zeroed_ifreq();
-    ifr.ifr_name = *name;
-    // SAFETY: SIOCGIFMTU reads and writes one `struct ifreq`, and `ifr` is
-    // one we own for the duration of the call.
-    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFMTU as libc::Ioctl, &mut ifr) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel filled the MTU member; every bit pattern is a valid
-    // `c_int`.
-    let mtu: c_int = unsafe { ifr.ifr_ifru.ifru_mtu };
-    usize::try_from(mtu).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("negative MTU {mtu}")))
 }
 
 fn zeroed_ifreq() -> libc::ifreq {

@@ -303,3 +303,160 @@ fn a_queue_that_already_has_a_socket_is_busy() {
     assert!(matches!(error, AfXdpError::QueueBusy { queue_id: 0, .. }), "{error:?}");
     assert!(!pair.driven.has_xdp(DRIVEN_IF));
 }
+
+/// Whether an echo request's data is what `ping` fills it with: byte `i`
+/// is `i` (mod 256) after the 16-byte timestamp.
+fn is_ping_pattern(data: &[u8]) -> bool {
+    data.iter().enumerate().skip(16).all(|(i, &byte)| byte == i as u8)
+}
+
+/// Answers ARP and echo requests like [`respond`], and also returns the
+/// echo requests' data lengths and whether each carried ping's pattern.
+fn respond_checking(socket: &mut AfXdp, done: impl Fn() -> bool) -> Vec<(usize, bool)> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut echoes = Vec::new();
+    let mut replies = Vec::new();
+    while !done() && Instant::now() < deadline {
+        socket.receive(64, |frame| match classify(frame) {
+            Request::Arp(mac, ip) => replies.push(arp_reply(mac, ip)),
+            Request::Echo { mac, ip, ident, seq_no, data } => {
+                echoes.push((data.len(), is_ping_pattern(&data)));
+                replies.push(echo_reply(mac, ip, ident, seq_no, &data));
+            }
+            _ => {}
+        });
+        if replies.is_empty() {
+            socket.wait(Some(Duration::from_millis(20))).expect("wait");
+        } else {
+            send_all(socket, &replies);
+            replies.clear();
+        }
+    }
+    echoes
+}
+
+/// `ping` from the kernel side with `size` bytes of data, not fragmented.
+fn ping(pair: &VethPair, count: u32, size: u32) -> std::process::Output {
+    pair.kernel.exec(&[
+        "ping",
+        "-c",
+        &count.to_string(),
+        "-s",
+        &size.to_string(),
+        "-M",
+        "do",
+        "-i",
+        "0.2",
+        "-W",
+        "2",
+        "-w",
+        "10",
+        &DRIVEN_IP.to_string(),
+    ])
+}
+
+#[test]
+fn jumbo_pings_cross_the_socket_in_several_umem_frames_each_way_intact() {
+    require_root();
+    // 8972 bytes of data: a 9000-byte IP packet, a 9014-byte frame, in
+    // 2048-byte UMEM frames (1792 bytes each on receive after the headroom):
+    // six parts in, five out.
+    let pair = VethPair::with_mtu(1, 9000);
+    let (echoes, stats, multi_buffer, max_frame_len, warnings) = drive(
+        &pair.driven,
+        Bpffs::Absent,
+        |flags| {
+            let mut socket = AfXdp::open(&AfXdpConfig::new(DRIVEN_IF, 0)).expect("open AF_XDP at MTU 9000");
+            flags.set_ready();
+            let echoes = respond_checking(&mut socket, || flags.is_done());
+            (echoes, socket.stats(), socket.multi_buffer(), socket.max_frame_len(), socket.warnings().to_vec())
+        },
+        || {
+            let out = ping(&pair, 3, 8972);
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "jumbo ping failed: {text}");
+            assert!(text.contains("3 received"), "{text}");
+            // ping compares each reply's data with what it sent.
+            assert!(!text.contains("wrong data"), "a reply came back altered: {text}");
+        },
+    );
+    assert!(multi_buffer, "MTU 9000 in 2048-byte frames asks for XDP_USE_SG");
+    assert_eq!(max_frame_len, 9014);
+    assert!(!warnings.iter().any(|w| matches!(w, AfXdpWarning::FramesLimited { .. })), "{warnings:?}");
+    let jumbo: Vec<&(usize, bool)> = echoes.iter().filter(|(len, _)| *len == 8972).collect();
+    assert!(jumbo.len() >= 3, "{echoes:?}");
+    assert!(jumbo.iter().all(|(_, intact)| *intact), "every request arrived with ping's pattern: {echoes:?}");
+    assert!(stats.rx_chained >= 3 && stats.tx_chained >= 3, "{stats:?}");
+    assert_eq!(stats.rx_malformed_chains + stats.rx_invalid_descs + stats.tx_foreign_completions, 0, "{stats:?}");
+    let kernel = stats.kernel.expect("XDP_STATISTICS");
+    assert_eq!(kernel.rx_dropped + kernel.rx_invalid_descs + kernel.tx_invalid_descs, 0, "{kernel:?}");
+    assert!(!pair.driven.has_xdp(DRIVEN_IF));
+}
+
+#[test]
+fn jumbo_frames_in_4096_byte_umem_frames_take_three_parts() {
+    require_root();
+    let pair = VethPair::with_mtu(1, 9000);
+    let stats = drive(
+        &pair.driven,
+        Bpffs::Absent,
+        |flags| {
+            let config = AfXdpConfig { frame_size: 4096, ..AfXdpConfig::new(DRIVEN_IF, 0) };
+            let mut socket = AfXdp::open(&config).expect("open AF_XDP with 4096-byte frames");
+            flags.set_ready();
+            let echoes = respond_checking(&mut socket, || flags.is_done());
+            assert!(echoes.iter().filter(|(len, intact)| *len == 8972 && *intact).count() >= 2, "{echoes:?}");
+            socket.stats()
+        },
+        || {
+            let out = ping(&pair, 2, 8972);
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success() && !text.contains("wrong data"), "{text}");
+        },
+    );
+    assert!(stats.rx_chained >= 2 && stats.tx_chained >= 2, "{stats:?}");
+    assert_eq!(stats.rx_malformed_chains, 0, "{stats:?}");
+    assert!(!pair.driven.has_xdp(DRIVEN_IF));
+}
+
+#[test]
+fn without_multi_buffer_frames_are_limited_to_one_umem_frame_and_longer_ones_dropped() {
+    require_root();
+    // What a kernel or driver that refuses XDP_USE_SG leaves: the socket
+    // opens at MTU 9000, says so, carries frames that fit one UMEM frame,
+    // and the kernel drops longer ones.
+    let pair = VethPair::with_mtu(1, 9000);
+    let (echoes, stats, multi_buffer, max_frame_len, warnings) = drive(
+        &pair.driven,
+        Bpffs::Absent,
+        |flags| {
+            let config = AfXdpConfig { multi_buffer: false, ..AfXdpConfig::new(DRIVEN_IF, 0) };
+            let mut socket = AfXdp::open(&config).expect("open AF_XDP at MTU 9000 without multi-buffer");
+            flags.set_ready();
+            let echoes = respond_checking(&mut socket, || flags.is_done());
+            (echoes, socket.stats(), socket.multi_buffer(), socket.max_frame_len(), socket.warnings().to_vec())
+        },
+        || {
+            let small = ping(&pair, 2, 1000);
+            assert!(small.status.success(), "{}", String::from_utf8_lossy(&small.stdout));
+            let jumbo = ping(&pair, 2, 8972);
+            let text = String::from_utf8_lossy(&jumbo.stdout);
+            assert!(text.contains(" 0 received"), "a jumbo frame got through without multi-buffer: {text}");
+        },
+    );
+    assert!(!multi_buffer);
+    assert_eq!(max_frame_len, 2048 - 256, "one UMEM frame less the XDP headroom");
+    let limited = warnings.iter().find_map(|w| match w {
+        AfXdpWarning::FramesLimited { mtu, max_frame_len, reason } => Some((*mtu, *max_frame_len, reason.clone())),
+        _ => None,
+    });
+    let (mtu, limit, reason) = limited.unwrap_or_else(|| panic!("no FramesLimited warning: {warnings:?}"));
+    assert_eq!((mtu, limit), (9000, 1792));
+    assert!(reason.contains("off"), "{reason}");
+    assert!(echoes.iter().all(|(len, _)| *len == 1000), "only the small pings arrived: {echoes:?}");
+    assert!(echoes.len() >= 2, "{echoes:?}");
+    let kernel = stats.kernel.expect("XDP_STATISTICS");
+    assert!(kernel.rx_dropped >= 2, "the kernel dropped the jumbo frames: {kernel:?}");
+    assert_eq!(stats.rx_chained + stats.tx_chained, 0, "{stats:?}");
+    assert!(!pair.driven.has_xdp(DRIVEN_IF));
+}

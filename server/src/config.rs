@@ -301,6 +301,14 @@ pub struct Options {
     #[serde(default)]
     pub no_adaptive_batch: bool,
 
+    /// AF_XDP backend: keep every frame to one 2048- or 4096-byte UMEM frame instead of binding with
+    /// multi-buffer (XDP_USE_SG) when the interface's MTU is larger (jumbo frames, up to MTU 9000):
+    /// longer frames are then dropped and TCP peers are told a smaller MSS. What a kernel or driver
+    /// that refuses multi-buffer leaves, logged as a warning either way
+    #[arg(long, action = ArgAction::SetTrue)]
+    #[serde(default)]
+    pub no_multi_buffer: bool,
+
     /// Serve static files from this directory (GET /PATH) [default: none, no static files]
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
@@ -426,6 +434,7 @@ impl Options {
             itr_us: self.itr_us.or(file.itr_us),
             batch: self.batch.or(file.batch),
             no_adaptive_batch: self.no_adaptive_batch || file.no_adaptive_batch,
+            no_multi_buffer: self.no_multi_buffer || file.no_multi_buffer,
             root: self.root.or(file.root),
             max_bytes: self.max_bytes.or(file.max_bytes),
             max_body: self.max_body.or(file.max_body),
@@ -517,6 +526,9 @@ pub struct Config {
     pub gateway: Option<Ipv4Addr>,
     /// AF_XDP backend: NIC queues bound (≤ `shards`).
     pub queues: u16,
+    /// AF_XDP backend: whether frames may span several UMEM frames
+    /// (multi-buffer), for MTUs above what one holds.
+    pub multi_buffer: bool,
     /// TAP backend: the device's name.
     pub tap_name: String,
     /// Shard loops, one per core.
@@ -749,6 +761,7 @@ impl Options {
             ip: self.ip,
             gateway: self.gateway,
             queues,
+            multi_buffer: !self.no_multi_buffer,
             tap_name: self.tap_name.unwrap_or_else(|| "fwtap0".to_owned()),
             shards,
             runtime: LoopConfig {

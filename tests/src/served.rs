@@ -240,6 +240,8 @@ pub struct Root {
     dir: std::path::PathBuf,
     /// Each file: its URL path and its content.
     pub files: Vec<(String, Vec<u8>)>,
+    /// Files too large to keep in memory: URL path, length and SHA-256.
+    pub large: Vec<(String, u64, String)>,
 }
 
 impl Root {
@@ -273,7 +275,38 @@ impl Root {
         for (path, content) in &files {
             std::fs::write(dir.join(&path[1..]), content).unwrap();
         }
-        Root { dir, files }
+        Root { dir, files, large: Vec::new() }
+    }
+
+    /// Adds `name` (a file name, at the top of the root) of `size` bytes,
+    /// written a MiB at a time with content that repeats no short period
+    /// (so a misplaced segment cannot go unseen), and remembers its SHA-256
+    /// instead of its content.
+    ///
+    /// # Panics
+    ///
+    /// When the file cannot be written.
+    #[must_use]
+    pub fn with_large(mut self, name: &str, size: u64) -> Root {
+        use std::io::Write;
+        let mut file = std::io::BufWriter::new(std::fs::File::create(self.dir.join(name)).unwrap());
+        let mut digest = Sha256::new();
+        let mut block = vec![0u8; 1 << 20];
+        let mut at = 0u64;
+        while at < size {
+            let len = (size - at).min(block.len() as u64) as usize;
+            // Each 1 MiB block its own: the block number seeds the hash.
+            let seed = (at >> 20) as u32;
+            for (i, b) in block[..len].iter_mut().enumerate() {
+                *b = ((i as u32 ^ seed.wrapping_mul(0x9e37_79b9)).wrapping_mul(2_654_435_761) >> 13) as u8;
+            }
+            file.write_all(&block[..len]).unwrap();
+            digest.update(&block[..len]);
+            at += len as u64;
+        }
+        file.flush().unwrap();
+        self.large.push((format!("/{name}"), size, hex(&digest.finalize())));
+        self
     }
 
     /// The directory.
@@ -342,6 +375,22 @@ pub fn check_static_files(tb: &Testbed, client: usize, root: &Root) -> u64 {
     let escape = curl_status(tb, client, "/../../../../etc/passwd", T);
     assert!(escape == 400 || escape == 404, "a path out of the root: {escape}");
     root.files.len() as u64 + 1
+}
+
+/// Every large file of `root` ([`Root::with_large`]), by SHA-256 of what
+/// curl received on client `client`, each within `timeout`. Returns how
+/// many requests it made.
+///
+/// # Panics
+///
+/// On a wrong or missing answer.
+pub fn check_large_files(tb: &Testbed, client: usize, root: &Root, timeout: Duration) -> u64 {
+    for (path, size, sha) in &root.large {
+        let got = crate::real_peers::curl_sha256(tb, client, path, timeout)
+            .unwrap_or_else(|e| panic!("{path} ({size} bytes): {e}"));
+        assert_eq!(&got, sha, "{path} ({size} bytes) arrived altered");
+    }
+    root.large.len() as u64
 }
 
 /// Uploads of several sizes from client `client`, each answered with its

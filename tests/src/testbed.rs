@@ -62,8 +62,9 @@
 //! transmit checksum offload the kernel fills in TCP checksums before a frame
 //! leaves a client (otherwise AF_XDP sees partial checksums, and Fairway would
 //! drop every segment as corrupt), and without segmentation offloads no
-//! frame is longer than the 1500-byte MTU. IPv6 is disabled in every
-//! namespace (no router solicitations or DAD on the links).
+//! frame is longer than the MTU (1500 bytes, or [`TestbedConfig::mtu`]).
+//! IPv6 is disabled in every namespace (no router solicitations or DAD on
+//! the links).
 //!
 //! # Cleaning up
 //!
@@ -92,8 +93,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub use config::{
-    LINK_KEYS, LinkParams, MAX_PREFIX_LEN, MAX_QUEUES, RxCpus, Subnet, TestbedConfig, parse_duration, parse_percent,
-    parse_rate, parse_size, validate_prefix,
+    LINK_KEYS, LinkParams, MAX_MTU, MAX_PREFIX_LEN, MAX_QUEUES, MIN_MTU, RxCpus, Subnet, TestbedConfig, parse_duration,
+    parse_percent, parse_rate, parse_size, validate_prefix,
 };
 pub use error::TestbedError;
 pub use kernel_address::KernelAddress;
@@ -122,7 +123,7 @@ pub const TAP_UPLINK: &str = "tapup";
 /// Switch ports: `fw0`'s peer and the TAP uplink's peer.
 const SWITCH_SERVER_PORT: &str = "srv";
 const SWITCH_TAP_PORT: &str = "tap";
-/// The MTU of every interface.
+/// The MTU of every interface unless [`TestbedConfig::mtu`] says otherwise.
 pub const MTU: u32 = 1500;
 /// Where the testbeds keep pidfiles and emulator logs, one directory per
 /// prefix.
@@ -370,7 +371,7 @@ impl Testbed {
         for (ns, dev) in &veths {
             set_offloads(ns, dev, &OFFLOADS, false)?;
         }
-        let mtu = MTU.to_string();
+        let mtu = c.mtu.to_string();
         let bridges = [(sw.clone(), BRIDGE.to_owned()), (srv.clone(), TAP_BRIDGE.to_owned())];
         let tap = (srv.clone(), TAP_IF.to_owned());
         for (ns, dev) in bridges.iter().chain(&veths).chain([&tap]) {

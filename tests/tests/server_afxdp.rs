@@ -17,8 +17,8 @@ use fairway_tests::platform::{
 };
 use fairway_tests::real_peers::python_concurrent;
 use fairway_tests::served::{
-    Root, Served, T, check_endpoints, check_graceful_shutdown, check_static_files, check_uploads, check_wrk, curl_body,
-    python_held_connections,
+    Root, Served, T, check_endpoints, check_graceful_shutdown, check_large_files, check_static_files, check_uploads,
+    check_wrk, curl_body, python_held_connections,
 };
 use fairway_tests::testbed::{self, SERVER_IF, Testbed, TestbedConfig};
 
@@ -27,6 +27,9 @@ use fairway_tests::testbed::{self, SERVER_IF, Testbed, TestbedConfig};
 mod axum_app;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Time a 1 GB download has (it takes a few seconds here).
+const LARGE_TIMEOUT: Duration = Duration::from_secs(120);
 
 fn prefix() -> String {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -50,7 +53,7 @@ fn flags<'a>(tb: &Testbed, ip: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 fn kernel_clients_get_every_endpoint_files_uploads_and_a_graceful_shutdown() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let tb = testbed(2, 1);
-    let root = Root::new("afxdp");
+    let root = Root::new("afxdp").with_large("large.bin", 1_000_000_000);
     let root_arg = root.arg();
     let served = Served::start(
         &tb,
@@ -62,6 +65,7 @@ fn kernel_clients_get_every_endpoint_files_uploads_and_a_graceful_shutdown() {
     );
     let mut requests = check_endpoints(&tb, 0);
     requests += check_static_files(&tb, 1, &root);
+    requests += check_large_files(&tb, 1, &root, LARGE_TIMEOUT);
     requests += check_uploads(&tb, 1);
     let reports = check_graceful_shutdown(&tb, served);
     let [report] = reports.as_slice() else { panic!("one shard: {reports:?}") };
@@ -73,6 +77,61 @@ fn kernel_clients_get_every_endpoint_files_uploads_and_a_graceful_shutdown() {
     // The XDP program was detached when the device was dropped.
     let link = testbed::exec(&tb.server_ns(), &["ip", "link", "show", SERVER_IF]).unwrap();
     assert!(!link.stdout_text().contains("xdp"), "{}", link.stdout_text());
+}
+
+/// Jumbo frames: with every link at MTU 9000 the server binds multi-buffer
+/// AF_XDP (a 9014-byte frame is three 4096-byte UMEM frames), its stack
+/// announces an MSS of 8960, the kernel's 9000-byte pings are answered, and a
+/// 1 GB static file arrives byte-exact in about one frame per 8,948 bytes
+/// (at MTU 1500 it would take six times as many).
+#[test]
+fn at_mtu_9000_a_1_gb_file_crosses_in_jumbo_frames_byte_exact_and_jumbo_pings_are_answered() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
+    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(1).queues(1).mtu(9000))
+        .unwrap_or_else(|e| panic!("testbed up: {e}"));
+    let root = Root::new("afxdp-jumbo").with_large("large.bin", 1_000_000_000);
+    let root_arg = root.arg();
+    let served =
+        Served::start(&tb, &flags(&tb, "10.77.0.1/24", &["--queues", "1", "--shards", "1", "--root", &root_arg]));
+    let server = tb.server_ip().to_string();
+    let ping = testbed::exec(
+        &tb.client_ns(0),
+        &["ping", "-c", "3", "-s", "8972", "-M", "do", "-i", "0.2", "-W", "2", &server],
+    )
+    .unwrap();
+    assert!(ping.success() && ping.stdout_text().contains("3 received"), "jumbo ping: {}", ping.stdout_text());
+    assert!(!ping.stdout_text().contains("wrong data"), "{}", ping.stdout_text());
+    check_large_files(&tb, 0, &root, LARGE_TIMEOUT);
+    let reports = served.stop();
+    let [report] = reports.as_slice() else { panic!("one shard: {reports:?}") };
+    // Served::start's own reachability ping, and the three jumbo ones.
+    assert!(report.counters.echo_replies > 3, "{report:?}");
+    let most = 1_000_000_000 / 8_948 + 20_000;
+    assert!(report.counters.frames_out < most, "{} frames out: not jumbo segments", report.counters.frames_out);
+}
+
+/// Without multi-buffer (`--no-multi-buffer`, as when the kernel refuses
+/// it) at MTU 9000 the server still works: its frames are one 4096-byte
+/// UMEM frame at most, so its stack announces an MSS that fits, and a
+/// download arrives byte-exact in segments of that size.
+#[test]
+fn at_mtu_9000_without_multi_buffer_the_server_falls_back_to_frames_of_one_umem_frame() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
+    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(1).queues(1).mtu(9000))
+        .unwrap_or_else(|e| panic!("testbed up: {e}"));
+    let served =
+        Served::start(&tb, &flags(&tb, "10.77.0.1/24", &["--queues", "1", "--shards", "1", "--no-multi-buffer"]));
+    let size = 100_000_000u64;
+    let got = fairway_tests::real_peers::curl_sha256(&tb, 0, &format!("/bytes/{size}"), T).unwrap();
+    assert_eq!(got, fairway_tests::real_peers::pattern_sha256(size));
+    let reports = served.stop();
+    let [report] = reports.as_slice() else { panic!("one shard: {reports:?}") };
+    // 4096 − 256 = 3,840-byte frames: segments of 3,774 bytes with timestamps.
+    let (fewest, most) = (size / 3_774, size / 3_774 + 20_000);
+    let frames = report.counters.frames_out;
+    assert!((fewest..most).contains(&frames), "{frames} frames out for {size} bytes: not 3,840-byte frames");
 }
 
 #[test]

@@ -12,7 +12,8 @@ use std::time::Duration;
 use fairway_tests::apps::handler_app::test_app;
 use fairway_tests::platform::{Target, check_curl_bytes, check_edges, check_handler_app};
 use fairway_tests::served::{
-    Root, Served, check_endpoints, check_graceful_shutdown, check_static_files, check_uploads, check_wrk,
+    Root, Served, check_endpoints, check_graceful_shutdown, check_large_files, check_static_files, check_uploads,
+    check_wrk,
 };
 use fairway_tests::testbed::{self, TAP_IF, Testbed, TestbedConfig};
 
@@ -36,7 +37,7 @@ fn testbed(clients: usize) -> (Testbed, String) {
 fn kernel_clients_get_every_endpoint_files_uploads_and_a_graceful_shutdown_over_tap() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let (tb, ip) = testbed(2);
-    let root = Root::new("tap");
+    let root = Root::new("tap").with_large("large.bin", 1_000_000_000);
     let root_arg = root.arg();
     let served = Served::start(
         &tb,
@@ -47,6 +48,7 @@ fn kernel_clients_get_every_endpoint_files_uploads_and_a_graceful_shutdown_over_
     assert!(neigh.stdout_text().contains(&tb.tap_stack_mac()), "{}", neigh.stdout_text());
     let mut requests = check_endpoints(&tb, 0);
     requests += check_static_files(&tb, 1, &root);
+    requests += check_large_files(&tb, 1, &root, Duration::from_secs(180));
     requests += check_uploads(&tb, 1);
     let reports = check_graceful_shutdown(&tb, served);
     let [report] = reports.as_slice() else { panic!("one shard: {reports:?}") };

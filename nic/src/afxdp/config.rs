@@ -100,12 +100,20 @@ pub struct AfXdpConfig {
     /// Bind with `XDP_USE_NEED_WAKEUP`: the kernel says when it needs a
     /// syscall to go on, and the socket makes one only then. Default `true`.
     pub need_wakeup: bool,
+    /// Use multi-buffer AF_XDP (`XDP_USE_SG`) when the interface's MTU
+    /// allows frames longer than one UMEM frame holds (`frame_size` less
+    /// the 256-byte headroom): a frame is then received in several UMEM
+    /// frames and sent from several neighbouring ones. When off, or when
+    /// the kernel refuses it, frames are limited to one UMEM frame
+    /// ([`AfXdpWarning::FramesLimited`](super::AfXdpWarning::FramesLimited)).
+    /// Default `true`.
+    pub multi_buffer: bool,
 }
 
 impl AfXdpConfig {
     /// The defaults for queue `queue_id` of `interface`: 4096 frames of
     /// 2048 bytes (8 MiB of UMEM), 2048-entry rings, automatic bind and XDP
-    /// modes, need_wakeup on.
+    /// modes, need_wakeup and multi-buffer on.
     pub fn new(interface: impl Into<String>, queue_id: u32) -> AfXdpConfig {
         AfXdpConfig {
             interface: interface.into(),
@@ -119,6 +127,7 @@ impl AfXdpConfig {
             bind_mode: BindMode::Auto,
             xdp_mode: XdpMode::Auto,
             need_wakeup: true,
+            multi_buffer: true,
         }
     }
 

@@ -175,4 +175,22 @@ pub enum AfXdpWarning {
         /// What the kernel said about native mode.
         reason: String,
     },
+
+    /// The interface's MTU allows longer frames than the socket carries:
+    /// without multi-buffer (off, or refused by the kernel or driver) a
+    /// frame must fit one UMEM frame. Longer frames the interface receives
+    /// are dropped by the kernel; a TCP stack on the socket should announce
+    /// an MSS that fits `max_frame_len`.
+    #[error(
+        "frames are limited to {max_frame_len} bytes, less than the interface's MTU of {mtu} allows ({reason}): longer frames are dropped; lower the MTU, or use 4096-byte UMEM frames"
+    )]
+    FramesLimited {
+        /// The interface's MTU.
+        mtu: u32,
+        /// The longest frame the socket carries, Ethernet header included.
+        max_frame_len: usize,
+        /// Why: multi-buffer off, refused (with what the kernel said), or
+        /// more parts than a frame may have.
+        reason: String,
+    },
 }

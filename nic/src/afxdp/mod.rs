@@ -95,6 +95,7 @@
 //! `detach_all`, like `open` and drop, works in the calling thread's
 //! network namespace.
 
+mod chain;
 mod config;
 mod error;
 mod program;
@@ -102,6 +103,8 @@ mod rings;
 mod socket;
 mod stats;
 mod sys;
+mod tx_ring;
+mod tx_slots;
 
 pub use config::{AfXdpConfig, BindMode, XdpMode};
 pub use error::{AfXdpError, AfXdpWarning};

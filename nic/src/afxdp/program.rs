@@ -157,6 +157,88 @@ pub(super) fn detach_xsk(ifindex: u32) -> io::Result<usize> {
     Ok(removed)
 }
 
+/// The object file libxdp builds its AF_XDP program from (embedded in the
+/// library).
+const XSK_OBJECT: &CStr = c"xsk_def_xdp_prog.o";
+
+/// Entries in the program's socket map as the object file sizes it; libxdp
+/// sizes it to the interface's queues, and so do we when there are more.
+const XSK_MAP_ENTRIES: u32 = 64;
+
+/// A program loaded from an object file, closed on drop (which leaves it
+/// attached if it was).
+struct Program(NonNull<libxdp_sys::xdp_program>);
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: we own the program handle and close it once.
+        unsafe { libxdp_sys::xdp_program__close(self.0.as_ptr()) };
+    }
+}
+
+/// The error libxdp encoded in `pointer`, if any.
+fn libxdp_error<T>(pointer: *mut T) -> Option<io::Error> {
+    if pointer.is_null() {
+        return Some(io::Error::from_raw_os_error(libc::ENOENT));
+    }
+    // SAFETY: libxdp_get_error only looks at the pointer's value.
+    let error = unsafe { libxdp_sys::libxdp_get_error(pointer.cast_const().cast()) };
+    (error != 0).then(|| io::Error::from_raw_os_error(i32::try_from(-error).unwrap_or(libc::EINVAL)))
+}
+
+/// Attaches libxdp's own AF_XDP program to `ifindex` (in the calling
+/// thread's namespace) in `mode`, loaded as one that handles multi-buffer
+/// frames (`BPF_F_XDP_HAS_FRAGS`), with room for `queues` sockets.
+///
+/// libxdp loads that program without the flag, and a driver then keeps
+/// frames to one page: a veth refuses the program when its peer's MTU is
+/// larger. Attached first by us, it is the program libxdp finds and joins
+/// when the socket is created (it looks it up by name, and counts one
+/// reference more, which [`remove_if_unused`] makes up for when our last
+/// socket closes).
+pub(super) fn attach_xsk_with_frags(ifindex: u32, mode: XdpMode, queues: u32) -> io::Result<()> {
+    let ifindex = c_int::try_from(ifindex).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a plain call with a NUL-terminated name and NULL defaults; it
+    // returns a program we own, NULL or an encoded error (checked).
+    let raw = unsafe { libxdp_sys::xdp_program__find_file(XSK_OBJECT.as_ptr(), ptr::null_mut(), ptr::null_mut()) };
+    if let Some(error) = libxdp_error(raw) {
+        return Err(error);
+    }
+    let program = Program(NonNull::new(raw).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?);
+    // SAFETY: `program` is live and not loaded yet, as setting the flag
+    // requires.
+    let result = unsafe { libxdp_sys::xdp_program__set_xdp_frags_support(program.0.as_ptr(), true) };
+    if result < 0 {
+        return Err(io::Error::from_raw_os_error(-result));
+    }
+    if queues > XSK_MAP_ENTRIES {
+        // SAFETY: the object belongs to the live program; the map name is
+        // NUL-terminated; the map is not created yet, so it can be resized.
+        unsafe {
+            let object = libxdp_sys::xdp_program__bpf_obj(program.0.as_ptr());
+            let map = libxdp_sys::bpf_object__find_map_by_name(object, c"xsks_map".as_ptr());
+            if map.is_null() {
+                return Err(io::Error::from_raw_os_error(libc::ENOENT));
+            }
+            let result = libxdp_sys::bpf_map__set_max_entries(map, queues);
+            if result < 0 {
+                return Err(io::Error::from_raw_os_error(-result));
+            }
+        }
+    }
+    let mode = match mode {
+        XdpMode::Generic => libxdp_sys::xdp_attach_mode_XDP_MODE_SKB,
+        XdpMode::Native | XdpMode::Auto => libxdp_sys::xdp_attach_mode_XDP_MODE_NATIVE,
+    };
+    // SAFETY: `program` is live; libxdp loads it and attaches it (under its
+    // dispatcher when it can), and keeps nothing of our handle after close.
+    let result = unsafe { libxdp_sys::xdp_program__attach(program.0.as_ptr(), ifindex, mode, 0) };
+    if result < 0 {
+        return Err(io::Error::from_raw_os_error(-result));
+    }
+    Ok(())
+}
+
 /// One interface this process has open sockets on.
 #[derive(Debug)]
 struct Entry {

@@ -7,21 +7,28 @@
 //! ```text
 //! receive side:  fill ring ─kernel─▶ RX ring ─receive()─▶ callback ─▶ fill ring
 //!                                                         (or `refill`, if the ring had no room)
-//! transmit side: `tx_free` ─transmit()─▶ callback ─▶ TX ring ─kernel─▶ completion ring ─▶ `tx_free`
+//! transmit side: free slot ─transmit()─▶ callback ─▶ TX ring ─kernel─▶ completion ring ─▶ free slot
 //! ```
 //!
 //! The two sides never exchange frames. The receive side owns as many
 //! frames as the fill ring has slots, so a frame taken off the RX ring
-//! always has a fill-ring slot to go back to.
+//! always has a fill-ring slot to go back to. The transmit side's frames
+//! are grouped in slots ([`TxSlots`]) that each hold the largest frame; with
+//! multi-buffer a slot is several neighbouring UMEM frames, and a received
+//! frame may come in several parts ([`Chain`]).
 
 use std::io;
 use std::os::fd::RawFd;
+use std::ptr::NonNull;
 use std::time::Duration;
 
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, TxQueue, Umem};
 
+use super::chain::{Chain, Step};
 use super::stats::{AfXdpStats, KernelXdpStats};
 use super::sys::{self, Kick};
+use super::tx_ring::{Desc, TxRing};
+use super::tx_slots::TxSlots;
 
 /// Frames moved per ring operation: the size of the scratch descriptor
 /// arrays. Budgets above it are served in several rounds.
@@ -34,13 +41,58 @@ const KERNEL_TX_BATCH: usize = 32;
 /// An Ethernet header: destination, source, EtherType.
 const ETHERNET_HEADER_LEN: usize = 14;
 
+/// The UMEM's memory, for writing frames into transmit slots in place.
+struct UmemArea {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the area is memory of the UMEM the `Rings` owns; which parts of
+// it may be written is decided by the slot bookkeeping that moves with it.
+unsafe impl Send for UmemArea {}
+
+impl UmemArea {
+    /// Where `umem` starts, from its first frame: xsk-rs maps a UMEM as one
+    /// anonymous mapping of `len` bytes and puts frame `i`'s data at
+    /// `i × frame_size` plus the headroom, so the first frame's data less
+    /// its offset is the mapping's start.
+    fn of(umem: &Umem, first: FrameDesc, len: usize) -> UmemArea {
+        let mut first = first;
+        let offset = first.addr();
+        // SAFETY: `first` is a frame of this UMEM that is in no ring yet (the
+        // caller has not handed out any frame); the view is dropped at once.
+        let data = unsafe { umem.data_mut(&mut first) }.contents_mut().as_mut_ptr();
+        let base = NonNull::new(data.wrapping_sub(offset)).expect("a mapping does not start at address 0");
+        UmemArea { base, len }
+    }
+
+    /// The `len` bytes at UMEM offset `offset`.
+    ///
+    /// # Safety
+    ///
+    /// The range must be a transmit slot (or part of one) that we hold: on
+    /// no ring, and not lent out elsewhere, for as long as the slice lives.
+    unsafe fn slice_mut(&mut self, offset: u64, len: usize) -> &mut [u8] {
+        let offset = offset as usize;
+        assert!(offset <= self.len && len <= self.len - offset, "{offset} + {len} outside a {}-byte UMEM", self.len);
+        // SAFETY: inside the UMEM mapping (checked above), which lives as
+        // long as the `Rings`; nothing else touches the range meanwhile
+        // (this function's contract). The pointer is derived from the
+        // mapping's own through the first frame's data (see `of`).
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(offset), len) }
+    }
+}
+
 /// The socket's rings and the UMEM they index, with the bookkeeping of
 /// which frame is where.
 pub(super) struct Rings {
     umem: Umem,
     fill: FillQueue,
     completion: CompQueue,
-    tx: TxQueue,
+    /// xsk-rs's handle on the TX ring: it holds the socket; `tx_ring`
+    /// produces.
+    _tx: TxQueue,
+    tx_ring: TxRing,
     rx: RxQueue,
     fd: RawFd,
     /// Bytes per UMEM frame (a power of two).
@@ -49,20 +101,20 @@ pub(super) struct Rings {
     umem_len: usize,
     /// The length of every transmit buffer lent out.
     max_frame_len: usize,
-    tx_ring_size: u32,
     need_wakeup: bool,
     zero_copy: bool,
     /// Scratch for descriptors taken off the RX ring.
     rx_batch: Vec<FrameDesc>,
     /// Scratch for descriptors taken off the completion ring.
     completed: Vec<FrameDesc>,
-    /// Scratch for descriptors about to go on the TX ring.
-    tx_batch: Vec<FrameDesc>,
-    /// Transmit frames that are free; its capacity is every transmit frame.
-    tx_free: Vec<FrameDesc>,
     /// Receive frames waiting for fill-ring room; its capacity is every
     /// receive frame.
     refill: Vec<FrameDesc>,
+    /// A received frame in several parts, being put together.
+    chain: Chain,
+    /// The transmit slots: which are free, which the kernel still holds.
+    slots: TxSlots,
+    area: UmemArea,
     stats: AfXdpStats,
 }
 
@@ -81,44 +133,57 @@ pub(super) struct Shape {
     /// Of those frames, how many serve the receive side.
     pub(super) rx_frames: usize,
     pub(super) max_frame_len: usize,
-    pub(super) tx_ring_size: u32,
+    /// Whether the socket is bound with `XDP_USE_SG`: a frame may span
+    /// several UMEM frames.
+    pub(super) multi_buffer: bool,
     pub(super) need_wakeup: bool,
     pub(super) zero_copy: bool,
 }
 
+impl Shape {
+    /// UMEM frames a transmit slot spans: enough for the largest frame.
+    pub(super) fn frames_per_slot(&self) -> u32 {
+        if self.multi_buffer { self.max_frame_len.div_ceil(self.frame_size).max(1) as u32 } else { 1 }
+    }
+}
+
 impl Rings {
     /// Takes over a freshly created socket: hands its first
-    /// `shape.rx_frames` frames to the fill ring and keeps the rest as free
-    /// transmit frames. Every buffer it will ever need is allocated here.
+    /// `shape.rx_frames` frames to the fill ring and groups the rest into
+    /// transmit slots. Every buffer it will ever need is allocated here.
     pub(super) fn new(
         (umem, frames): (Umem, Vec<FrameDesc>),
         (tx, rx, fill, completion): (TxQueue, RxQueue, FillQueue, CompQueue),
+        tx_ring: TxRing,
         fd: RawFd,
         shape: Shape,
     ) -> Rings {
         let rx_frames = shape.rx_frames.min(frames.len());
+        let umem_len = shape.frame_count * shape.frame_size;
+        let area = UmemArea::of(&umem, frames[0], umem_len);
+        let slots = TxSlots::new(rx_frames, frames.len() - rx_frames, shape.frame_size, shape.frames_per_slot());
         let mut rings = Rings {
             umem,
             fill,
             completion,
-            tx,
+            _tx: tx,
+            tx_ring,
             rx,
             fd,
             frame_size: shape.frame_size,
-            umem_len: shape.frame_count * shape.frame_size,
+            umem_len,
             max_frame_len: shape.max_frame_len,
-            tx_ring_size: shape.tx_ring_size,
             need_wakeup: shape.need_wakeup,
             zero_copy: shape.zero_copy,
             rx_batch: vec![FrameDesc::default(); BATCH],
             completed: vec![FrameDesc::default(); BATCH],
-            tx_batch: Vec::with_capacity(BATCH),
-            tx_free: Vec::with_capacity(frames.len() - rx_frames),
             refill: Vec::with_capacity(rx_frames),
+            chain: Chain::new(shape.max_frame_len),
+            slots,
+            area,
             stats: AfXdpStats::default(),
         };
-        let (rx, tx) = frames.split_at(rx_frames);
-        rings.tx_free.extend_from_slice(tx);
+        let rx = &frames[..rx_frames];
         // SAFETY: these frames belong to this UMEM and are in no ring yet;
         // they leave our hands until the RX ring gives them back.
         let given = unsafe { rings.fill.produce(rx) };
@@ -167,27 +232,44 @@ impl Rings {
             let mut kept = 0;
             for i in 0..taken {
                 let desc = self.rx_batch[i];
-                if desc.addr() >= self.umem_len {
-                    // Not ours: it must not go back to the fill ring.
-                    self.stats.rx_invalid_descs += 1;
-                    continue;
+                let ours = desc.addr() < self.umem_len;
+                if ours {
+                    // Any frame of ours goes back to the fill ring, used or not.
+                    self.rx_batch[kept] = desc;
+                    kept += 1;
                 }
-                self.rx_batch[kept] = desc;
-                kept += 1;
-                if !describes_frame(&desc, self.frame_size, self.umem_len) {
+                let part = if ours && describes_frame(&desc, self.frame_size, self.umem_len) {
+                    // SAFETY: the kernel handed this frame over on the RX
+                    // ring and we give it back to the fill ring only below,
+                    // after the callback's borrow has ended, so nothing
+                    // writes it meanwhile; `describes_frame` checked it lies
+                    // in the UMEM.
+                    Some(unsafe { self.umem.data(&desc) }.contents())
+                } else {
+                    // Not ours, or not inside one frame: not expected from a
+                    // correct kernel.
                     self.stats.rx_invalid_descs += 1;
-                    continue;
+                    None
+                };
+                let more = desc.options() & libc::XDP_PKT_CONTD != 0;
+                let frame = match self.chain.push(part, more) {
+                    Step::Whole => part,
+                    Step::Assembled => {
+                        self.stats.rx_chained += 1;
+                        Some(self.chain.frame())
+                    }
+                    Step::Malformed => {
+                        self.stats.rx_malformed_chains += 1;
+                        None
+                    }
+                    Step::Pending | Step::Invalid => None,
+                };
+                if let Some(frame) = frame {
+                    self.stats.rx_frames += 1;
+                    self.stats.rx_bytes += frame.len() as u64;
+                    on_frame(frame);
+                    handed += 1;
                 }
-                // SAFETY: the kernel handed this frame over on the RX ring
-                // and we give it back to the fill ring only below, after
-                // the callback's borrow has ended, so nothing writes it
-                // meanwhile; `describes_frame` checked it lies in the UMEM.
-                let data = unsafe { self.umem.data(&desc) };
-                let frame = data.contents();
-                self.stats.rx_frames += 1;
-                self.stats.rx_bytes += frame.len() as u64;
-                on_frame(frame);
-                handed += 1;
             }
             // SAFETY: these frames came off this socket's RX ring, belong
             // to this UMEM, and no borrow of them is left.
@@ -205,17 +287,21 @@ impl Rings {
         handed
     }
 
-    /// Takes back the frames the kernel has finished sending.
+    /// Takes back the transmit slots the kernel has finished sending.
     fn reap_completions(&mut self) {
         loop {
-            let want = (self.tx_free.capacity() - self.tx_free.len()).min(BATCH);
+            let want = self.slots.in_flight().min(BATCH);
             if want == 0 {
                 return;
             }
-            // SAFETY: the completion ring only carries frames of this UMEM
-            // that we put on the TX ring; consume overwrites the scratch.
+            // SAFETY: the completion ring only carries addresses of this
+            // UMEM that we put on the TX ring; consume overwrites the scratch.
             let done = unsafe { self.completion.consume(&mut self.completed[..want]) };
-            self.tx_free.extend_from_slice(&self.completed[..done]);
+            for desc in &self.completed[..done] {
+                if !self.slots.complete(desc.addr() as u64) {
+                    self.stats.tx_foreign_completions += 1;
+                }
+            }
             if done < want {
                 return;
             }
@@ -224,7 +310,7 @@ impl Rings {
 
     fn tx_needs_kick(&self) -> bool {
         if self.need_wakeup {
-            self.tx.needs_wakeup()
+            self.tx_ring.needs_wakeup()
         } else {
             // Without need_wakeup a zero-copy driver polls the ring by itself;
             // copy mode sends only from a syscall.
@@ -248,91 +334,69 @@ impl Rings {
         }
     }
 
-    /// Frames on the TX ring that the kernel has not taken yet.
-    fn tx_queued(&mut self) -> usize {
-        (self.tx_ring_size - self.tx.nb_free_exact()) as usize
-    }
-
     pub(super) fn transmit<F: FnMut(&mut [u8]) -> Option<usize>>(&mut self, budget: usize, mut fill: F) -> usize {
         if budget == 0 {
             return 0;
         }
         self.reap_completions();
         let max = self.max_frame_len;
+        let per_frame = self.slots.frames_per_slot();
         let mut accepted = 0;
-        let mut finished = false;
-        while accepted < budget && !finished {
-            let want = (budget - accepted).min(BATCH);
-            let room = (self.tx.nb_free(want as u32) as usize).min(want);
-            if room == 0 {
+        while accepted < budget {
+            if self.tx_ring.free(per_frame) < per_frame {
                 self.stats.tx_ring_full += 1;
                 break;
             }
-            if self.tx_free.is_empty() {
+            let Some(slot) = self.slots.take().or_else(|| {
                 self.reap_completions();
-                if self.tx_free.is_empty() {
-                    self.stats.tx_frames_exhausted += 1;
+                self.slots.take()
+            }) else {
+                self.stats.tx_frames_exhausted += 1;
+                break;
+            };
+            let written = {
+                // SAFETY: the slot came off the free list, so none of its
+                // frames is on a ring or lent out: nothing reads or writes
+                // these bytes until its descriptors go on the TX ring below.
+                // A slot spans at least `max` bytes.
+                let buf = unsafe { self.area.slice_mut(self.slots.addr(slot), max) };
+                fill(buf).map(|len| {
+                    debug_assert!(len <= max, "Device::transmit: fill returned {len} bytes for a {max}-byte buffer");
+                    len.min(max)
+                })
+            };
+            match written {
+                None => {
+                    self.slots.put_back(slot);
                     break;
                 }
-            }
-            let limit = room.min(self.tx_free.len());
-            self.tx_batch.clear();
-            let mut batch_bytes = 0;
-            for _ in 0..limit {
-                let Some(mut desc) = self.tx_free.pop() else { break };
-                let written = {
-                    // SAFETY: `desc` came off the free list, so it is in no
-                    // ring: neither the kernel nor another borrow touches
-                    // the frame until it goes on the TX ring below.
-                    let mut data = unsafe { self.umem.data_mut(&mut desc) };
-                    data.cursor().set_pos(max);
-                    let written = fill(&mut data.contents_mut()[..max]).map(|len| {
-                        debug_assert!(
-                            len <= max,
-                            "Device::transmit: fill returned {len} bytes for a {max}-byte buffer"
-                        );
-                        len.min(max)
-                    });
-                    data.cursor().set_pos(written.unwrap_or(0));
-                    written
-                };
-                match written {
-                    None => {
-                        self.tx_free.push(desc);
-                        finished = true;
-                        break;
+                Some(len) if len < ETHERNET_HEADER_LEN => {
+                    self.slots.put_back(slot);
+                    self.stats.tx_runts += 1;
+                    accepted += 1;
+                }
+                Some(len) => {
+                    let parts = self.slots.send(slot, len);
+                    if parts.len() > 1 {
+                        self.stats.tx_chained += 1;
                     }
-                    Some(len) if len < ETHERNET_HEADER_LEN => {
-                        self.tx_free.push(desc);
-                        self.stats.tx_runts += 1;
-                        accepted += 1;
+                    for (addr, len, options) in parts {
+                        self.tx_ring.write(Desc { addr, len, options });
                     }
-                    Some(len) => {
-                        self.tx_batch.push(desc);
-                        batch_bytes += len as u64;
-                        accepted += 1;
+                    self.stats.tx_frames += 1;
+                    self.stats.tx_bytes += len as u64;
+                    accepted += 1;
+                    if accepted % BATCH == 0 {
+                        // A zero-copy driver may start on these meanwhile.
+                        self.tx_ring.publish();
                     }
                 }
             }
-            if self.tx_batch.is_empty() {
-                continue;
-            }
-            // SAFETY: every frame in `tx_batch` belongs to this UMEM and came
-            // off the free list, so it is in no ring; it stays out of the
-            // free list until the completion ring returns it.
-            let sent = unsafe { self.tx.produce(&self.tx_batch) };
-            if sent == 0 {
-                // Cannot happen (`room` was counted first); never lose the frames.
-                self.tx_free.extend_from_slice(&self.tx_batch);
-                self.stats.tx_ring_full += 1;
-                break;
-            }
-            self.stats.tx_frames += sent as u64;
-            self.stats.tx_bytes += batch_bytes;
         }
+        self.tx_ring.publish();
         // Also what an earlier kick left on the ring (ENOBUFS, or more than
         // the kick loop's bound).
-        let queued = self.tx_queued();
+        let queued = self.tx_ring.queued() as usize;
         if queued > 0 {
             self.kick_tx(queued);
         }
@@ -340,7 +404,7 @@ impl Rings {
     }
 
     pub(super) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        let queued = self.tx_queued();
+        let queued = self.tx_ring.queued() as usize;
         if queued > 0 {
             self.kick_tx(queued);
         }

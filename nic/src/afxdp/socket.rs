@@ -12,10 +12,12 @@ use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
 use super::config::{AfXdpConfig, BindMode, XdpMode};
 use super::error::{AfXdpError, AfXdpWarning};
+use super::program::attach_xsk_with_frags;
 use super::program::{self, Attached, Registry};
 use super::rings::{Rings, Shape};
 use super::stats::AfXdpStats;
 use super::sys::{self, NetnsId};
+use super::tx_ring::TxRing;
 use crate::{Device, Wait};
 
 /// Where libxdp looks for the BPF filesystem unless `$LIBXDP_BPFFS` says
@@ -28,6 +30,15 @@ const QUEUE_RELEASE_WAIT: Duration = Duration::from_secs(1);
 
 /// The Ethernet header that an MTU does not count.
 const ETHERNET_HEADER_LEN: usize = 14;
+
+/// The headroom the kernel keeps at the start of every received frame
+/// (`XDP_PACKET_HEADROOM`).
+const XDP_HEADROOM: usize = 256;
+
+/// The most UMEM frames one frame may span with multi-buffer: the kernel's
+/// copy-mode transmit builds one fragment per descriptor after the first,
+/// and an skb has at most 17 (`MAX_SKB_FRAGS`).
+const MAX_PARTS: usize = 16;
 
 /// One AF_XDP socket bound to one queue of one interface, with its own
 /// UMEM: the [`Device`] a shard drives when it owns that queue.
@@ -54,6 +65,7 @@ pub struct AfXdp {
     xdp_mode: XdpMode,
     warnings: Vec<AfXdpWarning>,
     max_frame_len: usize,
+    multi_buffer: bool,
     fd: RawFd,
 }
 
@@ -99,6 +111,13 @@ impl AfXdp {
     /// [`XdpMode::Generic`], never `Auto`.
     pub fn xdp_mode(&self) -> XdpMode {
         self.xdp_mode
+    }
+
+    /// Whether a frame may span several UMEM frames (the socket is bound
+    /// with `XDP_USE_SG`): what lets it carry frames longer than one UMEM
+    /// frame. Only asked for when the interface's MTU needs it.
+    pub fn multi_buffer(&self) -> bool {
+        self.multi_buffer
     }
 
     /// What works, but not as well as it could; for the runtime to log.
@@ -200,7 +219,12 @@ struct Created {
     umem: Umem,
     frames: Vec<FrameDesc>,
     socket: (TxQueue, RxQueue, FillQueue, CompQueue),
+    /// Our own producer on the socket's TX ring.
+    tx_ring: TxRing,
+    /// Bytes of a frame one UMEM frame holds on receive (after the headroom).
     data_capacity: usize,
+    /// Whether the socket is bound with `XDP_USE_SG`.
+    multi_buffer: bool,
 }
 
 /// The errno inside one of xsk-rs's errors, or the error's text.
@@ -221,7 +245,7 @@ fn errno(error: &io::Error) -> i32 {
 /// Builds a fresh UMEM and socket with these modes. A fresh UMEM each time:
 /// after a failed attach, libxdp leaves the UMEM's socket bound, and a bound
 /// socket cannot be bound again.
-fn create(config: &AfXdpConfig, bind_mode: BindMode, xdp_mode: XdpMode) -> Result<Created, CreateError> {
+fn create(config: &AfXdpConfig, bind_mode: BindMode, xdp_mode: XdpMode, sg: bool) -> Result<Created, CreateError> {
     let invalid = |what: String| CreateError::Umem(io::Error::new(io::ErrorKind::InvalidInput, what));
     let queue = |size: u32| QueueSize::new(size).map_err(|e| invalid(e.to_string()));
     let umem_config = UmemConfig::builder()
@@ -241,6 +265,9 @@ fn create(config: &AfXdpConfig, bind_mode: BindMode, xdp_mode: XdpMode) -> Resul
     };
     if config.need_wakeup {
         bind_flags |= BindFlags::XDP_USE_NEED_WAKEUP;
+    }
+    if sg {
+        bind_flags |= BindFlags::XDP_USE_SG;
     }
     let xdp_flags = match xdp_mode {
         // libxdp reads "no flag" as native; say it.
@@ -262,18 +289,31 @@ fn create(config: &AfXdpConfig, bind_mode: BindMode, xdp_mode: XdpMode) -> Resul
     let Some((fill, completion)) = rings else {
         return Err(CreateError::Socket(io::Error::other("libxdp returned no fill and completion rings")));
     };
-    Ok(Created { umem, frames, socket: (tx, rx, fill, completion), data_capacity: umem_config.mtu() as usize })
+    let tx_ring = TxRing::map(tx.fd().as_raw_fd(), config.tx_ring_size).map_err(CreateError::Socket)?;
+    Ok(Created {
+        umem,
+        frames,
+        socket: (tx, rx, fill, completion),
+        tx_ring,
+        data_capacity: umem_config.mtu() as usize,
+        multi_buffer: sg,
+    })
 }
 
 /// [`create`], retried for up to a second while the queue is busy. A socket
 /// closed just before on this queue (an earlier attempt, or a socket the
 /// program dropped) keeps the queue until the kernel's deferred release
 /// runs, which `bind` reports as `EBUSY`.
-fn create_when_free(config: &AfXdpConfig, bind_mode: BindMode, xdp_mode: XdpMode) -> Result<Created, CreateError> {
+fn create_when_free(
+    config: &AfXdpConfig,
+    bind_mode: BindMode,
+    xdp_mode: XdpMode,
+    sg: bool,
+) -> Result<Created, CreateError> {
     let deadline = Instant::now() + QUEUE_RELEASE_WAIT;
     let mut pause = Duration::from_millis(1);
     loop {
-        match create(config, bind_mode, xdp_mode) {
+        match create(config, bind_mode, xdp_mode, sg) {
             Err(CreateError::Socket(source)) if errno(&source) == libc::EBUSY && Instant::now() < deadline => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(50));
@@ -304,7 +344,8 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         Some(libc::ENODEV | libc::ENXIO) => AfXdpError::NoSuchInterface { interface: interface.clone() },
         _ => os("looking up the interface")(source),
     })?;
-    if let Some(queue_count) = sys::queue_count(&interface).map_err(os("reading the interface's queue count"))?
+    let queue_count = sys::queue_count(&interface).map_err(os("reading the interface's queue count"))?;
+    if let Some(queue_count) = queue_count
         && config.queue_id >= queue_count
     {
         return Err(AfXdpError::QueueOutOfRange { interface, queue_id: config.queue_id, queue_count });
@@ -314,7 +355,8 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         Some(libc::EPERM | libc::EACCES) => AfXdpError::PermissionDenied { action: "create an AF_XDP socket" },
         _ => os("creating an AF_XDP socket")(source),
     })?;
-    let mtu = sys::interface_mtu(&interface).map_err(os("reading the interface's MTU"))?;
+    let mtu = crate::interface::mtu(&interface).map_err(os("reading the interface's MTU"))?;
+    let mtu = u32::try_from(mtu).unwrap_or(u32::MAX);
     let (netns, netns_file) = sys::current_netns().map_err(os("identifying the network namespace"))?;
 
     let mut warnings = Vec::new();
@@ -345,15 +387,39 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         (_, XdpMode::Generic) => &[XdpMode::Generic],
     };
 
+    // A frame longer than one UMEM frame holds on receive needs multi-buffer:
+    // a program the driver lets see such frames (attached here, before
+    // libxdp would attach its own without the flag), and a socket bound
+    // with XDP_USE_SG to take them in several parts.
+    let wire_frame_len = mtu as usize + ETHERNET_HEADER_LEN;
+    let jumbo = wire_frame_len > config.frame_size as usize - XDP_HEADROOM;
+    let sg = jumbo && config.multi_buffer;
+    let mut sg_refused = None;
     let mut native_refused = None;
     let mut result = Err((io::Error::other("no XDP mode was tried"), config.xdp_mode));
     for (i, &mode) in modes.iter().enumerate() {
-        match create_when_free(config, config.bind_mode, mode) {
+        let mut attempt = || {
+            if jumbo && attached == Attached::Nothing {
+                attach_xsk_with_frags(ifindex, mode, queue_count.unwrap_or(1)).map_err(CreateError::Socket)?;
+            }
+            match create_when_free(config, config.bind_mode, mode, sg) {
+                // Kernels before 6.6 do not know the flag; a zero-copy
+                // driver may not take several buffers per frame.
+                Err(CreateError::Socket(source)) if sg && matches!(errno(&source), libc::EINVAL | libc::EOPNOTSUPP) => {
+                    let created = create_when_free(config, config.bind_mode, mode, false)?;
+                    sg_refused = Some(source);
+                    Ok(created)
+                }
+                other => other,
+            }
+        };
+        match attempt() {
             Ok(created) => {
                 result = Ok((created, mode));
                 break;
             }
             Err(CreateError::Umem(source)) => {
+                clean_up_failure(attached, &registry, netns, ifindex);
                 return Err(match errno(&source) {
                     libc::ENOBUFS | libc::ENOMEM | libc::EAGAIN => AfXdpError::UmemRegistration {
                         bytes: config.frame_count as usize * config.frame_size as usize,
@@ -364,11 +430,13 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
                 });
             }
             Err(CreateError::Socket(source)) => {
+                // Whatever this attempt attached goes before the next one.
+                clean_up_failure(attached, &registry, netns, ifindex);
                 // Forced zero-copy and "not supported": the bind or the attach?
                 // A copy-mode socket in the same XDP mode tells them apart.
                 if config.bind_mode == BindMode::ZeroCopy
                     && errno(&source) == libc::EOPNOTSUPP
-                    && let Ok(probe) = create_when_free(config, BindMode::Copy, mode)
+                    && let Ok(probe) = create_when_free(config, BindMode::Copy, mode, false)
                 {
                     drop(probe);
                     clean_up_failure(attached, &registry, netns, ifindex);
@@ -412,19 +480,31 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         warnings.push(AfXdpWarning::GenericXdpFallback { reason: reason.to_string() });
     }
 
-    let Created { umem, frames, socket, data_capacity } = created;
+    let Created { umem, frames, socket, tx_ring, data_capacity, multi_buffer } = created;
     let fd = socket.0.fd().as_raw_fd();
-    let max_frame_len = data_capacity.min(mtu as usize + ETHERNET_HEADER_LEN);
+    let max_frame_len = if multi_buffer {
+        wire_frame_len.min(MAX_PARTS * config.frame_size as usize)
+    } else {
+        data_capacity.min(wire_frame_len)
+    };
+    if max_frame_len < wire_frame_len {
+        let reason = match (sg_refused, multi_buffer) {
+            (Some(refusal), _) => format!("the kernel refused multi-buffer AF_XDP (XDP_USE_SG): {refusal}"),
+            (None, false) => "multi-buffer AF_XDP is off".to_owned(),
+            (None, true) => format!("a frame takes at most {MAX_PARTS} UMEM frames"),
+        };
+        warnings.push(AfXdpWarning::FramesLimited { mtu, max_frame_len, reason });
+    }
     let shape = Shape {
         frame_size: config.frame_size as usize,
         frame_count: config.frame_count as usize,
         rx_frames: config.rx_frames() as usize,
         max_frame_len,
-        tx_ring_size: config.tx_ring_size,
+        multi_buffer,
         need_wakeup: config.need_wakeup,
         zero_copy,
     };
-    let rings = Rings::new((umem, frames), socket, fd, shape);
+    let rings = Rings::new((umem, frames), socket, tx_ring, fd, shape);
     registry.add(netns, ifindex);
     drop(registry);
 
@@ -439,6 +519,7 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         xdp_mode,
         warnings,
         max_frame_len,
+        multi_buffer,
         fd,
     })
 }

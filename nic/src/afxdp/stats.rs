@@ -28,6 +28,19 @@ pub struct AfXdpStats {
     /// RX descriptors that did not describe a frame of this socket's UMEM
     /// (not expected from a correct kernel): dropped.
     pub rx_invalid_descs: u64,
+    /// Frames that came in several parts (multi-buffer) and were put
+    /// together for the callback; also counted in `rx_frames`.
+    pub rx_chained: u64,
+    /// Multi-buffer frames dropped because a part could not be used (it
+    /// lay outside the UMEM, or the parts ran past the largest frame),
+    /// counted once per frame.
+    pub rx_malformed_chains: u64,
+    /// Frames sent as several descriptors (multi-buffer); also counted in
+    /// `tx_frames`.
+    pub tx_chained: u64,
+    /// Completion-ring addresses that were no descriptor of ours in flight
+    /// (not expected from a correct kernel): ignored.
+    pub tx_foreign_completions: u64,
     /// The kernel's own counters (`XDP_STATISTICS`), `None` if reading them
     /// failed.
     pub kernel: Option<KernelXdpStats>,

@@ -5,9 +5,10 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
+use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::MetadataExt;
-use std::{mem, ptr};
+use std::ptr::{self, NonNull};
 
 /// `ETHTOOL_GCHANNELS` from `linux/ethtool.h` (libc does not have it).
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
@@ -67,21 +68,6 @@ fn ifreq(name: &str) -> libc::ifreq {
         *dst = src as libc::c_char;
     }
     request
-}
-
-/// The MTU of interface `name`, in the calling thread's network namespace.
-pub(super) fn interface_mtu(name: &str) -> io::Result<u32> {
-    let fd = socket(libc::AF_INET, libc::SOCK_DGRAM)?;
-    let mut request = ifreq(name);
-    // SAFETY: SIOCGIFMTU reads the name and writes `ifru_mtu` inside the
-    // `ifreq` we own, which outlives the call.
-    let result = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFMTU, &mut request) };
-    if result < 0 {
-        return Err(last_error());
-    }
-    // SAFETY: SIOCGIFMTU succeeded, so the kernel wrote the `ifru_mtu` member.
-    let mtu = unsafe { request.ifr_ifru.ifru_mtu };
-    Ok(u32::try_from(mtu).unwrap_or(0))
 }
 
 /// How many queues an AF_XDP socket can bind to on `name`: the larger of
@@ -186,6 +172,82 @@ pub(super) fn enter_netns(ns: &File) -> io::Result<()> {
     if result < 0 { Err(last_error()) } else { Ok(()) }
 }
 
+/// A shared memory mapping of a socket's ring, removed on drop.
+pub(super) struct Mapping {
+    addr: NonNull<u8>,
+    len: usize,
+}
+
+impl Mapping {
+    /// The address `offset` bytes into the mapping. `offset` must lie in it.
+    pub(super) fn at(&self, offset: u64) -> NonNull<u8> {
+        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+        assert!(offset < self.len, "offset {offset} outside a {}-byte mapping", self.len);
+        // SAFETY: `offset` is inside the mapping (checked), so the result
+        // stays in the same allocation and is not null.
+        unsafe { self.addr.add(offset) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `addr` and `len` are those of a mapping we made and own;
+        // its users (the ring) are gone once this runs.
+        unsafe { libc::munmap(self.addr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Where a ring's fields lie in its mapping (`struct xdp_ring_offset`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RingOffsets {
+    pub(super) producer: u64,
+    pub(super) consumer: u64,
+    pub(super) desc: u64,
+    pub(super) flags: u64,
+}
+
+/// Maps the TX ring of the bound AF_XDP socket `fd` (`size` descriptors of
+/// `desc_size` bytes), as `XDP_MMAP_OFFSETS` lays it out.
+pub(super) fn map_tx_ring(fd: RawFd, size: u32, desc_size: usize) -> io::Result<(Mapping, RingOffsets)> {
+    // SAFETY: `xdp_mmap_offsets` is plain integers; all-zero is valid.
+    let mut offsets: libc::xdp_mmap_offsets = unsafe { mem::zeroed() };
+    let mut len = mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `offsets`, which we
+    // own and which outlives the call.
+    let result = unsafe {
+        libc::getsockopt(fd, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS, ptr::from_mut(&mut offsets).cast(), &mut len)
+    };
+    if result < 0 {
+        return Err(last_error());
+    }
+    if len as usize != mem::size_of::<libc::xdp_mmap_offsets>() {
+        // A kernel from before the flags field (4.x): not one AF_XDP
+        // multi-buffer runs on anyway.
+        return Err(io::Error::new(io::ErrorKind::Unsupported, "the kernel's XDP ring offsets lack the flags field"));
+    }
+    let tx = offsets.tx;
+    let map_len = usize::try_from(tx.desc).unwrap_or(usize::MAX).saturating_add(size as usize * desc_size);
+    // SAFETY: a fresh shared mapping of the socket's TX ring at the offset
+    // the AF_XDP ABI gives it; the kernel checks the length against the
+    // ring. Nothing else owns the new mapping.
+    let addr = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            map_len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_POPULATE,
+            fd,
+            libc::XDP_PGOFF_TX_RING,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(last_error());
+    }
+    let addr = NonNull::new(addr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+    let offsets = RingOffsets { producer: tx.producer, consumer: tx.consumer, desc: tx.desc, flags: tx.flags };
+    Ok((Mapping { addr, len: map_len }, offsets))
+}
+
 /// Whether a BPF filesystem is mounted at `path`, from the calling thread's
 /// mount table (a thread may have a mount namespace of its own).
 pub(super) fn is_bpffs_mounted(path: &str) -> bool {
@@ -208,7 +270,6 @@ mod tests {
     fn loopback_is_found_and_has_an_mtu() {
         let index = interface_index("lo").expect("every namespace has lo");
         assert!(index > 0);
-        assert!(interface_mtu("lo").expect("lo has an MTU") > 0);
     }
 
     #[test]

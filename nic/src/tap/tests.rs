@@ -15,6 +15,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Read;
+use std::os::fd::FromRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;

@@ -203,6 +203,11 @@ pub struct VethPair {
 impl VethPair {
     /// A pair whose two ends have `queues` receive and transmit queues each.
     pub fn new(queues: u32) -> VethPair {
+        VethPair::with_mtu(queues, 1500)
+    }
+
+    /// [`VethPair::new`] with both ends at `mtu`.
+    pub fn with_mtu(queues: u32, mtu: u32) -> VethPair {
         let driven = Netns::new("d");
         let kernel = Netns::new("k");
         let q = queues.to_string();
@@ -226,9 +231,10 @@ impl VethPair {
             "numrxqueues",
             &q,
         ]);
-        driven.ip(&["link", "set", DRIVEN_IF, "up"]);
+        let mtu = mtu.to_string();
+        driven.ip(&["link", "set", DRIVEN_IF, "mtu", &mtu, "up"]);
         kernel.ip(&["addr", "add", &format!("{KERNEL_IP}/24"), "dev", KERNEL_IF]);
-        kernel.ip(&["link", "set", KERNEL_IF, "up"]);
+        kernel.ip(&["link", "set", KERNEL_IF, "mtu", &mtu, "up"]);
         VethPair { driven, kernel }
     }
 

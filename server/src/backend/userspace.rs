@@ -63,12 +63,19 @@ use crate::site::ShardSite;
 
 /// Frames each shard's steering inbox holds.
 const STEERING_DEPTH: usize = 1024;
-/// The longest frame steered: an AF_XDP frame (2048 bytes less the XDP
-/// headroom) and a 1500-byte-MTU TAP frame both fit.
-const STEERING_FRAME_LEN: usize = 2048;
-/// The largest IP MTU the stack uses, whatever the device allows: the
-/// steering buffers are sized for it.
-const MAX_MTU: usize = 1500;
+/// The largest IP MTU the stack uses, whatever the interface allows (jumbo
+/// frames); the steering buffers are sized for the interface's, up to it.
+const MAX_MTU: usize = 9000;
+/// The MTU assumed for an interface whose own cannot be read (a TAP that
+/// does not exist yet is made with this one).
+const DEFAULT_MTU: usize = 1500;
+/// UMEM frames of this size hold a frame of the default MTU whole; larger
+/// MTUs take 4096-byte ones, so that a jumbo frame is three parts, not six.
+const SMALL_UMEM_FRAME: u32 = 2048;
+const LARGE_UMEM_FRAME: u32 = 4096;
+/// What a UMEM frame holds of a received frame: its size less the kernel's
+/// 256-byte XDP headroom.
+const XDP_HEADROOM: usize = 256;
 /// Ethernet header bytes.
 const ETHERNET_HEADER_LEN: usize = 14;
 /// Connections whose RTT and window `/metrics` shows, per shard.
@@ -138,9 +145,15 @@ fn start_afxdp(
         .iface
         .clone()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "--backend afxdp needs --iface"))?;
-    start_shards(config, ip, count, stop, app, move |index| {
-        let device = AfXdp::open(&AfXdpConfig::new(iface.as_str(), u32::from(index)))
-            .map_err(|e| io::Error::other(e.to_string()))?;
+    let frame_len = largest_frame(&iface);
+    // A frame of the interface's MTU in one UMEM frame if 2048 bytes hold
+    // it; in as few parts as 4096-byte ones allow otherwise.
+    let frame_size =
+        if frame_len <= SMALL_UMEM_FRAME as usize - XDP_HEADROOM { SMALL_UMEM_FRAME } else { LARGE_UMEM_FRAME };
+    let multi_buffer = config.multi_buffer;
+    start_shards(config, ip, count, frame_len, stop, app, move |index| {
+        let afxdp = AfXdpConfig { frame_size, multi_buffer, ..AfXdpConfig::new(iface.as_str(), u32::from(index)) };
+        let device = AfXdp::open(&afxdp).map_err(|e| io::Error::other(e.to_string()))?;
         for warning in device.warnings() {
             tracing::warn!(shard = index, "{warning}");
         }
@@ -148,9 +161,11 @@ fn start_afxdp(
             .map_err(|e| io::Error::new(e.kind(), format!("reading the MAC address of {iface}: {e}")))?;
         tracing::info!(
             shard = index,
-            "AF_XDP on {iface} queue {index} ({} bind, {} XDP)",
+            "AF_XDP on {iface} queue {index} ({} bind, {} XDP, frames up to {} bytes{})",
             device.bind_mode(),
-            device.xdp_mode()
+            device.xdp_mode(),
+            device.max_frame_len(),
+            if device.multi_buffer() { " in several UMEM frames" } else { "" }
         );
         Ok((device, mac))
     })
@@ -176,7 +191,8 @@ fn start_tap(
 
     let name = config.tap_name.clone();
     let mac = tap_stack_mac(ip);
-    start_shards(config, ip, count, stop, app, move |index| {
+    let frame_len = largest_frame(&name);
+    start_shards(config, ip, count, frame_len, stop, app, move |index| {
         let tap = Tap::open_with(&TapConfig::new(name.as_str()).with_multi_queue(count > 1))
             .map_err(|e| io::Error::other(e.to_string()))?;
         tracing::info!(shard = index, "TAP {} (queue {index} of {count})", tap.name());
@@ -194,6 +210,12 @@ fn start_tap(_: &Config, _: IpPrefix, _: u16, _: Arc<AtomicBool>, _: &Applicatio
 pub fn tap_stack_mac(ip: IpPrefix) -> [u8; 6] {
     let [a, b, c, d] = ip.addr.octets();
     [0x02, 0x02, a, b, c, d]
+}
+
+/// The longest frame the stack sends or receives on interface `name`: its
+/// MTU (up to [`MAX_MTU`]) and the Ethernet header.
+fn largest_frame(name: &str) -> usize {
+    fairway_nic::interface::mtu(name).unwrap_or(DEFAULT_MTU).clamp(576, MAX_MTU) + ETHERNET_HEADER_LEN
 }
 
 /// The stack configuration of shard `index` of `count`.
@@ -251,6 +273,7 @@ fn start_shards<D, O>(
     config: &Config,
     ip: IpPrefix,
     count: u16,
+    frame_len: usize,
     stop: Arc<AtomicBool>,
     app: &Application,
     open: O,
@@ -261,14 +284,14 @@ where
 {
     let (http, grace) = (config.http(), config.shutdown_grace);
     match app.service(&http) {
-        ShardService::Http(make) => spawn_all(config, ip, count, stop, open, move |p: UserspaceParts| {
+        ShardService::Http(make) => spawn_all(config, ip, count, frame_len, stop, open, move |p: UserspaceParts| {
             let service = HttpService::with_handler(http.clone(), make());
             let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
                 .with_steering(p.fabric, p.index)
                 .with_window_control(p.window);
             (p.shard, host)
         }),
-        ShardService::Async(make) => spawn_all(config, ip, count, stop, open, move |p: UserspaceParts| {
+        ShardService::Async(make) => spawn_all(config, ip, count, frame_len, stop, open, move |p: UserspaceParts| {
             let shard = Shared::new(p.shard);
             let service = AsyncService::new(&shard, Arc::clone(&p.wakes), &http, make());
             let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
@@ -280,11 +303,13 @@ where
 }
 
 /// Starts `count` shards, each running the host `make` builds on its
-/// thread over transport `T` (the shard, or the shard shared with tasks).
+/// thread over transport `T` (the shard, or the shard shared with tasks);
+/// no device carries frames longer than `frame_len`.
 fn spawn_all<D, O, T, S, W, F>(
     config: &Config,
     ip: IpPrefix,
     count: u16,
+    frame_len: usize,
     stop: Arc<AtomicBool>,
     open: O,
     make: F,
@@ -303,7 +328,7 @@ where
         Arc::new(MetricsHub::new(count, MAX_FLOWS, &config.backend.to_string()).with_fairness(policy.name(), capacity));
     let board = Arc::new(ShareBoard::new(usize::from(count)));
     let limit = Arc::new(ConnectionLimit::new(config.max_connections));
-    let fabric = Fabric::new(usize::from(count), STEERING_DEPTH, STEERING_FRAME_LEN)?;
+    let fabric = Fabric::new(usize::from(count), STEERING_DEPTH, frame_len)?;
     // Raised only when a shard fails, to stop the others at once; `stop`
     // itself is the hosts' business (they drain, then finish).
     let halt = Arc::new(AtomicBool::new(false));

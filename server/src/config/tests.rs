@@ -17,6 +17,7 @@ const KEYS: &[&str] = &[
     "itr-us",
     "batch",
     "no-adaptive-batch",
+    "no-multi-buffer",
     "root",
     "max-bytes",
     "max-body",
@@ -98,6 +99,7 @@ fn defaults() {
     assert_eq!(c.runtime.itr, Duration::ZERO);
     assert_eq!(c.runtime.batch, 64);
     assert!(c.runtime.adaptive_batch);
+    assert!(c.multi_buffer, "multi-buffer on");
     assert_eq!(c.root, None);
     assert_eq!((c.max_bytes, c.max_body), (1 << 30, 64 << 20));
     assert_eq!((c.max_head, c.max_request_line), (16 << 10, 8 << 10));
@@ -143,6 +145,7 @@ fn every_flag_parses() {
         "--batch",
         "256",
         "--no-adaptive-batch",
+        "--no-multi-buffer",
         "--max-bytes",
         "2GiB",
         "--max-body",
@@ -184,6 +187,7 @@ fn every_flag_parses() {
     assert_eq!(c.runtime.itr, Duration::from_micros(25));
     assert_eq!(c.runtime.batch, 256);
     assert!(!c.runtime.adaptive_batch);
+    assert!(!c.multi_buffer);
     assert_eq!((c.max_bytes, c.max_body, c.max_head, c.max_request_line), (2 << 30, 10_000_000, 32 << 10, 4096));
     assert_eq!(c.header_timeout, Duration::from_millis(500));
     assert_eq!(c.idle_timeout, Duration::from_secs(120));

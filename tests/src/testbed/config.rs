@@ -24,6 +24,12 @@ pub const MAX_PREFIX_LEN: usize = 16;
 /// testbed never needs them).
 pub const MAX_QUEUES: usize = 256;
 
+/// The smallest MTU a testbed takes: IPv4's minimum.
+pub const MIN_MTU: u32 = 576;
+/// The largest MTU a testbed takes: jumbo frames (Fairway's stack goes no
+/// higher).
+pub const MAX_MTU: u32 = 9000;
+
 /// Host number of Fairway's address in the subnet (10.77.0.1).
 pub(crate) const SERVER_HOST: u32 = 1;
 
@@ -314,6 +320,10 @@ pub struct TestbedConfig {
     /// bridges its own frames and runs its clients' TCP receive path, and a
     /// kernel server's ACK-clocked sending runs on its clients' cores.
     pub rx_cpus: Option<RxCpus>,
+    /// The MTU of every interface ([`MTU`](super::MTU), 1500, unless set):
+    /// 9000 gives every link jumbo frames, which Fairway over AF_XDP takes
+    /// in several UMEM frames (multi-buffer).
+    pub mtu: u32,
 }
 
 /// The CPUs [`TestbedConfig::rx_cpus`] steers receive processing to.
@@ -350,6 +360,7 @@ impl Default for TestbedConfig {
             tap_multi_queue: false,
             linkem: None,
             rx_cpus: None,
+            mtu: super::MTU,
         }
     }
 }
@@ -407,6 +418,12 @@ impl TestbedConfig {
         self
     }
 
+    /// Sets the MTU of every interface (see [`TestbedConfig::mtu`]).
+    pub fn mtu(mut self, mtu: u32) -> TestbedConfig {
+        self.mtu = mtu;
+        self
+    }
+
     /// The emulated link of `client`, if it has one.
     pub fn link_of(&self, client: usize) -> Option<&LinkParams> {
         self.links.get(client).and_then(Option::as_ref)
@@ -422,6 +439,9 @@ impl TestbedConfig {
         validate_prefix(&self.prefix)?;
         if !(1..=MAX_QUEUES).contains(&self.queues) {
             return Err(TestbedError::Config(format!("queues {} is not within 1..={MAX_QUEUES}", self.queues)));
+        }
+        if !(MIN_MTU..=MAX_MTU).contains(&self.mtu) {
+            return Err(TestbedError::Config(format!("MTU {} is not within {MIN_MTU}..={MAX_MTU}", self.mtu)));
         }
         if self.clients > self.subnet.max_clients() {
             return Err(TestbedError::Config(format!(

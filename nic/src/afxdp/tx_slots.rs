@@ -1,0 +1,224 @@
+//! [`TxSlots`]: the transmit side's UMEM frames, grouped into slots of
+//! neighbouring frames that each hold the largest frame the socket sends.
+//!
+//! Without multi-buffer a slot is one UMEM frame. With it, a frame longer
+//! than a UMEM frame is written across a slot's frames as one contiguous
+//! buffer and goes on the TX ring as one descriptor per UMEM frame it
+//! touches, all but the last flagged `XDP_PKT_CONTD`; each descriptor stays
+//! inside its UMEM frame, as an aligned UMEM requires. The kernel completes
+//! descriptors one by one, so a slot is free again once all of its
+//! descriptors have come back on the completion ring.
+//!
+//! Pure bookkeeping over UMEM offsets: the tests check it without a kernel.
+
+/// `XDP_PKT_CONTD`: more descriptors of this frame follow.
+const CONTINUED: u32 = libc::XDP_PKT_CONTD;
+
+/// One descriptor's worth of a frame: UMEM offset, length, options.
+pub(super) type Part = (u64, u32, u32);
+
+/// The transmit slots and where each one is.
+#[derive(Debug)]
+pub(super) struct TxSlots {
+    /// UMEM offset of the first transmit frame.
+    first: u64,
+    /// Bytes per UMEM frame.
+    frame_size: u64,
+    /// UMEM frames per slot.
+    frames_per_slot: u32,
+    /// Free slots; its capacity is every slot.
+    free: Vec<u32>,
+    /// Per slot, its descriptors on the TX ring or in the kernel, not yet
+    /// completed (0: free or lent out).
+    outstanding: Vec<u8>,
+    /// The sum of `outstanding`.
+    in_flight: usize,
+}
+
+impl TxSlots {
+    /// Slots over the UMEM frames `first_frame .. first_frame + frames`, of
+    /// `frame_size` bytes each, grouped `frames_per_slot` at a time (the
+    /// frames that do not fill a last slot are not used).
+    pub(super) fn new(first_frame: usize, frames: usize, frame_size: usize, frames_per_slot: u32) -> TxSlots {
+        assert!((1..=u32::from(u8::MAX)).contains(&frames_per_slot), "frames_per_slot {frames_per_slot}");
+        let count = frames / frames_per_slot as usize;
+        TxSlots {
+            first: (first_frame * frame_size) as u64,
+            frame_size: frame_size as u64,
+            frames_per_slot,
+            // Taken from the end: slot 0 first.
+            free: (0..count as u32).rev().collect(),
+            outstanding: vec![0; count],
+            in_flight: 0,
+        }
+    }
+
+    /// How many slots there are.
+    #[cfg(test)]
+    pub(super) fn count(&self) -> usize {
+        self.outstanding.len()
+    }
+
+    /// UMEM frames per slot: the most descriptors one frame takes.
+    pub(super) fn frames_per_slot(&self) -> u32 {
+        self.frames_per_slot
+    }
+
+    /// Bytes one slot spans.
+    pub(super) fn slot_len(&self) -> usize {
+        (self.frame_size * u64::from(self.frames_per_slot)) as usize
+    }
+
+    /// Lends a free slot, if any.
+    pub(super) fn take(&mut self) -> Option<u32> {
+        self.free.pop()
+    }
+
+    /// Takes back a lent slot that was not sent.
+    pub(super) fn put_back(&mut self, slot: u32) {
+        debug_assert_eq!(self.outstanding[slot as usize], 0);
+        self.free.push(slot);
+    }
+
+    /// The UMEM offset where `slot` starts.
+    pub(super) fn addr(&self, slot: u32) -> u64 {
+        self.first + u64::from(slot) * self.slot_len() as u64
+    }
+
+    /// The descriptors of a `len`-byte frame written at the start of `slot`
+    /// (`len` at most [`TxSlots::slot_len`] and above zero), and records
+    /// them as outstanding.
+    pub(super) fn send(&mut self, slot: u32, len: usize) -> Parts {
+        debug_assert!(len > 0 && len <= self.slot_len(), "a {len}-byte frame in a {}-byte slot", self.slot_len());
+        let parts = Parts { at: self.addr(slot), left: len as u64, frame_size: self.frame_size };
+        self.outstanding[slot as usize] = parts.len() as u8;
+        self.in_flight += parts.len();
+        parts
+    }
+
+    /// The kernel completed the descriptor at UMEM offset `addr`. Returns
+    /// `false` for an offset that is no outstanding descriptor of ours.
+    pub(super) fn complete(&mut self, addr: u64) -> bool {
+        let Some(offset) = addr.checked_sub(self.first) else { return false };
+        let slot = offset / self.slot_len() as u64;
+        let Some(outstanding) = self.outstanding.get_mut(slot as usize) else { return false };
+        if *outstanding == 0 {
+            return false;
+        }
+        *outstanding -= 1;
+        self.in_flight -= 1;
+        if *outstanding == 0 {
+            self.free.push(slot as u32);
+        }
+        true
+    }
+
+    /// Descriptors handed to the kernel and not completed yet.
+    pub(super) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+}
+
+/// The descriptors of one frame, in order.
+#[derive(Clone, Debug)]
+pub(super) struct Parts {
+    at: u64,
+    left: u64,
+    frame_size: u64,
+}
+
+impl Iterator for Parts {
+    type Item = Part;
+
+    fn next(&mut self) -> Option<Part> {
+        if self.left == 0 {
+            return None;
+        }
+        // Up to the end of the UMEM frame `at` is in.
+        let room = self.frame_size - self.at % self.frame_size;
+        let len = self.left.min(room);
+        self.left -= len;
+        let part = (self.at, len as u32, if self.left > 0 { CONTINUED } else { 0 });
+        self.at += len;
+        Some(part)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.left.div_ceil(self.frame_size) as usize;
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Parts {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_that_fits_one_umem_frame_is_one_descriptor() {
+        let mut slots = TxSlots::new(2048, 2048, 2048, 1);
+        assert_eq!(slots.count(), 2048);
+        let slot = slots.take().expect("a free slot");
+        assert_eq!(slot, 0);
+        let parts: Vec<Part> = slots.send(slot, 1514).collect();
+        assert_eq!(parts, vec![(2048 * 2048, 1514, 0)]);
+        assert_eq!(slots.in_flight(), 1);
+        assert!(slots.complete(2048 * 2048));
+        assert_eq!(slots.in_flight(), 0);
+        assert_eq!(slots.take(), Some(0), "back on the free list");
+    }
+
+    #[test]
+    fn a_jumbo_frame_spans_the_slot_with_every_descriptor_inside_its_umem_frame() {
+        // 9014 bytes in 4096-byte frames: three descriptors.
+        let mut slots = TxSlots::new(4, 12, 4096, 3);
+        assert_eq!((slots.count(), slots.slot_len()), (4, 12288));
+        let first = slots.take().expect("slot 0");
+        let second = slots.take().expect("slot 1");
+        let base = slots.addr(second);
+        assert_eq!(base, 4 * 4096 + 12288);
+        let parts: Vec<Part> = slots.send(second, 9014).collect();
+        assert_eq!(parts, vec![(base, 4096, CONTINUED), (base + 4096, 4096, CONTINUED), (base + 8192, 822, 0)]);
+        for (addr, len, _) in &parts {
+            assert_eq!(addr / 4096, (addr + u64::from(*len) - 1) / 4096, "{addr} + {len} stays in one frame");
+        }
+        // Exactly one UMEM frame's worth, and one byte more.
+        slots.put_back(first);
+        let first = slots.take().expect("slot 0 again");
+        let parts: Vec<Part> = slots.send(first, 4096).collect();
+        assert_eq!(parts, vec![(slots.addr(first), 4096, 0)]);
+        assert!(slots.complete(parts[0].0));
+        let first = slots.take().expect("slot 0 once more");
+        let parts: Vec<Part> = slots.send(first, 4097).collect();
+        assert_eq!(parts, vec![(slots.addr(first), 4096, CONTINUED), (slots.addr(first) + 4096, 1, 0)]);
+    }
+
+    #[test]
+    fn a_slot_comes_back_only_when_all_its_descriptors_completed_in_any_order() {
+        let mut slots = TxSlots::new(0, 6, 2048, 3);
+        let slot = slots.take().expect("slot 0");
+        let parts: Vec<Part> = slots.send(slot, 5000).collect();
+        assert_eq!(parts.len(), 3);
+        let other = slots.take().expect("slot 1");
+        assert_eq!(slots.take(), None, "two slots of three frames in six frames");
+        assert!(slots.complete(parts[2].0));
+        assert!(slots.complete(parts[0].0));
+        assert_eq!(slots.take(), None, "one descriptor still out");
+        assert!(slots.complete(parts[1].0));
+        assert_eq!(slots.take(), Some(slot));
+        slots.put_back(other);
+    }
+
+    #[test]
+    fn completions_that_are_not_ours_are_refused() {
+        let mut slots = TxSlots::new(2, 4, 2048, 2);
+        assert!(!slots.complete(0), "a receive frame's offset");
+        assert!(!slots.complete(2 * 2048), "a slot with nothing outstanding");
+        assert!(!slots.complete(100 * 2048), "past the last slot");
+        let slot = slots.take().expect("slot 0");
+        slots.send(slot, 100).for_each(drop);
+        assert!(slots.complete(2 * 2048));
+        assert!(!slots.complete(2 * 2048), "completed twice");
+    }
+}
