@@ -26,6 +26,7 @@ const USAGE: &str = "\
 usage: http [--duration S] [--rounds N] [--warm-up S] [--servers LIST]
             [--cases LIST] [--server-cores N] [--fairway PATH]
             [--baseline PATH] [--axum PATH] [--out DIR] [--prefix P]
+            [--mtu N] [--no-rx-steering]
 
 Needs root, wrk, nginx and curl. Builds a namespace testbed (prefix --prefix,
 default fwhttp; one client; one fw0 queue per server core), measures, and
@@ -87,6 +88,9 @@ namespace; `http openloop --help`):
                      fairway binary's directory)
   --out DIR          where the Markdown goes (default benches/results)
   --prefix P         the testbed's prefix (default fwhttp)
+  --mtu N            the MTU of every link (default 1500; 9000 for jumbo
+                     frames, which Fairway over AF_XDP takes in several
+                     UMEM frames)
   --no-rx-steering   leave the kernel's receive processing where it runs by
                      default: in the softirq of the core that sent the
                      frame, so the server's core bridges its frames and
@@ -110,6 +114,7 @@ struct Args {
     out: PathBuf,
     prefix: String,
     rx_steering: bool,
+    mtu: u32,
 }
 
 impl Default for Args {
@@ -127,6 +132,7 @@ impl Default for Args {
             out: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results"),
             prefix: "fwhttp".to_owned(),
             rx_steering: true,
+            mtu: testbed::MTU,
         }
     }
 }
@@ -169,6 +175,13 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
             "--out" => a.out = PathBuf::from(value()?),
             "--prefix" => a.prefix = value()?,
             "--no-rx-steering" => a.rx_steering = false,
+            "--mtu" => {
+                let v = value()?;
+                a.mtu = v.parse().map_err(|e| format!("{flag} {v}: {e}"))?;
+                if !(testbed::MIN_MTU..=testbed::MAX_MTU).contains(&a.mtu) {
+                    return Err(format!("{flag} {v}: not within {}..={}", testbed::MIN_MTU, testbed::MAX_MTU));
+                }
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -335,7 +348,7 @@ fn run(args: &Args) -> Result<(), Failure> {
     let site = Site::create(cores.server.len()).map_err(|e| failed(format!("writing the site: {e}")))?;
     // The kernel's receive processing on each side's own cores, as on two
     // machines (see TestbedConfig::rx_cpus), unless --no-rx-steering.
-    let mut config = TestbedConfig::new(args.prefix.clone()).clients(1).queues(cores.server.len());
+    let mut config = TestbedConfig::new(args.prefix.clone()).clients(1).queues(cores.server.len()).mtu(args.mtu);
     if args.rx_steering {
         config = config.rx_cpus(&cores.server, &cores.client);
     }
@@ -392,6 +405,7 @@ fn measure(args: &Args, bench: &Bench<'_>) -> Result<Report, Failure> {
     };
     measure_cases(args, bench, &open_loop, &rate_of, &mut runs)?;
     let mut report = summarise(runs);
+    report.mtu = args.mtu;
     report.latency_rate = built_in.ok();
     report.axum_latency_rate = axum.ok();
     Ok(report)
@@ -472,7 +486,7 @@ fn summarise(runs: Vec<(Server, Case, Vec<Outcome>)>) -> Report {
             Row { server, case, outcome: Summary::of(&ok).ok_or(why) }
         })
         .collect();
-    Report { rows, latency_rate: None, axum_latency_rate: None }
+    Report { rows, latency_rate: None, axum_latency_rate: None, mtu: testbed::MTU }
 }
 
 /// `path` as the committed report names it: relative to the repository,
@@ -509,10 +523,11 @@ fn setup_lines(args: &Args, cores: &Cores, total: usize, programs: &Programs) ->
             args.warm_up.as_secs_f64()
         ),
         format!(
-            "testbed {}: veth fw0 in {}-srv, wrk in {}-c0; kernel {}",
+            "testbed {}: veth fw0 in {}-srv, wrk in {}-c0, MTU {} on every link; kernel {}",
             args.prefix,
             args.prefix,
             args.prefix,
+            args.mtu,
             kernel.trim()
         ),
         format!(
@@ -621,6 +636,8 @@ mod tests {
             "--prefix",
             "hb",
             "--no-rx-steering",
+            "--mtu",
+            "9000",
         ])
         .unwrap();
         assert_eq!(
@@ -638,6 +655,7 @@ mod tests {
                 out: "/tmp/r".into(),
                 prefix: "hb".into(),
                 rx_steering: false,
+                mtu: 9000,
             }
         );
         assert_eq!(fairway_binary(&a), Some(PathBuf::from("/x/fairway")));
@@ -681,6 +699,8 @@ mod tests {
         assert!(error(&["--cases", "slow"]).starts_with("--cases: unknown name"));
         assert!(error(&["--prefix", "a/b"]).starts_with("--prefix"));
         assert!(error(&["--nope"]).contains("unknown argument --nope"));
+        assert!(error(&["--mtu", "65536"]).contains("not within 576..=9000"));
+        assert!(error(&["--mtu", "big"]).starts_with("--mtu big"));
     }
 
     #[test]

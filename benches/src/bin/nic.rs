@@ -22,7 +22,8 @@ use fairway_tests::testbed::{self, SERVER_IF, Testbed, TestbedConfig};
 
 const USAGE: &str = "\
 usage: nic [--rounds N] [--seconds S] [--warm-up S] [--bulk-bytes N]
-           [--bulk-rounds N] [--skip-bulk] [--skip-tap] [--prefix P] [--verbose]
+           [--bulk-rounds N] [--skip-bulk] [--skip-tap] [--skip-rates]
+           [--mtu N] [--prefix P] [--verbose] [--no-rx-steering]
 
 Needs root. Builds a namespace testbed (prefix --prefix, default fwbench)
 with one client and one queue, measures, and removes it (also on Ctrl-C).
@@ -40,6 +41,7 @@ counts and drops:
   --seconds S      the measured window of each, in seconds (default 3)
   --warm-up S      traffic before the window, in seconds (default 1)
   --skip-tap       leave out tap rx
+  --skip-rates     leave out the packet rates (the bulk download alone)
 
 Bulk download: kernel curl in the client downloads --bulk-bytes from the
 fairway server (one shard, AF_XDP on fw0, /bytes/N), from a bare shard
@@ -49,6 +51,9 @@ kernel stack on fw0 with the address 10.77.0.1/24), alternating:
   --bulk-rounds N  downloads from each (default 3)
   --skip-bulk      leave out the bulk download (then nginx is not needed)
 
+  --mtu N          the MTU of every link (default 1500; 9000 for jumbo
+                   frames, which Fairway over AF_XDP takes in several UMEM
+                   frames and nginx's kernel stack sends whole)
   --prefix P       the testbed's prefix (default fwbench)
   --verbose        print what each device and shard counted, every round
                    (the first round's is always printed)
@@ -67,6 +72,8 @@ struct Args {
     bulk_rounds: usize,
     skip_bulk: bool,
     skip_tap: bool,
+    skip_rates: bool,
+    mtu: u32,
     prefix: String,
     verbose: bool,
     rx_steering: bool,
@@ -81,6 +88,8 @@ impl Default for Args {
             bulk_rounds: 3,
             skip_bulk: false,
             skip_tap: false,
+            skip_rates: false,
+            mtu: testbed::MTU,
             prefix: "fwbench".to_owned(),
             verbose: false,
             rx_steering: true,
@@ -112,6 +121,14 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
             "--bulk-rounds" => a.bulk_rounds = count(value()?)? as usize,
             "--skip-bulk" => a.skip_bulk = true,
             "--skip-tap" => a.skip_tap = true,
+            "--skip-rates" => a.skip_rates = true,
+            "--mtu" => {
+                let v = value()?;
+                a.mtu = v.parse().map_err(|e| format!("{flag} {v}: {e}"))?;
+                if !(testbed::MIN_MTU..=testbed::MAX_MTU).contains(&a.mtu) {
+                    return Err(format!("{flag} {v}: not within {}..={}", testbed::MIN_MTU, testbed::MAX_MTU));
+                }
+            }
             "--prefix" => a.prefix = value()?,
             "--verbose" => a.verbose = true,
             "--no-rx-steering" => a.rx_steering = false,
@@ -121,6 +138,9 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
     }
     if a.window.length.is_zero() {
         return Err("--seconds must be more than 0".into());
+    }
+    if a.skip_rates && a.skip_bulk {
+        return Err("--skip-rates and --skip-bulk leave nothing to measure".into());
     }
     testbed::validate_prefix(&a.prefix).map_err(|e| format!("--prefix: {e}"))?;
     Ok(a)
@@ -183,7 +203,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut config = TestbedConfig::new(args.prefix.clone()).clients(1).queues(1);
+    let mut config = TestbedConfig::new(args.prefix.clone()).clients(1).queues(1).mtu(args.mtu);
     if args.rx_steering {
         config = config.rx_cpus(&[0], &[1]);
     }
@@ -217,9 +237,14 @@ fn main() -> ExitCode {
 
 /// Both parts; returns the last line.
 fn run(args: &Args, tb: &Testbed, interrupted: &Arc<AtomicBool>) -> Result<String, Stop> {
-    let rates = packet_rates(args, tb, interrupted)?;
-    if !args.skip_bulk {
-        bulk_download(args, tb, interrupted)?;
+    let rates = if args.skip_rates { None } else { Some(packet_rates(args, tb, interrupted)?) };
+    let bulk = if args.skip_bulk { None } else { Some(bulk_download(args, tb, interrupted)?) };
+    // The last line is the packet rates' when they ran, else the bulk one.
+    let Some(rates) = rates else {
+        return Ok(bulk.unwrap_or_default());
+    };
+    if let Some(line) = bulk {
+        println!("{line}");
     }
     let (rx, _) = Rates::medians(&rates.afxdp_rx);
     let (tx, _) = Rates::medians(&rates.afxdp_tx);
@@ -297,7 +322,8 @@ fn packet_rates(args: &Args, tb: &Testbed, interrupted: &Arc<AtomicBool>) -> Res
     Ok(rates)
 }
 
-fn bulk_download(args: &Args, tb: &Testbed, interrupted: &AtomicBool) -> Result<(), Stop> {
+/// The bulk downloads; returns the `bulk:` line.
+fn bulk_download(args: &Args, tb: &Testbed, interrupted: &AtomicBool) -> Result<String, Stop> {
     let failed = |e: std::io::Error| Stop::Failed(format!("bulk download: {e}"));
     println!();
     println!(
@@ -308,7 +334,9 @@ fn bulk_download(args: &Args, tb: &Testbed, interrupted: &AtomicBool) -> Result<
     );
     println!(
         "  fairway: the server (fairway --backend afxdp, one shard, /bytes/N), copy-mode AF_XDP on {SERVER_IF} queue 0, \
-         1500-byte frames"
+         MTU {} ({})",
+        args.mtu,
+        if args.mtu > 1500 { "multi-buffer, 4096-byte UMEM frames" } else { "one 2048-byte UMEM frame per frame" }
     );
     println!("  shard:   one bare shard running the test responder (the stack alone), the same way");
     println!("  nginx:   one worker, sendfile, from /dev/shm, the kernel stack on {SERVER_IF} with 10.77.0.1/24");
@@ -344,8 +372,11 @@ fn bulk_download(args: &Args, tb: &Testbed, interrupted: &AtomicBool) -> Result<
     let (f, r, n) = (median(server), median(shard), median(nginx));
     println!("{:>10}{f:>16.2}{r:>16.2}{n:>16.2}", "median");
     println!("bulk (bare shard): {r:.2} Gbit/s, ratio {:.2} to nginx", r / n);
-    println!("bulk: fairway {f:.2} Gbit/s, nginx {n:.2} Gbit/s, ratio {:.2} (fairway/nginx)", f / n);
-    Ok(())
+    Ok(format!(
+        "bulk: fairway {f:.2} Gbit/s, nginx {n:.2} Gbit/s, ratio {:.2} (fairway/nginx, MTU {})",
+        f / n,
+        args.mtu
+    ))
 }
 
 /// Whether `nginx -v` runs.
@@ -415,6 +446,8 @@ mod tests {
             "1",
             "--skip-bulk",
             "--skip-tap",
+            "--mtu",
+            "9000",
             "--prefix",
             "nb",
             "--verbose",
@@ -430,6 +463,8 @@ mod tests {
                 bulk_rounds: 1,
                 skip_bulk: true,
                 skip_tap: true,
+                skip_rates: false,
+                mtu: 9000,
                 prefix: "nb".into(),
                 verbose: true,
                 rx_steering: false,
@@ -451,13 +486,23 @@ mod tests {
         assert!(error(&["--warm-up", "-1"]).contains("not a number of seconds"));
         assert!(error(&["--prefix", "a/b"]).starts_with("--prefix"));
         assert!(error(&["--nope"]).contains("unknown argument --nope"));
+        assert!(error(&["--mtu", "100"]).contains("not within 576..=9000"));
+        assert!(error(&["--skip-rates", "--skip-bulk"]).contains("nothing to measure"));
     }
 
     #[test]
     fn the_help_names_every_option_and_fits_80_columns() {
-        for option in
-            ["--rounds", "--seconds", "--warm-up", "--bulk-bytes", "--bulk-rounds", "--skip-bulk", "--skip-tap"]
-        {
+        for option in [
+            "--rounds",
+            "--seconds",
+            "--warm-up",
+            "--bulk-bytes",
+            "--bulk-rounds",
+            "--skip-bulk",
+            "--skip-tap",
+            "--skip-rates",
+            "--mtu",
+        ] {
             assert!(USAGE.contains(&format!("  {option} ")), "{option} is not explained");
         }
         assert!(USAGE.lines().all(|l| l.chars().count() <= 80));

@@ -71,6 +71,8 @@ pub struct Report {
     pub latency_rate: Option<f64>,
     /// The same for the axum group: half axum/tokio's.
     pub axum_latency_rate: Option<f64>,
+    /// The MTU of every link it was measured on.
+    pub mtu: u32,
 }
 
 impl Report {
@@ -279,7 +281,7 @@ impl Report {
     }
 
     /// When the static case ran: `bench: static 1MB fairway/afxdp X req/s =
-    /// R × nginx (MTU 1500)`, or what is missing for it.
+    /// R × nginx (MTU M)`, or what is missing for it.
     #[must_use]
     pub fn static_line(&self) -> Option<String> {
         let case = Case::StaticFile;
@@ -288,7 +290,7 @@ impl Report {
         }
         let (afxdp, nginx) = (Server::FairwayAfxdp, Server::Nginx);
         let label = format!("static 1MB {}", afxdp.name());
-        let what = format!("MTU {}", fairway_tests::testbed::MTU);
+        let what = format!("MTU {}", self.mtu);
         Some(self.comparison((afxdp, &label), (nginx, nginx.name()), case, &what))
     }
 
@@ -534,6 +536,7 @@ mod tests {
             ],
             latency_rate: None,
             axum_latency_rate: None,
+            mtu: 1500,
         }
     }
 
@@ -564,6 +567,7 @@ mod tests {
             rows: vec![Row { server: Server::Nginx, case: Case::Pipelined, outcome: Ok(s) }],
             latency_rate: None,
             axum_latency_rate: None,
+            mtu: 1500,
         };
         let table = report.text_table();
         let line = table.lines().nth(1).unwrap();
@@ -594,6 +598,8 @@ mod tests {
             Some("bench: static 1MB fairway/afxdp 300 req/s = 1.20 × nginx (MTU 1500)")
         );
         assert!(report.closing_lines().iter().any(|l| l.starts_with("bench: static 1MB fairway")));
+        let jumbo = Report { mtu: 9000, ..report.clone() };
+        assert!(jumbo.static_line().is_some_and(|l| l.ends_with("× nginx (MTU 9000)")), "{:?}", jumbo.static_line());
         if let Ok(s) = &mut report.rows[3].outcome {
             s.server_cpu = Some(Duration::from_micros(850));
         }
@@ -664,6 +670,7 @@ mod tests {
             rows: vec![Row { server: Server::Nginx, case: Case::Close, outcome: Err("a|b".into()) }],
             latency_rate: None,
             axum_latency_rate: None,
+            mtu: 1500,
         };
         assert!(pipes.markdown_table().contains("a\\|b"));
     }
