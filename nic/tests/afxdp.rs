@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use afxdp_support::*;
-use fairway_nic::afxdp::{AfXdp, AfXdpConfig, AfXdpError, AfXdpWarning, BindMode, XdpMode, detach_all};
+use fairway_nic::afxdp::{AfXdp, AfXdpConfig, AfXdpError, AfXdpWarning, BindMode, KernelBusyPoll, XdpMode, detach_all};
 use fairway_nic::{Device, Wait};
 
 #[test]
@@ -459,4 +459,30 @@ fn without_multi_buffer_frames_are_limited_to_one_umem_frame_and_longer_ones_dro
     assert!(kernel.rx_dropped >= 2, "the kernel dropped the jumbo frames: {kernel:?}");
     assert_eq!(stats.rx_chained + stats.tx_chained, 0, "{stats:?}");
     assert!(!pair.driven.has_xdp(DRIVEN_IF));
+}
+
+#[test]
+fn with_kernel_busy_poll_an_empty_receive_polls_the_driver_and_pings_are_answered() {
+    require_root();
+    let pair = VethPair::new(1);
+    let (seen, stats, warnings) = drive(
+        &pair.driven,
+        Bpffs::Absent,
+        |flags| {
+            let busy = KernelBusyPoll { timeout: Duration::from_micros(50), budget: 64 };
+            let config = AfXdpConfig { kernel_busy_poll: Some(busy), ..AfXdpConfig::new(DRIVEN_IF, 0) };
+            let mut socket = AfXdp::open(&config).expect("open AF_XDP with busy polling");
+            flags.set_ready();
+            let seen = respond(&mut socket, || flags.is_done());
+            (seen, socket.stats(), socket.warnings().to_vec())
+        },
+        || {
+            let out = ping(&pair, 3, 56);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+        },
+    );
+    assert!(seen.echo_requests >= 3, "{seen:?}");
+    assert!(!warnings.iter().any(|w| matches!(w, AfXdpWarning::KernelBusyPollRefused { .. })), "{warnings:?}");
+    assert!(stats.rx_busy_polls > 0, "{stats:?}");
+    assert_eq!(stats.rx_wakeups, 0, "busy polls replace the fill-ring wakeups: {stats:?}");
 }

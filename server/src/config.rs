@@ -309,6 +309,15 @@ pub struct Options {
     #[serde(default)]
     pub no_multi_buffer: bool,
 
+    /// AF_XDP backend: while a shard busy-polls, let it also run the driver's receive processing
+    /// (its NAPI poll) instead of leaving that to softirqs on whichever core they land:
+    /// SO_PREFER_BUSY_POLL, with SO_BUSY_POLL = --busy-poll-us and SO_BUSY_POLL_BUDGET = --batch,
+    /// and a non-blocking recvfrom after every empty receive. Off by default (see benches/README.md
+    /// for what it measured)
+    #[arg(long, action = ArgAction::SetTrue)]
+    #[serde(default)]
+    pub prefer_busy_poll: bool,
+
     /// Serve static files from this directory (GET /PATH) [default: none, no static files]
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
@@ -435,6 +444,7 @@ impl Options {
             batch: self.batch.or(file.batch),
             no_adaptive_batch: self.no_adaptive_batch || file.no_adaptive_batch,
             no_multi_buffer: self.no_multi_buffer || file.no_multi_buffer,
+            prefer_busy_poll: self.prefer_busy_poll || file.prefer_busy_poll,
             root: self.root.or(file.root),
             max_bytes: self.max_bytes.or(file.max_bytes),
             max_body: self.max_body.or(file.max_body),
@@ -529,6 +539,9 @@ pub struct Config {
     /// AF_XDP backend: whether frames may span several UMEM frames
     /// (multi-buffer), for MTUs above what one holds.
     pub multi_buffer: bool,
+    /// AF_XDP backend: whether a busy-polling shard also busy-polls the
+    /// driver (`SO_PREFER_BUSY_POLL`).
+    pub prefer_busy_poll: bool,
     /// TAP backend: the device's name.
     pub tap_name: String,
     /// Shard loops, one per core.
@@ -762,6 +775,7 @@ impl Options {
             gateway: self.gateway,
             queues,
             multi_buffer: !self.no_multi_buffer,
+            prefer_busy_poll: self.prefer_busy_poll,
             tap_name: self.tap_name.unwrap_or_else(|| "fwtap0".to_owned()),
             shards,
             runtime: LoopConfig {

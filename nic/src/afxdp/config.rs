@@ -2,6 +2,7 @@
 //! modes to ask for.
 
 use core::fmt;
+use std::time::Duration;
 
 /// How the socket moves frames between the driver and the UMEM (the bind
 /// flags `XDP_COPY` / `XDP_ZEROCOPY`).
@@ -108,6 +109,24 @@ pub struct AfXdpConfig {
     /// ([`AfXdpWarning::FramesLimited`](super::AfXdpWarning::FramesLimited)).
     /// Default `true`.
     pub multi_buffer: bool,
+    /// Drive the interface's receive processing (its NAPI context) from
+    /// this socket's thread while it busy-polls, instead of leaving it to
+    /// softirqs: `SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` and
+    /// `SO_BUSY_POLL_BUDGET`, and a non-blocking `recvfrom` whenever
+    /// [`Device::receive`](crate::Device::receive) finds the RX ring empty.
+    /// Default `None` (off).
+    pub kernel_busy_poll: Option<KernelBusyPoll>,
+}
+
+/// How [`AfXdpConfig::kernel_busy_poll`] busy-polls the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelBusyPoll {
+    /// How long a blocking `poll` busy-polls the driver before it sleeps
+    /// (`SO_BUSY_POLL`, rounded to microseconds).
+    pub timeout: Duration,
+    /// Packets the driver processes per busy-poll round
+    /// (`SO_BUSY_POLL_BUDGET`).
+    pub budget: u16,
 }
 
 impl AfXdpConfig {
@@ -128,6 +147,7 @@ impl AfXdpConfig {
             xdp_mode: XdpMode::Auto,
             need_wakeup: true,
             multi_buffer: true,
+            kernel_busy_poll: None,
         }
     }
 

@@ -193,4 +193,13 @@ pub enum AfXdpWarning {
         /// more parts than a frame may have.
         reason: String,
     },
+
+    /// [`AfXdpConfig::kernel_busy_poll`](super::AfXdpConfig::kernel_busy_poll)
+    /// was asked for, but the kernel refused the socket options: the
+    /// driver's receive processing stays in softirqs.
+    #[error("busy polling the driver refused ({reason}): its receive processing stays in softirqs")]
+    KernelBusyPollRefused {
+        /// What the kernel said.
+        reason: String,
+    },
 }

@@ -106,7 +106,7 @@ mod sys;
 mod tx_ring;
 mod tx_slots;
 
-pub use config::{AfXdpConfig, BindMode, XdpMode};
+pub use config::{AfXdpConfig, BindMode, KernelBusyPoll, XdpMode};
 pub use error::{AfXdpError, AfXdpWarning};
 pub use program::detach_all;
 pub use socket::AfXdp;

@@ -103,6 +103,7 @@ pub(super) struct Rings {
     max_frame_len: usize,
     need_wakeup: bool,
     zero_copy: bool,
+    kernel_busy_poll: bool,
     /// Scratch for descriptors taken off the RX ring.
     rx_batch: Vec<FrameDesc>,
     /// Scratch for descriptors taken off the completion ring.
@@ -138,6 +139,9 @@ pub(super) struct Shape {
     pub(super) multi_buffer: bool,
     pub(super) need_wakeup: bool,
     pub(super) zero_copy: bool,
+    /// Whether the socket busy-polls the driver (`SO_PREFER_BUSY_POLL` is
+    /// set): an empty receive then drives the driver's receive processing.
+    pub(super) kernel_busy_poll: bool,
 }
 
 impl Shape {
@@ -175,6 +179,7 @@ impl Rings {
             max_frame_len: shape.max_frame_len,
             need_wakeup: shape.need_wakeup,
             zero_copy: shape.zero_copy,
+            kernel_busy_poll: shape.kernel_busy_poll,
             rx_batch: vec![FrameDesc::default(); BATCH],
             completed: vec![FrameDesc::default(); BATCH],
             refill: Vec::with_capacity(rx_frames),
@@ -282,7 +287,15 @@ impl Rings {
             }
         }
         if handed == 0 {
-            self.wake_fill_if_asked();
+            if self.kernel_busy_poll {
+                // One round of the driver's receive processing on this
+                // thread (the socket prefers busy polling); what it brings
+                // is on the RX ring for the next call.
+                self.stats.rx_busy_polls += 1;
+                sys::wake_rx(self.fd);
+            } else {
+                self.wake_fill_if_asked();
+            }
         }
         handed
     }

@@ -495,6 +495,19 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         };
         warnings.push(AfXdpWarning::FramesLimited { mtu, max_frame_len, reason });
     }
+    let kernel_busy_poll = match config.kernel_busy_poll {
+        Some(poll) => {
+            let timeout_us = u32::try_from(poll.timeout.as_micros()).unwrap_or(u32::MAX);
+            match sys::prefer_busy_poll(fd, timeout_us, poll.budget) {
+                Ok(()) => true,
+                Err(refusal) => {
+                    warnings.push(AfXdpWarning::KernelBusyPollRefused { reason: refusal.to_string() });
+                    false
+                }
+            }
+        }
+        None => false,
+    };
     let shape = Shape {
         frame_size: config.frame_size as usize,
         frame_count: config.frame_count as usize,
@@ -503,6 +516,7 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         multi_buffer,
         need_wakeup: config.need_wakeup,
         zero_copy,
+        kernel_busy_poll,
     };
     let rings = Rings::new((umem, frames), socket, tx_ring, fd, shape);
     registry.add(netns, ifindex);

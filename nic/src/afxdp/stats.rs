@@ -25,6 +25,9 @@ pub struct AfXdpStats {
     pub tx_wakeups: u64,
     /// `recvfrom` calls made because the fill ring asked for a wakeup.
     pub rx_wakeups: u64,
+    /// `recvfrom` calls made to busy-poll the driver after an empty
+    /// receive ([`AfXdpConfig::kernel_busy_poll`](super::AfXdpConfig::kernel_busy_poll)).
+    pub rx_busy_polls: u64,
     /// RX descriptors that did not describe a frame of this socket's UMEM
     /// (not expected from a correct kernel): dropped.
     pub rx_invalid_descs: u64,

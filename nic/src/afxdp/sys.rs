@@ -172,6 +172,37 @@ pub(super) fn enter_netns(ns: &File) -> io::Result<()> {
     if result < 0 { Err(last_error()) } else { Ok(()) }
 }
 
+/// `SO_BUSY_POLL`, `SO_PREFER_BUSY_POLL` and `SO_BUSY_POLL_BUDGET` from
+/// `asm-generic/socket.h` (the libc crate lacks the last two on Linux).
+const SO_BUSY_POLL: libc::c_int = 46;
+const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+
+/// One `SOL_SOCKET` integer option.
+fn set_socket_option(fd: RawFd, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from `value`,
+    // which lives for the call.
+    let result = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            option,
+            ptr::from_ref(&value).cast(),
+            mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if result < 0 { Err(last_error()) } else { Ok(()) }
+}
+
+/// Asks the kernel to let the socket's thread drive the driver's receive
+/// processing (NAPI) while it busy-polls: prefer busy polling, for
+/// `timeout_us` per blocking call, `budget` packets per round.
+pub(super) fn prefer_busy_poll(fd: RawFd, timeout_us: u32, budget: u16) -> io::Result<()> {
+    set_socket_option(fd, SO_PREFER_BUSY_POLL, 1)?;
+    set_socket_option(fd, SO_BUSY_POLL, libc::c_int::try_from(timeout_us).unwrap_or(libc::c_int::MAX))?;
+    set_socket_option(fd, SO_BUSY_POLL_BUDGET, libc::c_int::from(budget))
+}
+
 /// A shared memory mapping of a socket's ring, removed on drop.
 pub(super) struct Mapping {
     addr: NonNull<u8>,

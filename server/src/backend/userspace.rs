@@ -139,7 +139,7 @@ fn start_afxdp(
     stop: Arc<AtomicBool>,
     app: &Application,
 ) -> io::Result<Running> {
-    use fairway_nic::afxdp::{AfXdp, AfXdpConfig};
+    use fairway_nic::afxdp::{AfXdp, AfXdpConfig, KernelBusyPoll};
 
     let iface = config
         .iface
@@ -151,8 +151,17 @@ fn start_afxdp(
     let frame_size =
         if frame_len <= SMALL_UMEM_FRAME as usize - XDP_HEADROOM { SMALL_UMEM_FRAME } else { LARGE_UMEM_FRAME };
     let multi_buffer = config.multi_buffer;
+    let kernel_busy_poll = config.prefer_busy_poll.then(|| KernelBusyPoll {
+        timeout: config.runtime.busy_poll,
+        budget: u16::try_from(config.runtime.batch).unwrap_or(u16::MAX),
+    });
     start_shards(config, ip, count, frame_len, stop, app, move |index| {
-        let afxdp = AfXdpConfig { frame_size, multi_buffer, ..AfXdpConfig::new(iface.as_str(), u32::from(index)) };
+        let afxdp = AfXdpConfig {
+            frame_size,
+            multi_buffer,
+            kernel_busy_poll,
+            ..AfXdpConfig::new(iface.as_str(), u32::from(index))
+        };
         let device = AfXdp::open(&afxdp).map_err(|e| io::Error::other(e.to_string()))?;
         for warning in device.warnings() {
             tracing::warn!(shard = index, "{warning}");

@@ -18,6 +18,7 @@ const KEYS: &[&str] = &[
     "batch",
     "no-adaptive-batch",
     "no-multi-buffer",
+    "prefer-busy-poll",
     "root",
     "max-bytes",
     "max-body",
@@ -99,7 +100,7 @@ fn defaults() {
     assert_eq!(c.runtime.itr, Duration::ZERO);
     assert_eq!(c.runtime.batch, 64);
     assert!(c.runtime.adaptive_batch);
-    assert!(c.multi_buffer, "multi-buffer on");
+    assert!(c.multi_buffer && !c.prefer_busy_poll, "multi-buffer on, the driver's busy polling off");
     assert_eq!(c.root, None);
     assert_eq!((c.max_bytes, c.max_body), (1 << 30, 64 << 20));
     assert_eq!((c.max_head, c.max_request_line), (16 << 10, 8 << 10));
@@ -146,6 +147,7 @@ fn every_flag_parses() {
         "256",
         "--no-adaptive-batch",
         "--no-multi-buffer",
+        "--prefer-busy-poll",
         "--max-bytes",
         "2GiB",
         "--max-body",
@@ -187,7 +189,7 @@ fn every_flag_parses() {
     assert_eq!(c.runtime.itr, Duration::from_micros(25));
     assert_eq!(c.runtime.batch, 256);
     assert!(!c.runtime.adaptive_batch);
-    assert!(!c.multi_buffer);
+    assert!(!c.multi_buffer && c.prefer_busy_poll);
     assert_eq!((c.max_bytes, c.max_body, c.max_head, c.max_request_line), (2 << 30, 10_000_000, 32 << 10, 4096));
     assert_eq!(c.header_timeout, Duration::from_millis(500));
     assert_eq!(c.idle_timeout, Duration::from_secs(120));
@@ -216,6 +218,7 @@ max-body = "1MiB"
 socket-buffer = "4MiB"
 header-timeout = 3
 no-adaptive-batch = true
+prefer-busy-poll = true
 capacity = "100mbit"
 fairness = "seed"
 "#,
@@ -230,6 +233,7 @@ fairness = "seed"
     assert_eq!(c.socket_buffer, 4 << 20);
     assert_eq!(c.header_timeout, Duration::from_secs(3));
     assert!(!c.runtime.adaptive_batch);
+    assert!(c.prefer_busy_poll && c.multi_buffer, "the file's flag, and the default");
     assert_eq!(c.capacity, Some(Bandwidth { bits_per_sec: 100_000_000 }));
     assert_eq!(c.fairness, Fairness::Seed);
     assert_eq!(c.max_connections, 10_000, "neither: the default");
