@@ -456,7 +456,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 24] = [
+        let per_shard: [(&str, &str, &str, Get); 25] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -490,6 +490,12 @@ impl MetricsHub {
             ("fairway_tcp_mss_raised_total", "counter", "SYNs whose MSS was below 48 bytes, raised to 48.", |m| {
                 m.stack.as_ref().map(|c| c.mss_raised)
             }),
+            (
+                "fairway_tcp_acks_coalesced_total",
+                "counter",
+                "Pure ACKs that a later ACK of the same connection in the same receive batch superseded.",
+                |m| m.stack.as_ref().map(|c| c.acks_coalesced),
+            ),
             (
                 "fairway_tcp_orphans_given_up_total",
                 "counter",

@@ -141,6 +141,14 @@ pub struct TcpConfig {
     /// other one lost. Past it, the data nearest RCV.NXT wins and the rest
     /// is dropped (the peer retransmits it).
     pub reassembly_blocks: usize,
+    /// Process the pure ACKs of one connection that arrive in one receive
+    /// batch together: an ACK that a later one supersedes (the later one
+    /// acknowledges more, and neither carries SACK blocks) is not processed
+    /// on its own, so cwnd, the sent queue and the timers move once per
+    /// batch instead of once per ACK; slow start still grows by one MSS for
+    /// each. A batch ends at the next `poll_*`, `handle_timeout` or
+    /// application call. On by default.
+    pub coalesce_acks: bool,
 }
 
 impl Default for TcpConfig {
@@ -171,6 +179,7 @@ impl Default for TcpConfig {
             pacing_gain_percent: 150,
             quick_acks: 16,
             reassembly_blocks: crate::tcp::assembler::DEFAULT_MAX_BLOCKS,
+            coalesce_acks: true,
         }
     }
 }

@@ -153,6 +153,10 @@ pub struct Counters {
     /// Bytes of pooled buffers freed because a whole trim interval did not
     /// need them (see `BufferPool::trim`): memory handed back after a burst.
     pub pool_bytes_trimmed: u64,
+    /// Pure ACKs that a later pure ACK of the same connection, in the same
+    /// receive batch, superseded: processed as one with it
+    /// ([`TcpConfig::coalesce_acks`](crate::TcpConfig::coalesce_acks)).
+    pub acks_coalesced: u64,
 }
 
 impl Default for Counters {
@@ -168,6 +172,7 @@ impl Default for Counters {
             fast_recoveries: 0,
             sack_reneging: 0,
             pool_bytes_trimmed: 0,
+            acks_coalesced: 0,
             resets_sent: 0,
             established: 0,
             echo_replies: 0,

@@ -35,12 +35,19 @@ use crate::time::{Duration, Instant};
 use crate::timer_wheel::TimerWheel;
 use crate::wire::{self, ETHERNET_HEADER_LEN, Flags, IPV4_HEADER_LEN, TCP_OFFSET, TcpHeader};
 
+mod held_acks;
+
+use held_acks::HeldAck;
+
 /// Timer id of the shard's own ARP maintenance; connection ids follow.
 const ARP_TIMER: u32 = 0;
 const FIRST_CONNECTION_TIMER: u32 = 1;
 
 /// ICMP errors allowed per second (RFC 1812 §4.3.2.8 asks for a limit).
 const ICMP_ERRORS_PER_SEC: u32 = 100;
+
+/// Room for held ACKs made when the shard is: a receive batch's worth.
+const HELD_ACKS: usize = 64;
 
 /// A listening socket's state.
 #[derive(Debug)]
@@ -98,6 +105,9 @@ pub struct Shard {
     challenge_refill: Instant,
     /// When the pools next free what the last interval did not need.
     pool_trim_at: Instant,
+    /// Pure ACKs held back until the receive batch ends (at most one per
+    /// connection; see `held_acks`).
+    held: Vec<HeldAck>,
 }
 
 /// `Env` holds non-`Debug` internals; keep the shard's `Debug` short.
@@ -149,6 +159,7 @@ impl Shard {
             icmp_refill: Instant::ZERO,
             challenge_refill: Instant::ZERO,
             pool_trim_at: Instant::ZERO + crate::pool::TRIM_INTERVAL,
+            held: Vec::with_capacity(HELD_ACKS),
             config,
         };
         shard.queue_arp(ArpOperation::Request, [0; 6], shard.config.ip, wire::BROADCAST_MAC);
@@ -186,6 +197,11 @@ impl Shard {
 
     /// Handles one received Ethernet frame (without FCS). Call
     /// [`Shard::poll_transmit`] and [`Shard::poll_event`] afterwards.
+    ///
+    /// The frames handed in before the next `poll_*`, `handle_timeout` or
+    /// application call are a receive batch: an established connection's
+    /// pure ACKs in it may be processed together when that call comes
+    /// ([`TcpConfig::coalesce_acks`](crate::TcpConfig::coalesce_acks)).
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
         self.advance(now);
         self.env.0.counters.frames_in += 1;
@@ -205,9 +221,18 @@ impl Shard {
         }
     }
 
+    /// Ends the receive batch: processes the pure ACKs that the frames
+    /// since the last `poll_*`, `handle_timeout` or application call held
+    /// back. Each of those calls does it first, so a driver need not; call
+    /// it to read [`flow`](Self::flow) between frames and those calls.
+    pub fn end_batch(&mut self) {
+        self.release_held_acks();
+    }
+
     /// Runs every timer that is due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.advance(now);
+        self.release_held_acks();
         while let Some(id) = self.timers.pop_expired(now) {
             if id == ARP_TIMER {
                 self.on_arp_timer(now);
@@ -263,6 +288,7 @@ impl Shard {
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         self.advance(now);
+        self.release_held_acks();
         if let Some((frame, len)) = self.control.pop_front() {
             let n = len.min(buf.len());
             buf[..n].copy_from_slice(&frame[..n]);
@@ -471,6 +497,7 @@ impl Shard {
 
     /// Queues data to send; returns how many bytes were taken.
     pub fn send(&mut self, h: Handle, data: &[u8]) -> Result<usize, SendError> {
+        self.release_held_acks();
         let conn = Self::app_conn(&mut self.conns, h).ok_or(SendError::InvalidHandle)?;
         let r = conn.send(data, &mut self.env.0);
         self.sync(h.0);
@@ -485,6 +512,7 @@ impl Shard {
     /// is not called and the answer is [`SendError::WouldBlock`]; a
     /// [`Event::Writable`] follows once room is made.
     pub fn send_with(&mut self, h: Handle, fill: impl FnOnce(&mut [u8]) -> usize) -> Result<usize, SendError> {
+        self.release_held_acks();
         let conn = Self::app_conn(&mut self.conns, h).ok_or(SendError::InvalidHandle)?;
         let r = conn.send_with(&mut self.env.0, |first, _| fill(first));
         self.sync(h.0);
@@ -494,6 +522,7 @@ impl Shard {
     /// Reads received data into `buf`. `Ok(0)` means the peer closed its side
     /// and everything has been read.
     pub fn recv(&mut self, h: Handle, buf: &mut [u8]) -> Result<usize, RecvError> {
+        self.release_held_acks();
         let conn = Self::app_conn(&mut self.conns, h).ok_or(RecvError::InvalidHandle)?;
         let r = conn.recv(buf, &mut self.env.0);
         self.sync(h.0);
@@ -508,6 +537,7 @@ impl Shard {
     /// closed its side and everything has been read; an empty `take` result
     /// with data waiting is `Ok(0)` too, so check what `take` saw.
     pub fn recv_with(&mut self, h: Handle, take: impl FnOnce(&[u8]) -> usize) -> Result<usize, RecvError> {
+        self.release_held_acks();
         let conn = Self::app_conn(&mut self.conns, h).ok_or(RecvError::InvalidHandle)?;
         let r = conn.recv_with(&mut self.env.0, |first, _| take(first));
         self.sync(h.0);
@@ -516,6 +546,7 @@ impl Shard {
 
     /// Shuts down the sending side: a FIN follows the queued data.
     pub fn shutdown(&mut self, h: Handle) {
+        self.release_held_acks();
         if let Some(conn) = Self::app_conn(&mut self.conns, h) {
             conn.shutdown();
             self.sync(h.0);
@@ -526,6 +557,7 @@ impl Shard {
     /// closes gracefully, unless received data was left unread: then it is
     /// reset (RFC 2525 §2.17). The handle is invalid afterwards.
     pub fn close(&mut self, h: Handle) {
+        self.release_held_acks();
         let now = self.now;
         let Some(conn) = Self::app_conn(&mut self.conns, h) else { return };
         let outcome = conn.close(now, &mut self.env.0);
@@ -534,6 +566,7 @@ impl Shard {
 
     /// Resets the connection at once and invalidates the handle.
     pub fn abort(&mut self, h: Handle) {
+        self.release_held_acks();
         let Some(conn) = Self::app_conn(&mut self.conns, h) else { return };
         let outcome = conn.abort_outcome(&mut self.env.0);
         self.apply(h.0, outcome, None);
@@ -541,6 +574,7 @@ impl Shard {
 
     /// The next event for the application.
     pub fn poll_event(&mut self) -> Option<Event> {
+        self.release_held_acks();
         self.env.0.events.pop_front()
     }
 
@@ -549,6 +583,7 @@ impl Shard {
     /// already advertised is never moved back, so a lower cap takes effect
     /// as data arrives; the window never goes below 2·MSS.
     pub fn set_rcv_window_cap(&mut self, h: Handle, cap: Option<u32>) -> bool {
+        self.release_held_acks();
         let Some(conn) = Self::app_conn(&mut self.conns, h) else { return false };
         conn.set_rcv_window_cap(cap);
         self.sync(h.0);
@@ -558,6 +593,7 @@ impl Shard {
     /// Caps the congestion window (`None` lifts the cap): the send-side
     /// hook of the window-control policy. Never below 2·MSS.
     pub fn set_cwnd_cap(&mut self, h: Handle, cap: Option<u32>) -> bool {
+        self.release_held_acks();
         let Some(conn) = Self::app_conn(&mut self.conns, h) else { return false };
         conn.set_cwnd_cap(cap);
         self.sync(h.0);
@@ -567,6 +603,7 @@ impl Shard {
     /// Caps the pacing rate in bytes per second (`None` lifts the cap); a
     /// capped connection is paced even when pacing is off in the config.
     pub fn set_pacing_cap(&mut self, h: Handle, cap: Option<u64>) -> bool {
+        self.release_held_acks();
         let Some(conn) = Self::app_conn(&mut self.conns, h) else { return false };
         conn.set_pacing_cap(cap);
         self.sync(h.0);
@@ -653,6 +690,10 @@ impl Shard {
     fn remove_connection(&mut self, key: Key) {
         self.leave_syn_queue(key);
         let Some(mut conn) = self.conns.remove(key) else { return };
+        if conn.ack_held() {
+            // Its ACK has nobody to go to now.
+            self.held.retain(|h| h.key() != key);
+        }
         conn.on_removed(&mut self.env.0);
         self.flows.remove(&conn.tuple, key);
         if conn.wheel_at != NEVER {
@@ -732,6 +773,20 @@ impl Shard {
     }
 
     fn segment_for_connection(&mut self, now: Instant, peer: Peer, key: Key, tuple: FourTuple, seg: &Segment<'_>) {
+        if let Some(conn) = self.conns.get(key) {
+            if self.should_hold(conn.state, seg) {
+                return self.hold_ack(now, peer, key, seg);
+            }
+            if conn.ack_held() {
+                // In order: the held ACK came first.
+                self.release_held_ack(key);
+            }
+        }
+        self.deliver_segment(now, peer, key, tuple, seg);
+    }
+
+    /// Hands `seg` to connection `key` now, and acts on the outcome.
+    fn deliver_segment(&mut self, now: Instant, peer: Peer, key: Key, tuple: FourTuple, seg: &Segment<'_>) {
         let Some(conn) = self.conns.get_mut(key) else {
             // Cannot happen while the table and slab agree; recover anyway.
             self.flows.remove(&tuple, key);

@@ -16,6 +16,11 @@ pub struct AckSample {
     pub now: Instant,
     /// Bytes newly acknowledged by this ACK, cumulatively or selectively.
     pub acked: u32,
+    /// How many of the peer's ACKs this sample stands for: 1, or more when
+    /// the shard coalesced the pure ACKs of one receive batch. Slow start
+    /// grows by up to one MSS per ACK (RFC 3465, L = 1), so by up to this
+    /// many here.
+    pub acks: u32,
     /// Bytes in flight before this ACK.
     pub flight: u32,
     /// The sender's MSS.
@@ -171,8 +176,9 @@ impl CongestionControl for Reno {
             return; // RFC 7661: do not grow a window that is not being used
         }
         if self.cwnd < self.ssthresh {
-            // Slow start with appropriate byte counting, L = 1 SMSS (RFC 3465).
-            self.cwnd = self.cwnd.saturating_add(ack.acked.min(ack.mss));
+            // Slow start with appropriate byte counting, L = 1 SMSS (RFC 3465)
+            // for each of the ACKs this one stands for.
+            self.cwnd = self.cwnd.saturating_add(ack.acked.min(ack.mss.saturating_mul(ack.acks.max(1))));
         } else {
             // Congestion avoidance: one SMSS per window of acknowledged bytes.
             self.acked_in_avoidance = self.acked_in_avoidance.saturating_add(ack.acked);
@@ -226,6 +232,7 @@ mod tests {
         AckSample {
             now: T,
             acked,
+            acks: 1,
             flight: 20 * MSS,
             mss: MSS,
             rtt: None,

@@ -245,8 +245,9 @@ impl CongestionControl for Cubic {
             } else {
                 if !ack.app_limited {
                     // RFC 7661: an unused window does not grow.
+                    let most = mss.saturating_mul(ack.acks.max(1));
                     let inc =
-                        if self.uses_hystart() { self.hystart.increase(ack.acked, mss) } else { ack.acked.min(mss) };
+                        if self.uses_hystart() { self.hystart.increase(ack.acked, most) } else { ack.acked.min(most) };
                     self.cwnd = self.cwnd.saturating_add(inc).min(self.ssthresh);
                 }
                 return;
@@ -418,6 +419,7 @@ mod tests {
         AckSample {
             now,
             acked,
+            acks: 1,
             flight: c.cwnd(),
             mss: MSS,
             rtt: Some(rtt),
@@ -921,6 +923,7 @@ mod tests {
         c.on_ack(&AckSample {
             now: Instant::ZERO,
             acked: MSS,
+            acks: 1,
             flight: 10 * MSS,
             mss: MSS,
             rtt: None,
@@ -987,6 +990,7 @@ mod tests {
                         c.on_ack(&AckSample {
                             now,
                             acked,
+                            acks: 1,
                             flight: before,
                             mss,
                             rtt: rtt.map(Duration::from_micros),

@@ -159,9 +159,10 @@ impl HyStart {
     /// How much an ACK of `acked` bytes may grow the window: `min(acked,
     /// L·mss)` (RFC 9406 §4.2), divided by [`CSS_GROWTH_DIVISOR`] during
     /// CSS. L = 1, the byte counting of RFC 3465 that the rest of the stack
-    /// uses; RFC 9406 would allow up to 8 for an unpaced sender.
-    pub fn increase(&mut self, acked: u32, mss: u32) -> u32 {
-        let inc = acked.min(mss);
+    /// uses (RFC 9406 would allow up to 8 for an unpaced sender); `most` is
+    /// L·mss for every ACK the sample stands for.
+    pub fn increase(&mut self, acked: u32, most: u32) -> u32 {
+        let inc = acked.min(most);
         match self.phase {
             Phase::SlowStart => inc,
             Phase::Conservative => {
@@ -191,6 +192,7 @@ mod tests {
         AckSample {
             now: Instant::ZERO,
             acked: MSS,
+            acks: 1,
             flight: 10 * MSS,
             mss: MSS,
             rtt: Some(Duration::from_millis(rtt_ms)),

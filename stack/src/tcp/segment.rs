@@ -32,6 +32,10 @@ pub struct Segment<'a> {
     pub sack: [Option<(SeqNumber, SeqNumber)>; 3],
     /// The data.
     pub payload: &'a [u8],
+    /// How many of the peer's segments this one stands for: 1, or more for
+    /// a pure ACK the shard kept in place of the earlier pure ACKs of its
+    /// receive batch that it supersedes (see `Shard`'s ACK coalescing).
+    pub acks: u32,
 }
 
 impl<'a> Segment<'a> {
@@ -66,6 +70,32 @@ impl<'a> Segment<'a> {
             timestamp: repr.timestamp.map(|t| (t.tsval, t.tsecr)),
             sack: repr.sack_ranges.map(|r| r.map(|(a, b)| (SeqNumber::new(a), SeqNumber::new(b)))),
             payload: repr.payload,
+            acks: 1,
         }
+    }
+
+    /// An acknowledgment and nothing else: no data, SYN, FIN or RST.
+    pub fn is_pure_ack(&self) -> bool {
+        self.ack.is_some() && self.payload.is_empty() && !self.flags.syn && !self.flags.fin && !self.flags.rst
+    }
+
+    /// The segment without its (empty) payload, to keep past the frame it
+    /// came in; `None` when it carries data.
+    pub fn detached(&self) -> Option<Segment<'static>> {
+        self.payload.is_empty().then_some(Segment {
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            seq: self.seq,
+            ack: self.ack,
+            flags: self.flags,
+            window: self.window,
+            mss: self.mss,
+            wscale: self.wscale,
+            sack_permitted: self.sack_permitted,
+            timestamp: self.timestamp,
+            sack: self.sack,
+            payload: &[],
+            acks: self.acks,
+        })
     }
 }

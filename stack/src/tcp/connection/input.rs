@@ -412,6 +412,7 @@ impl Connection {
             let sample = AckSample {
                 now,
                 acked: effect.delivered,
+                acks: seg.acks,
                 flight,
                 mss,
                 rtt: effect.rtt,

@@ -179,6 +179,9 @@ mod flag {
     /// Data waits on the peer's window with nothing in flight; since
     /// `unacked_since` (which has no other use then).
     pub const PERSIST: u32 = 1 << 29;
+    /// The shard holds a pure ACK of this connection back until its
+    /// receive batch ends.
+    pub const ACK_HELD: u32 = 1 << 30;
 }
 
 /// What the shard must do after the connection handled an input.
@@ -636,6 +639,15 @@ impl Connection {
 
     pub fn in_ready(&self) -> bool {
         self.has(flag::IN_READY)
+    }
+
+    /// Whether the shard holds a pure ACK of this connection back.
+    pub fn ack_held(&self) -> bool {
+        self.has(flag::ACK_HELD)
+    }
+
+    pub fn set_ack_held(&mut self, on: bool) {
+        if on { self.set(flag::ACK_HELD) } else { self.clear(flag::ACK_HELD) }
     }
 
     pub fn set_in_ready(&mut self, on: bool) {

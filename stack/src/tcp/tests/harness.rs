@@ -262,16 +262,29 @@ impl T {
         self.handle.expect("no connection under test")
     }
 
-    /// Feeds one segment from the peer.
+    /// Feeds one segment from the peer, as a receive batch of its own.
     #[track_caller]
     pub fn send(&mut self, seg: Seg) {
         let frame = build_frame(&seg, REMOTE_IP, LOCAL_IP);
         self.shard.handle_frame(self.now, &frame);
+        self.shard.end_batch();
     }
 
-    /// Feeds raw bytes as a frame.
+    /// Feeds segments from the peer as one receive batch (the shard may
+    /// coalesce a connection's pure ACKs in it).
+    #[track_caller]
+    pub fn send_batch(&mut self, segs: impl IntoIterator<Item = Seg>) {
+        for seg in segs {
+            let frame = build_frame(&seg, REMOTE_IP, LOCAL_IP);
+            self.shard.handle_frame(self.now, &frame);
+        }
+        self.shard.end_batch();
+    }
+
+    /// Feeds raw bytes as a frame, a receive batch of its own.
     pub fn send_frame(&mut self, frame: &[u8]) {
         self.shard.handle_frame(self.now, frame);
+        self.shard.end_batch();
     }
 
     /// Everything the shard sent since the last look, as raw frames: what

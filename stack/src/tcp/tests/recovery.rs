@@ -658,3 +658,95 @@ fn a_fin_the_peer_dropped_out_of_order_goes_again() {
     t.advance(Duration::from_secs(5));
     assert_eq!(t.segments(), vec![]);
 }
+
+// ---------------------------------------------------------------------------
+// The pure ACKs of one receive batch (TcpConfig::coalesce_acks)
+// ---------------------------------------------------------------------------
+
+/// What a flight's first three ACKs leave: cwnd, bytes acknowledged, the
+/// segments sent after them and how many ACKs the shard coalesced; fed as
+/// one receive batch or one by one.
+fn after_three_acks(config: Config, batched: bool) -> (u32, u64, Vec<Seg>, u64) {
+    let mut t = connected(config);
+    let data = payload(16_000);
+    queue(&mut t, &data);
+    t.recv(&segs(&t, &data, 0, 10_000));
+    t.advance(RTT);
+    let acks = [ack(&t, 1000, &[]), ack(&t, 2000, &[]), ack(&t, 3000, &[])];
+    if batched {
+        t.send_batch(acks);
+    } else {
+        for a in acks {
+            t.send(a);
+        }
+    }
+    let flow = t.shard.flow(t.h()).unwrap();
+    (flow.cwnd, flow.bytes_acked, t.segments(), t.shard.counters().acks_coalesced)
+}
+
+/// Three ACKs of one flight in one batch: the last stands for all three,
+/// and leaves the connection where three separate ones would have: the same
+/// bytes acknowledged, slow start's one MSS per ACK, the same next segments.
+#[test]
+fn the_pure_acks_of_one_batch_are_processed_as_one_with_the_same_result() {
+    let (cwnd, acked, sent, coalesced) = after_three_acks(cfg(Algorithm::Cubic), true);
+    assert_eq!(coalesced, 2, "the first two were superseded");
+    assert_eq!((cwnd, acked), (IW + 3 * PEER_MSS as u32, 3000));
+    let separately = after_three_acks(cfg(Algorithm::Cubic), false);
+    assert_eq!(separately, (cwnd, acked, sent.clone(), 0));
+    assert_eq!(sent.len(), 6, "three segments' room freed, three more of cwnd's growth");
+    // Reno's slow start too.
+    let (reno, _, _, _) = after_three_acks(cfg(Algorithm::Reno), true);
+    assert_eq!(reno, IW + 3 * PEER_MSS as u32);
+    // Off: each ACK on its own, to the same end.
+    let mut off = cfg(Algorithm::Cubic);
+    off.tcp.coalesce_acks = false;
+    assert_eq!(after_three_acks(off, true), (cwnd, acked, sent, 0));
+}
+
+/// Duplicate ACKs are never merged: three in one batch still make the
+/// third one's fast retransmit (RFC 5681 §3.2), without SACK.
+#[test]
+fn three_duplicate_acks_in_one_batch_still_retransmit() {
+    let mut c = config();
+    c.tcp.congestion = Algorithm::Reno;
+    let mut t = connected(c);
+    let data = payload(12_000);
+    queue(&mut t, &data);
+    t.recv(&segs(&t, &data, 0, 10_000));
+    t.advance(RTT);
+    t.send_batch([ack(&t, 0, &[]), ack(&t, 0, &[]), ack(&t, 0, &[])]);
+    t.recv(&segs(&t, &data, 0, 1000));
+    assert_eq!(t.shard.counters().acks_coalesced, 0);
+}
+
+/// ACKs with SACK blocks are never merged: each one's blocks reach the
+/// scoreboard, and the third SACKed segment marks the first lost (RFC
+/// 6675's DupThresh) as it would one ACK at a time.
+#[test]
+fn sack_blocks_of_one_batch_all_reach_the_scoreboard() {
+    let mut t = connected(cfg(Algorithm::Cubic));
+    let data = payload(12_000);
+    queue(&mut t, &data);
+    t.recv(&segs(&t, &data, 0, 10_000));
+    t.advance(RTT);
+    t.send_batch([ack(&t, 0, &[(1000, 2000)]), ack(&t, 0, &[(1000, 3000)]), ack(&t, 0, &[(1000, 4000)])]);
+    let sent = t.segments();
+    assert_eq!(sent.first(), segs(&t, &data, 0, 1000).first(), "the first segment resent: {sent:?}");
+    assert_eq!(t.shard.counters().acks_coalesced, 0);
+}
+
+/// A segment with data after a held ACK of the same connection: the ACK
+/// goes first, then the segment, as they came.
+#[test]
+fn a_segment_with_data_releases_the_held_ack_first() {
+    let mut t = connected(cfg(Algorithm::Cubic));
+    let data = payload(12_000);
+    queue(&mut t, &data);
+    t.recv(&segs(&t, &data, 0, 10_000));
+    t.advance(RTT);
+    t.send_batch([ack(&t, 1000, &[]), ack(&t, 2000, &[]).data(b"hello")]);
+    assert_eq!(t.shard.counters().acks_coalesced, 0);
+    assert_eq!(t.shard.flow(t.h()).unwrap().bytes_acked, 2000);
+    assert_eq!(t.read_all(), b"hello");
+}
