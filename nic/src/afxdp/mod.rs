@@ -21,6 +21,21 @@
 //!
 //! Nothing is allocated per frame.
 //!
+//! # Frames longer than a UMEM frame (multi-buffer)
+//!
+//! A UMEM frame holds its size less the kernel's 256-byte headroom. When the
+//! interface's MTU allows longer frames (jumbo frames on a veth or a NIC
+//! set to MTU 9000), the socket binds with `XDP_USE_SG` and attaches the
+//! XDP program as one that handles multi-buffer frames. A received frame
+//! then comes as several descriptors, which are put together in one
+//! buffer before the callback sees it (a frame that fits one UMEM frame is
+//! still handed over where it lies). Each transmit buffer spans enough
+//! neighbouring UMEM frames for the longest frame, and goes out as one
+//! descriptor per UMEM frame it touches. [`AfXdp::multi_buffer`] says
+//! whether this is on. Where the kernel or driver refuses it, or with
+//! [`AfXdpConfig::multi_buffer`] off, frames keep to one UMEM frame
+//! ([`AfXdpWarning::FramesLimited`]), and the kernel drops longer ones.
+//!
 //! [`Device::receive`]: crate::Device::receive
 //! [`Device::transmit`]: crate::Device::transmit
 //!

@@ -65,6 +65,10 @@ struct UpArgs {
     /// several shards).
     #[arg(long)]
     tap_multi_queue: bool,
+    /// MTU of every interface: 1500, or up to 9000 for jumbo frames
+    /// (Fairway over AF_XDP then takes each in several UMEM frames).
+    #[arg(long, default_value_t = testbed::MTU)]
+    mtu: u32,
     /// One-way delay of emulated links, each direction (e.g. 25ms).
     #[arg(long, value_parser = parse_duration, help_heading = "Link emulation")]
     delay: Option<Duration>,
@@ -148,7 +152,11 @@ impl UpArgs {
                 return Err(format!("client {i} does not exist: there are {} (0..{})", self.clients, self.clients));
             }
         }
-        let mut config = TestbedConfig::new(&self.prefix).clients(self.clients).queues(self.queues).subnet(self.subnet);
+        let mut config = TestbedConfig::new(&self.prefix)
+            .clients(self.clients)
+            .queues(self.queues)
+            .subnet(self.subnet)
+            .mtu(self.mtu);
         config.tap_multi_queue = self.tap_multi_queue;
         config.linkem = self.linkem.clone();
         if let Some(params) = &self.server_link {
@@ -294,6 +302,8 @@ mod tests {
 
     #[test]
     fn plain_options_apply_to_every_client_or_the_chosen_ones() {
+        assert_eq!(config(&[]).unwrap().mtu, 1500);
+        assert_eq!(config(&["--mtu", "9000"]).unwrap().mtu, 9000);
         let c = config(&["--clients", "3", "--delay", "5ms", "--rate", "100mbit"]).unwrap();
         for i in 0..3 {
             assert_eq!(c.link_of(i).unwrap().to_string(), "delay=5ms,rate=100mbit");
