@@ -616,7 +616,9 @@ impl Shard {
         self.conns.get(h.0).filter(|c| c.is_accepted() && !c.is_orphan()).map(|c| c.tuple.remote())
     }
 
-    /// Statistics of a connection the application holds.
+    /// Statistics of a connection the application holds. A pure ACK held
+    /// back in the current receive batch is not in them yet
+    /// ([`end_batch`](Self::end_batch)).
     pub fn flow(&self, h: Handle) -> Option<FlowStats> {
         self.conns.get(h.0).filter(|c| c.is_accepted() && !c.is_orphan()).map(Connection::stats)
     }

@@ -94,7 +94,7 @@ use std::time::{Duration, Instant};
 
 pub use config::{
     LINK_KEYS, LinkParams, MAX_MTU, MAX_PREFIX_LEN, MAX_QUEUES, MIN_MTU, RxCpus, Subnet, TestbedConfig, parse_duration,
-    parse_percent, parse_rate, parse_size, validate_prefix,
+    parse_mtu, parse_percent, parse_rate, parse_size, validate_prefix,
 };
 pub use error::TestbedError;
 pub use kernel_address::KernelAddress;

@@ -175,13 +175,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
             "--out" => a.out = PathBuf::from(value()?),
             "--prefix" => a.prefix = value()?,
             "--no-rx-steering" => a.rx_steering = false,
-            "--mtu" => {
-                let v = value()?;
-                a.mtu = v.parse().map_err(|e| format!("{flag} {v}: {e}"))?;
-                if !(testbed::MIN_MTU..=testbed::MAX_MTU).contains(&a.mtu) {
-                    return Err(format!("{flag} {v}: not within {}..={}", testbed::MIN_MTU, testbed::MAX_MTU));
-                }
-            }
+            "--mtu" => a.mtu = testbed::parse_mtu(&value()?).map_err(|e| format!("{flag}: {e}"))?,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -700,7 +694,7 @@ mod tests {
         assert!(error(&["--prefix", "a/b"]).starts_with("--prefix"));
         assert!(error(&["--nope"]).contains("unknown argument --nope"));
         assert!(error(&["--mtu", "65536"]).contains("not within 576..=9000"));
-        assert!(error(&["--mtu", "big"]).starts_with("--mtu big"));
+        assert!(error(&["--mtu", "big"]).starts_with("--mtu: MTU big"));
     }
 
     #[test]

@@ -122,13 +122,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
             "--skip-bulk" => a.skip_bulk = true,
             "--skip-tap" => a.skip_tap = true,
             "--skip-rates" => a.skip_rates = true,
-            "--mtu" => {
-                let v = value()?;
-                a.mtu = v.parse().map_err(|e| format!("{flag} {v}: {e}"))?;
-                if !(testbed::MIN_MTU..=testbed::MAX_MTU).contains(&a.mtu) {
-                    return Err(format!("{flag} {v}: not within {}..={}", testbed::MIN_MTU, testbed::MAX_MTU));
-                }
-            }
+            "--mtu" => a.mtu = testbed::parse_mtu(&value()?).map_err(|e| format!("{flag}: {e}"))?,
             "--prefix" => a.prefix = value()?,
             "--verbose" => a.verbose = true,
             "--no-rx-steering" => a.rx_steering = false,

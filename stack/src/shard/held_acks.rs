@@ -65,7 +65,7 @@ impl Shard {
     /// the one held for `key` if it supersedes it, after delivering that
     /// one if not.
     pub(super) fn hold_ack(&mut self, now: Instant, peer: Peer, key: Key, seg: &Segment<'_>) {
-        let Some(detached) = seg.detached() else { return };
+        let detached = seg.without_payload();
         if let Some(i) = self.held.iter().position(|h| h.key == key) {
             if supersedes(&self.held[i].seg, seg) {
                 let acks = self.held[i].seg.acks + seg.acks;

@@ -79,10 +79,11 @@ impl<'a> Segment<'a> {
         self.ack.is_some() && self.payload.is_empty() && !self.flags.syn && !self.flags.fin && !self.flags.rst
     }
 
-    /// The segment without its (empty) payload, to keep past the frame it
-    /// came in; `None` when it carries data.
-    pub fn detached(&self) -> Option<Segment<'static>> {
-        self.payload.is_empty().then_some(Segment {
+    /// The segment without its payload (a pure ACK has none), to keep past
+    /// the frame it came in.
+    pub fn without_payload(&self) -> Segment<'static> {
+        debug_assert!(self.payload.is_empty(), "a segment kept without its data");
+        Segment {
             src_port: self.src_port,
             dst_port: self.dst_port,
             seq: self.seq,
@@ -96,6 +97,6 @@ impl<'a> Segment<'a> {
             sack: self.sack,
             payload: &[],
             acks: self.acks,
-        })
+        }
     }
 }

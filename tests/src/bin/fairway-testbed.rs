@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use fairway_tests::testbed::{
-    self, DEFAULT_PREFIX, LinkParams, SERVER_IF, Subnet, TAP_IF, Testbed, TestbedConfig, parse_duration, parse_percent,
-    parse_rate, parse_size,
+    self, DEFAULT_PREFIX, LinkParams, SERVER_IF, Subnet, TAP_IF, Testbed, TestbedConfig, parse_duration, parse_mtu,
+    parse_percent, parse_rate, parse_size,
 };
 
 /// Network namespaces where Fairway meets Linux peers: a server namespace
@@ -67,7 +67,7 @@ struct UpArgs {
     tap_multi_queue: bool,
     /// MTU of every interface: 1500, or up to 9000 for jumbo frames
     /// (Fairway over AF_XDP then takes each in several UMEM frames).
-    #[arg(long, default_value_t = testbed::MTU)]
+    #[arg(long, default_value_t = testbed::MTU, value_parser = parse_mtu)]
     mtu: u32,
     /// One-way delay of emulated links, each direction (e.g. 25ms).
     #[arg(long, value_parser = parse_duration, help_heading = "Link emulation")]
@@ -304,6 +304,7 @@ mod tests {
     fn plain_options_apply_to_every_client_or_the_chosen_ones() {
         assert_eq!(config(&[]).unwrap().mtu, 1500);
         assert_eq!(config(&["--mtu", "9000"]).unwrap().mtu, 9000);
+        assert!(config(&["--mtu", "9001"]).unwrap_err().contains("not within 576..=9000"));
         let c = config(&["--clients", "3", "--delay", "5ms", "--rate", "100mbit"]).unwrap();
         for i in 0..3 {
             assert_eq!(c.link_of(i).unwrap().to_string(), "delay=5ms,rate=100mbit");

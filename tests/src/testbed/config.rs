@@ -246,6 +246,22 @@ impl fmt::Display for LinkParams {
 // testbed accepts exactly what `fairway-linkem` does. Percentages stay in
 // percent here (they are printed back as `loss=1%`).
 
+/// Parses an MTU for [`TestbedConfig::mtu`]: a number of bytes within
+/// [`MIN_MTU`]`..=`[`MAX_MTU`].
+pub fn parse_mtu(s: &str) -> Result<u32, String> {
+    let mtu: u32 = s.trim().parse().map_err(|e| format!("MTU {s}: {e}"))?;
+    check_mtu(mtu)?;
+    Ok(mtu)
+}
+
+fn check_mtu(mtu: u32) -> Result<(), String> {
+    if (MIN_MTU..=MAX_MTU).contains(&mtu) {
+        Ok(())
+    } else {
+        Err(format!("MTU {mtu} is not within {MIN_MTU}..={MAX_MTU}"))
+    }
+}
+
 /// `250us`, `25ms`, `1.5s`; a bare `0` is zero.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     units::parse_duration(s).map_err(|e| e.to_string())
@@ -440,9 +456,7 @@ impl TestbedConfig {
         if !(1..=MAX_QUEUES).contains(&self.queues) {
             return Err(TestbedError::Config(format!("queues {} is not within 1..={MAX_QUEUES}", self.queues)));
         }
-        if !(MIN_MTU..=MAX_MTU).contains(&self.mtu) {
-            return Err(TestbedError::Config(format!("MTU {} is not within {MIN_MTU}..={MAX_MTU}", self.mtu)));
-        }
+        check_mtu(self.mtu).map_err(TestbedError::Config)?;
         if self.clients > self.subnet.max_clients() {
             return Err(TestbedError::Config(format!(
                 "{} clients do not fit in {} (at most {}: clients start at host {CLIENT_HOST_BASE})",

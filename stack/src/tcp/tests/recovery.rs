@@ -663,15 +663,22 @@ fn a_fin_the_peer_dropped_out_of_order_goes_again() {
 // The pure ACKs of one receive batch (TcpConfig::coalesce_acks)
 // ---------------------------------------------------------------------------
 
+/// A connection with a first flight of ten segments out of `len` bytes
+/// queued, one RTT later: the peer's ACKs are due.
+fn flight_out(config: Config, len: usize) -> (T, Vec<u8>) {
+    let mut t = connected(config);
+    let data = payload(len);
+    queue(&mut t, &data);
+    t.recv(&segs(&t, &data, 0, 10_000));
+    t.advance(RTT);
+    (t, data)
+}
+
 /// What a flight's first three ACKs leave: cwnd, bytes acknowledged, the
 /// segments sent after them and how many ACKs the shard coalesced; fed as
 /// one receive batch or one by one.
 fn after_three_acks(config: Config, batched: bool) -> (u32, u64, Vec<Seg>, u64) {
-    let mut t = connected(config);
-    let data = payload(16_000);
-    queue(&mut t, &data);
-    t.recv(&segs(&t, &data, 0, 10_000));
-    t.advance(RTT);
+    let (mut t, _) = flight_out(config, 16_000);
     let acks = [ack(&t, 1000, &[]), ack(&t, 2000, &[]), ack(&t, 3000, &[])];
     if batched {
         t.send_batch(acks);
@@ -710,11 +717,7 @@ fn the_pure_acks_of_one_batch_are_processed_as_one_with_the_same_result() {
 fn three_duplicate_acks_in_one_batch_still_retransmit() {
     let mut c = config();
     c.tcp.congestion = Algorithm::Reno;
-    let mut t = connected(c);
-    let data = payload(12_000);
-    queue(&mut t, &data);
-    t.recv(&segs(&t, &data, 0, 10_000));
-    t.advance(RTT);
+    let (mut t, data) = flight_out(c, 12_000);
     t.send_batch([ack(&t, 0, &[]), ack(&t, 0, &[]), ack(&t, 0, &[])]);
     t.recv(&segs(&t, &data, 0, 1000));
     assert_eq!(t.shard.counters().acks_coalesced, 0);
@@ -725,11 +728,7 @@ fn three_duplicate_acks_in_one_batch_still_retransmit() {
 /// 6675's DupThresh) as it would one ACK at a time.
 #[test]
 fn sack_blocks_of_one_batch_all_reach_the_scoreboard() {
-    let mut t = connected(cfg(Algorithm::Cubic));
-    let data = payload(12_000);
-    queue(&mut t, &data);
-    t.recv(&segs(&t, &data, 0, 10_000));
-    t.advance(RTT);
+    let (mut t, data) = flight_out(cfg(Algorithm::Cubic), 12_000);
     t.send_batch([ack(&t, 0, &[(1000, 2000)]), ack(&t, 0, &[(1000, 3000)]), ack(&t, 0, &[(1000, 4000)])]);
     let sent = t.segments();
     assert_eq!(sent.first(), segs(&t, &data, 0, 1000).first(), "the first segment resent: {sent:?}");
@@ -740,11 +739,7 @@ fn sack_blocks_of_one_batch_all_reach_the_scoreboard() {
 /// goes first, then the segment, as they came.
 #[test]
 fn a_segment_with_data_releases_the_held_ack_first() {
-    let mut t = connected(cfg(Algorithm::Cubic));
-    let data = payload(12_000);
-    queue(&mut t, &data);
-    t.recv(&segs(&t, &data, 0, 10_000));
-    t.advance(RTT);
+    let (mut t, _) = flight_out(cfg(Algorithm::Cubic), 12_000);
     t.send_batch([ack(&t, 1000, &[]), ack(&t, 2000, &[]).data(b"hello")]);
     assert_eq!(t.shard.counters().acks_coalesced, 0);
     assert_eq!(t.shard.flow(t.h()).unwrap().bytes_acked, 2000);
