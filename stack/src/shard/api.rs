@@ -1,0 +1,262 @@
+//! The application's side: listeners, connections and their events.
+
+use core::net::SocketAddrV4;
+use std::collections::VecDeque;
+
+use crate::api::{ConnectError, Event, FlowStats, Handle, ListenError, Listener, RecvError, SendError};
+use crate::flow_table::FourTuple;
+use crate::pool::{Key, Slab};
+use crate::tcp::State;
+use crate::tcp::connection::Connection;
+use crate::time::Instant;
+
+use super::ipv4::is_unicast;
+use super::transmit::route;
+use super::{ListenerState, Shard};
+
+impl Shard {
+    /// Listens on `addr` (our address, or 0.0.0.0 for any of ours).
+    pub fn listen(&mut self, addr: SocketAddrV4) -> Result<Listener, ListenError> {
+        if !addr.ip().is_unspecified() && *addr.ip() != self.config.ip {
+            return Err(ListenError::AddressNotAvailable);
+        }
+        if self.listener_ports.contains_key(&addr.port()) {
+            return Err(ListenError::AddressInUse);
+        }
+        let slot = match self.listeners.iter().position(Option::is_none) {
+            Some(i) => i,
+            None if self.listeners.len() < self.config.limits.max_listeners => {
+                self.listeners.push(None);
+                self.listeners.len() - 1
+            }
+            None => return Err(ListenError::TooManyListeners),
+        };
+        let backlog_limit = self.config.limits.accept_backlog;
+        self.listeners[slot] = Some(ListenerState {
+            port: addr.port(),
+            backlog: VecDeque::with_capacity(backlog_limit),
+            backlog_limit,
+            syn_queue: 0,
+            notified: false,
+        });
+        self.listener_ports.insert(addr.port(), slot as u32);
+        Ok(Listener(slot as u32))
+    }
+
+    /// Stops listening. Connections waiting in the accept queue are reset;
+    /// half-open ones are dropped.
+    pub fn unlisten(&mut self, listener: Listener) {
+        let Some(state) = self.listeners.get_mut(listener.0 as usize).and_then(Option::take) else {
+            return;
+        };
+        self.listener_ports.remove(&state.port);
+        for key in state.backlog {
+            if let Some(conn) = self.conns.get_mut(key) {
+                let outcome = conn.abort_outcome(&mut self.env.0);
+                self.apply(key, outcome, None);
+            }
+        }
+    }
+
+    /// Takes an established connection from the listener's accept queue.
+    pub fn accept(&mut self, listener: Listener) -> Option<Handle> {
+        loop {
+            let state = self.listeners.get_mut(listener.0 as usize)?.as_mut()?;
+            let Some(key) = state.backlog.pop_front() else {
+                state.notified = false;
+                return None;
+            };
+            if state.backlog.is_empty() {
+                // Drained: the next arrival deserves a new event.
+                state.notified = false;
+            }
+            let Some(conn) = self.conns.get_mut(key) else { continue };
+            if conn.state == State::Closed {
+                // Died before the application saw it.
+                conn.set_in_backlog(false);
+                self.remove_connection(key);
+                continue;
+            }
+            conn.on_accepted(&mut self.env.0);
+            return Some(Handle(key));
+        }
+    }
+
+    /// Opens a connection to `to`. Completion is signalled by
+    /// [`Event::Connected`] (or [`Event::Error`]).
+    pub fn connect(&mut self, now: Instant, to: SocketAddrV4) -> Result<Handle, ConnectError> {
+        self.advance(now);
+        let ip = *to.ip();
+        if to.port() == 0 || ip == self.config.ip || !is_unicast(ip) {
+            return Err(ConnectError::InvalidAddress);
+        }
+        if route(&self.config, ip).is_none() {
+            return Err(ConnectError::NoRoute);
+        }
+        if self.conns.len() >= self.config.limits.max_connections {
+            return Err(ConnectError::TooManyConnections);
+        }
+        let tuple = self.pick_local_port(to).ok_or(ConnectError::NoPort)?;
+        let iss = self.isn.isn(now, &tuple);
+        let placeholder = Connection::connect(Key::default(), tuple, iss, now, &self.env.0);
+        let key = self.conns.insert(placeholder);
+        if let Some(conn) = self.conns.get_mut(key) {
+            conn.key = key;
+        }
+        self.flows.insert(tuple, key);
+        self.sync(key);
+        Ok(Handle(key))
+    }
+
+    pub(super) fn pick_local_port(&mut self, to: SocketAddrV4) -> Option<FourTuple> {
+        let (lo, hi) = self.config.tcp.ephemeral_ports;
+        let (lo, hi) = (lo.min(hi), lo.max(hi));
+        let span = (hi - lo) as u32 + 1;
+        for _ in 0..span {
+            let port = self.next_port;
+            self.next_port = if port >= hi || port < lo { lo } else { port + 1 };
+            if port < lo || port > hi {
+                continue;
+            }
+            let tuple =
+                FourTuple { local_ip: self.config.ip, remote_ip: *to.ip(), local_port: port, remote_port: to.port() };
+            let owned = self.config.steering.is_none_or(|s| s.owns(&tuple));
+            if owned && !self.flows.contains(&tuple) && !self.listener_ports.contains_key(&port) {
+                return Some(tuple);
+            }
+        }
+        None
+    }
+
+    pub(super) fn app_conn(conns: &mut Slab<Connection>, h: Handle) -> Option<&mut Connection> {
+        conns.get_mut(h.0).filter(|c| c.is_accepted() && !c.is_orphan())
+    }
+
+    /// Queues data to send; returns how many bytes were taken.
+    pub fn send(&mut self, h: Handle, data: &[u8]) -> Result<usize, SendError> {
+        self.release_held_acks();
+        let conn = Self::app_conn(&mut self.conns, h).ok_or(SendError::InvalidHandle)?;
+        let r = conn.send(data, &mut self.env.0);
+        self.sync(h.0);
+        r
+    }
+
+    /// Lends the free space of the send ring to `fill`, which writes the
+    /// bytes to send at its start and returns how many it wrote; those are
+    /// queued, as by [`send`](Self::send), without a copy from a buffer of
+    /// the caller's. The slice is the ring's first contiguous free part
+    /// (call again for the rest when it wraps). With no room at all `fill`
+    /// is not called and the answer is [`SendError::WouldBlock`]; a
+    /// [`Event::Writable`] follows once room is made.
+    pub fn send_with(&mut self, h: Handle, fill: impl FnOnce(&mut [u8]) -> usize) -> Result<usize, SendError> {
+        self.release_held_acks();
+        let conn = Self::app_conn(&mut self.conns, h).ok_or(SendError::InvalidHandle)?;
+        let r = conn.send_with(&mut self.env.0, |first, _| fill(first));
+        self.sync(h.0);
+        r
+    }
+
+    /// Reads received data into `buf`. `Ok(0)` means the peer closed its side
+    /// and everything has been read.
+    pub fn recv(&mut self, h: Handle, buf: &mut [u8]) -> Result<usize, RecvError> {
+        self.release_held_acks();
+        let conn = Self::app_conn(&mut self.conns, h).ok_or(RecvError::InvalidHandle)?;
+        let r = conn.recv(buf, &mut self.env.0);
+        self.sync(h.0);
+        r
+    }
+
+    /// Lends the received data at the front of the receive ring to `take`,
+    /// which returns how many bytes it used; those are consumed, as by
+    /// [`recv`](Self::recv), without a copy into a buffer of the caller's.
+    /// The slice is the ring's first contiguous part (call again for the
+    /// rest when it wraps). `Ok(0)` with nothing waiting means the peer
+    /// closed its side and everything has been read; an empty `take` result
+    /// with data waiting is `Ok(0)` too, so check what `take` saw.
+    pub fn recv_with(&mut self, h: Handle, take: impl FnOnce(&[u8]) -> usize) -> Result<usize, RecvError> {
+        self.release_held_acks();
+        let conn = Self::app_conn(&mut self.conns, h).ok_or(RecvError::InvalidHandle)?;
+        let r = conn.recv_with(&mut self.env.0, |first, _| take(first));
+        self.sync(h.0);
+        r
+    }
+
+    /// Shuts down the sending side: a FIN follows the queued data.
+    pub fn shutdown(&mut self, h: Handle) {
+        self.release_held_acks();
+        if let Some(conn) = Self::app_conn(&mut self.conns, h) {
+            conn.shutdown();
+            self.sync(h.0);
+        }
+    }
+
+    /// Closes the handle. Queued data is still delivered and the connection
+    /// closes gracefully, unless received data was left unread: then it is
+    /// reset (RFC 2525 §2.17). The handle is invalid afterwards.
+    pub fn close(&mut self, h: Handle) {
+        self.release_held_acks();
+        let now = self.now;
+        let Some(conn) = Self::app_conn(&mut self.conns, h) else { return };
+        let outcome = conn.close(now, &mut self.env.0);
+        self.apply(h.0, outcome, None);
+    }
+
+    /// Resets the connection at once and invalidates the handle.
+    pub fn abort(&mut self, h: Handle) {
+        self.release_held_acks();
+        let Some(conn) = Self::app_conn(&mut self.conns, h) else { return };
+        let outcome = conn.abort_outcome(&mut self.env.0);
+        self.apply(h.0, outcome, None);
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.release_held_acks();
+        self.env.0.events.pop_front()
+    }
+
+    /// Caps the window advertised to the peer (`None` lifts the cap): the
+    /// receive-side hook of the window-control policy. The right edge
+    /// already advertised is never moved back, so a lower cap takes effect
+    /// as data arrives; the window never goes below 2·MSS.
+    pub fn set_rcv_window_cap(&mut self, h: Handle, cap: Option<u32>) -> bool {
+        self.release_held_acks();
+        let Some(conn) = Self::app_conn(&mut self.conns, h) else { return false };
+        conn.set_rcv_window_cap(cap);
+        self.sync(h.0);
+        true
+    }
+
+    /// Caps the congestion window (`None` lifts the cap): the send-side
+    /// hook of the window-control policy. Never below 2·MSS.
+    pub fn set_cwnd_cap(&mut self, h: Handle, cap: Option<u32>) -> bool {
+        self.release_held_acks();
+        let Some(conn) = Self::app_conn(&mut self.conns, h) else { return false };
+        conn.set_cwnd_cap(cap);
+        self.sync(h.0);
+        true
+    }
+
+    /// Caps the pacing rate in bytes per second (`None` lifts the cap); a
+    /// capped connection is paced even when pacing is off in the config.
+    pub fn set_pacing_cap(&mut self, h: Handle, cap: Option<u64>) -> bool {
+        self.release_held_acks();
+        let Some(conn) = Self::app_conn(&mut self.conns, h) else { return false };
+        conn.set_pacing_cap(cap);
+        self.sync(h.0);
+        true
+    }
+
+    /// The peer's end of a connection the application holds: what
+    /// [`flow`](Self::flow) says of it, without the rest.
+    pub fn peer(&self, h: Handle) -> Option<SocketAddrV4> {
+        self.conns.get(h.0).filter(|c| c.is_accepted() && !c.is_orphan()).map(|c| c.tuple.remote())
+    }
+
+    /// Statistics of a connection the application holds. A pure ACK held
+    /// back in the current receive batch is not in them yet
+    /// ([`end_batch`](Self::end_batch)).
+    pub fn flow(&self, h: Handle) -> Option<FlowStats> {
+        self.conns.get(h.0).filter(|c| c.is_accepted() && !c.is_orphan()).map(Connection::stats)
+    }
+}

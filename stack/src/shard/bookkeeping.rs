@@ -1,0 +1,86 @@
+//! Connection bookkeeping: timers, the ready queue, the outcomes of a
+//! connection's inputs, removal.
+
+use crate::pool::Key;
+use crate::tcp::connection::{Action, NEVER, Outcome};
+
+use super::transmit::route;
+use super::{FIRST_CONNECTION_TIMER, Peer, Shard};
+
+impl Shard {
+    /// Puts the connection's deadline in the wheel and, if it has something to
+    /// send, in the ready queue.
+    pub(super) fn sync(&mut self, key: Key) {
+        self.sync_timer(key);
+        if let Some(conn) = self.conns.get_mut(key)
+            && !conn.in_ready()
+            && conn.wants_tx()
+        {
+            conn.set_in_ready(true);
+            self.ready.push_back(key);
+        }
+    }
+
+    pub(super) fn sync_timer(&mut self, key: Key) {
+        let Some(conn) = self.conns.get_mut(key) else { return };
+        let at = conn.next_deadline(&self.env.0.cfg);
+        if at != conn.wheel_at {
+            conn.wheel_at = at;
+            let id = key.index() + FIRST_CONNECTION_TIMER;
+            if at == NEVER {
+                self.timers.cancel(id);
+            } else {
+                self.timers.schedule(id, at);
+            }
+        }
+    }
+
+    /// Carries out what a connection asked for.
+    pub(super) fn apply(&mut self, key: Key, outcome: Outcome, peer: Option<Peer>) {
+        if let Some((seq, ack)) = outcome.reset
+            && let Some(conn) = self.conns.get(key)
+        {
+            let header = conn.reset_header(seq, ack);
+            let remote = conn.tuple.remote_ip;
+            let mac = peer.map(|p| p.mac).or_else(|| route(&self.config, remote).and_then(|hop| self.arp.get(hop)));
+            if let Some(mac) = mac {
+                self.queue_tcp_control(mac, remote, &header);
+            }
+        }
+        match outcome.action {
+            Action::Keep => self.sync(key),
+            Action::Detach => {
+                if let Some(conn) = self.conns.get(key) {
+                    let tuple = conn.tuple;
+                    self.flows.remove(&tuple, key);
+                }
+                self.leave_syn_queue(key);
+                self.sync(key);
+            }
+            Action::Remove | Action::Recycle => self.remove_connection(key),
+        }
+    }
+
+    pub(super) fn leave_syn_queue(&mut self, key: Key) {
+        let Some(conn) = self.conns.get_mut(key) else { return };
+        if conn.take_syn_queue_slot()
+            && let Some(Some(l)) = self.listeners.get_mut(conn.listener as usize)
+        {
+            l.syn_queue = l.syn_queue.saturating_sub(1);
+        }
+    }
+
+    pub(super) fn remove_connection(&mut self, key: Key) {
+        self.leave_syn_queue(key);
+        let Some(mut conn) = self.conns.remove(key) else { return };
+        if conn.ack_held() {
+            // Its ACK has nobody to go to now.
+            self.held.retain(|h| h.key() != key);
+        }
+        conn.on_removed(&mut self.env.0);
+        self.flows.remove(&conn.tuple, key);
+        if conn.wheel_at != NEVER {
+            self.timers.cancel(key.index() + FIRST_CONNECTION_TIMER);
+        }
+    }
+}

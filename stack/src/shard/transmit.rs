@@ -1,0 +1,153 @@
+//! The driver's output: frames for `poll_transmit`, from the control
+//! queue (ARP, ICMP, RSTs) and then the connections that have something
+//! to send, in turn.
+
+use core::net::Ipv4Addr;
+
+use smoltcp::wire::{ArpOperation, EthernetProtocol, IpProtocol};
+
+use crate::arp::Lookup;
+use crate::checksum;
+use crate::config::Config;
+use crate::counters::Drop;
+use crate::pool::Key;
+use crate::tcp::connection::{Connection, Env};
+use crate::time::Instant;
+use crate::wire::{self, ETHERNET_HEADER_LEN, TCP_OFFSET};
+
+use super::Shard;
+
+impl Shard {
+    /// Writes the next frame to send into `buf` and returns its length, or
+    /// `None` when nothing is left. `buf` must hold
+    /// [`Config::max_frame_len`] bytes. Call until it returns `None` after
+    /// every `handle_*` and application call.
+    #[must_use]
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        self.advance(now);
+        self.release_held_acks();
+        if let Some((frame, len)) = self.control.pop_front() {
+            let n = len.min(buf.len());
+            buf[..n].copy_from_slice(&frame[..n]);
+            self.frames.give(frame);
+            self.env.0.counters.frames_out += 1;
+            return Some(n);
+        }
+        while let Some(key) = self.ready.pop_front() {
+            if let Some(n) = self.transmit_connection(now, key, buf) {
+                self.env.0.counters.frames_out += 1;
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    /// Gives `key` a transmit turn. Returns a frame length if one was written.
+    pub(super) fn transmit_connection(&mut self, now: Instant, key: Key, buf: &mut [u8]) -> Option<usize> {
+        let conn = self.conns.get_mut(key)?;
+        let remote = conn.tuple.remote_ip;
+        let Some(next_hop) = route(&self.config, remote) else {
+            conn.set_in_ready(false);
+            self.env.0.counters.drop(Drop::NoRoute);
+            return None;
+        };
+        let frame_len = self.config.max_frame_len().min(buf.len());
+        let lookup = self.arp.lookup(now, next_hop);
+        let (mac, refresh) = match lookup {
+            Lookup::Hit(mac) => (Some(mac), false),
+            Lookup::HitRefresh(mac) => (Some(mac), true),
+            Lookup::MissRequest | Lookup::MissWait => (None, false),
+        };
+        let conn = self.conns.get_mut(key)?;
+        let written = match mac {
+            Some(mac) => write_segment(&self.config, &mut self.env.0, conn, now, mac, &mut buf[..frame_len]),
+            None => {
+                // Unresolved: hold one segment until ARP answers; the
+                // connection's own timers cover anything after that.
+                let mut held = self.frames.take();
+                let n = write_segment(&self.config, &mut self.env.0, conn, now, [0; 6], &mut held[..frame_len]);
+                conn.set_in_ready(false);
+                match n {
+                    Some(len) => self.hold_for_arp(next_hop, held, len),
+                    None => self.frames.give(held),
+                }
+                self.sync_timer(key);
+                if lookup == Lookup::MissRequest {
+                    self.queue_arp(ArpOperation::Request, [0; 6], next_hop, wire::BROADCAST_MAC);
+                    return self.poll_control(buf);
+                }
+                return None;
+            }
+        };
+        if refresh {
+            self.queue_arp(ArpOperation::Request, [0; 6], next_hop, wire::BROADCAST_MAC);
+        }
+        match written {
+            Some(n) => {
+                // Another turn later, after the others.
+                self.ready.push_back(key);
+                self.sync_timer(key);
+                Some(n)
+            }
+            None => {
+                if let Some(conn) = self.conns.get_mut(key) {
+                    conn.set_in_ready(false);
+                }
+                self.sync_timer(key);
+                None
+            }
+        }
+    }
+
+    pub(super) fn poll_control(&mut self, buf: &mut [u8]) -> Option<usize> {
+        let (frame, len) = self.control.pop_front()?;
+        let n = len.min(buf.len());
+        buf[..n].copy_from_slice(&frame[..n]);
+        self.frames.give(frame);
+        Some(n)
+    }
+
+    /// Fills a pooled frame with `fill` and queues it; counts a drop when the
+    /// control queue is full.
+    pub(super) fn push_control(&mut self, fill: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        if self.control.len() >= self.config.limits.control_queue {
+            self.drop(Drop::ControlQueueFull);
+            return false;
+        }
+        let mut frame = self.frames.take();
+        let len = fill(&mut frame);
+        self.control.push_back((frame, len));
+        true
+    }
+}
+
+/// Writes a whole TCP frame for `conn` into `frame`; `None` if the connection
+/// has nothing to send.
+pub(super) fn write_segment(
+    config: &Config,
+    env: &mut Env,
+    conn: &mut Connection,
+    now: Instant,
+    dst_mac: [u8; 6],
+    frame: &mut [u8],
+) -> Option<usize> {
+    let emitted = conn.emit(now, env, &mut frame[TCP_OFFSET..])?;
+    let tcp_len = emitted.len;
+    let (local, remote) = (conn.tuple.local_ip, conn.tuple.remote_ip);
+    // The payload was summed as it was copied in: only the header is read.
+    let segment = &mut frame[TCP_OFFSET..TCP_OFFSET + tcp_len];
+    let sum = checksum::pseudo_header(local, remote, IpProtocol::Tcp.into(), tcp_len as u16)
+        .add_bytes(&segment[..emitted.header_len])
+        .add_sum(emitted.payload_sum);
+    wire::set_tcp_checksum(segment, sum.finish());
+    wire::emit_ipv4(&mut frame[ETHERNET_HEADER_LEN..], local, remote, IpProtocol::Tcp, tcp_len);
+    wire::emit_ethernet(frame, config.mac, dst_mac, EthernetProtocol::Ipv4);
+    Some(TCP_OFFSET + tcp_len)
+}
+
+/// The next hop towards `dst`: itself when on our subnet, else the gateway.
+pub(super) fn route(config: &Config, dst: Ipv4Addr) -> Option<Ipv4Addr> {
+    let bits = config.prefix_len.min(32) as u32;
+    let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+    if dst.to_bits() & mask == config.ip.to_bits() & mask { Some(dst) } else { config.gateway }
+}
