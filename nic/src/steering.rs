@@ -24,7 +24,8 @@
 //!
 //! A shard sleeping in [`Wait::wait`] must wake when another shard steers a
 //! frame to it, so each inbox has an eventfd that `wait` polls beside the
-//! device's own descriptor.
+//! device's own descriptor. A receive signals each shard it passed frames
+//! to once, when it is done, however many frames it passed.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -207,8 +208,9 @@ impl Fabric {
         }
     }
 
-    /// Copies `frame` into shard `to`'s inbox and wakes it. Returns whether
-    /// it was queued (a full inbox or pool drops it, counted on `from`).
+    /// Copies `frame` into shard `to`'s inbox. Returns whether it was queued
+    /// (a full inbox or pool drops it, counted on `from`); the caller wakes
+    /// `to` once for the whole batch it passes ([`Wakes`]).
     fn pass(&self, from: u16, to: u16, frame: &[u8]) -> bool {
         let counters = &self.inboxes[usize::from(from)].stats;
         let Some(mut buf) = self.pool.pop() else {
@@ -224,8 +226,36 @@ impl Fabric {
             return false;
         }
         inbox.stats.steered_in.fetch_add(1, Ordering::Relaxed);
-        signal(&inbox.wake);
         true
+    }
+}
+
+/// The shards one receive passed frames to, each woken once when the
+/// receive is done: one eventfd write per shard and batch, not per frame.
+#[derive(Debug)]
+struct Wakes {
+    /// Per shard, whether it is in `due`.
+    marked: Vec<bool>,
+    due: Vec<u16>,
+}
+
+impl Wakes {
+    fn new(shards: u16) -> Wakes {
+        Wakes { marked: vec![false; usize::from(shards)], due: Vec::with_capacity(usize::from(shards)) }
+    }
+
+    fn mark(&mut self, shard: u16) {
+        if !std::mem::replace(&mut self.marked[usize::from(shard)], true) {
+            self.due.push(shard);
+        }
+    }
+
+    /// Wakes every marked shard, once.
+    fn send(&mut self, fabric: &Fabric) {
+        for shard in self.due.drain(..) {
+            self.marked[usize::from(shard)] = false;
+            signal(&fabric.inboxes[usize::from(shard)].wake);
+        }
     }
 }
 
@@ -234,6 +264,7 @@ pub struct Steered<D> {
     device: D,
     fabric: Arc<Fabric>,
     index: u16,
+    wakes: Wakes,
 }
 
 impl<D: core::fmt::Debug> core::fmt::Debug for Steered<D> {
@@ -250,7 +281,8 @@ impl<D> Steered<D> {
     /// When `index` is not a shard of `fabric`.
     pub fn new(device: D, fabric: Arc<Fabric>, index: u16) -> Steered<D> {
         assert!(index < fabric.shards(), "shard {index} of a {}-shard fabric", fabric.shards());
-        Steered { device, fabric, index }
+        let wakes = Wakes::new(fabric.shards());
+        Steered { device, fabric, index, wakes }
     }
 
     /// The wrapped device.
@@ -292,7 +324,7 @@ impl<D: Device> Device for Steered<D> {
             let _ = self.fabric.pool.push(frame.buf);
             handed += 1;
         }
-        let (fabric, index) = (&self.fabric, self.index);
+        let (fabric, index, wakes) = (&self.fabric, self.index, &mut self.wakes);
         let count = fabric.shards();
         let stats = &fabric.inboxes[usize::from(index)].stats;
         while handed < budget {
@@ -301,11 +333,14 @@ impl<D: Device> Device for Steered<D> {
                 Owner::Shard(owner) if owner != index => {
                     if fabric.pass(index, owner, frame) {
                         stats.steered_out.fetch_add(1, Ordering::Relaxed);
+                        wakes.mark(owner);
                     }
                 }
                 Owner::All => {
                     for other in (0..count).filter(|&o| o != index) {
-                        fabric.pass(index, other, frame);
+                        if fabric.pass(index, other, frame) {
+                            wakes.mark(other);
+                        }
                     }
                     if count > 1 {
                         stats.broadcast.fetch_add(1, Ordering::Relaxed);
@@ -322,6 +357,7 @@ impl<D: Device> Device for Steered<D> {
                 break; // the device's queue is empty
             }
         }
+        wakes.send(fabric);
         handed
     }
 
@@ -564,6 +600,32 @@ mod tests {
         assert_eq!(shard1.stats().steered_in, 1);
         // The buffer went back to the pool.
         assert_eq!(fabric.pool.len(), 32);
+    }
+
+    /// What an inbox's eventfd has counted since it was last read.
+    fn signals(fabric: &Fabric, shard: u16) -> u64 {
+        let mut value: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64 from a non-blocking eventfd
+        // the fabric owns; EAGAIN leaves it 0.
+        let _ = unsafe { libc::read(fabric.inboxes[usize::from(shard)].wake.as_raw_fd(), (&raw mut value).cast(), 8) };
+        value
+    }
+
+    #[test]
+    fn a_batch_steered_to_a_shard_wakes_it_once() {
+        let fabric = Fabric::new(3, 16, 1514).unwrap();
+        let mut shard0 = Steered::new(Queue::default(), fabric.clone(), 0);
+        let to_one = tcp((CLIENT, port_owned_by(1, 3)), (SERVER, 80));
+        let to_two = tcp((CLIENT, port_owned_by(2, 3)), (SERVER, 80));
+        shard0.device_mut().rx.extend([to_one.clone(), to_two.clone(), to_one.clone(), arp(), to_one]);
+        assert_eq!(collect(&mut shard0), vec![arp()]);
+        assert_eq!(shard0.stats().steered_out, 4);
+        assert_eq!((signals(&fabric, 1), signals(&fabric, 2)), (1, 1), "one wake-up per shard for the batch");
+        assert_eq!(signals(&fabric, 0), 0, "the receiving shard is not woken");
+        // The next batch wakes again.
+        shard0.device_mut().rx.push_back(tcp((CLIENT, port_owned_by(2, 3)), (SERVER, 80)));
+        collect(&mut shard0);
+        assert_eq!((signals(&fabric, 1), signals(&fabric, 2)), (0, 1));
     }
 
     #[test]
