@@ -156,13 +156,13 @@ mod tests {
     #[test]
     fn the_stack_drops_them_as_udp_to_a_closed_port() {
         use fairway_stack::time::Instant;
-        use fairway_stack::{Config, Drop, Shard};
+        use fairway_stack::{Config, DropReason, Shard};
         let t = template();
         let mut shard = Shard::new(Config::new(t.dst_mac, *t.dst.ip(), 24));
         for frame in flows(&t, 100) {
             shard.handle_frame(Instant::from_micros(1), &frame);
         }
         assert_eq!(shard.counters().frames_in, 100);
-        assert_eq!(shard.counters().dropped(Drop::UdpNoPort), 100, "{}", shard.counters());
+        assert_eq!(shard.counters().dropped(DropReason::UdpNoPort), 100, "{}", shard.counters());
     }
 }

@@ -28,7 +28,7 @@ use std::time::Duration;
 use fairway_nic::steering::SteeringCounts;
 use fairway_stack::fairness::Direction;
 use fairway_stack::time::Instant;
-use fairway_stack::{Counters, Drop, FlowStats};
+use fairway_stack::{Counters, DropReason, FlowStats};
 use hdrhistogram::Histogram;
 
 use crate::runtime::{BATCH_BUCKETS, LoopStats};
@@ -563,7 +563,7 @@ impl MetricsHub {
             if std::mem::take(&mut first) {
                 family(out, name, "counter", "Frames the stack dropped, by reason.")?;
             }
-            for &reason in Drop::ALL {
+            for &reason in DropReason::ALL {
                 let n = stack.dropped(reason);
                 writeln!(out, "{name}{{shard=\"{}\",reason=\"{}\"}} {n}", m.shard, reason.label())?;
             }

@@ -8,18 +8,18 @@ macro_rules! reasons {
         /// Why a frame or segment was dropped (or answered instead of accepted).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[repr(u8)]
-        pub enum Drop {
+        pub enum DropReason {
             $($(#[doc = $doc])* $name,)*
         }
 
-        impl Drop {
+        impl DropReason {
             /// Every reason, in declaration order.
-            pub const ALL: &'static [Drop] = &[$(Drop::$name,)*];
+            pub const ALL: &'static [DropReason] = &[$(DropReason::$name,)*];
 
             /// A stable snake_case label, for logs and metrics.
             pub const fn label(self) -> &'static str {
                 match self {
-                    $(Drop::$name => $label,)*
+                    $(DropReason::$name => $label,)*
                 }
             }
         }
@@ -111,7 +111,7 @@ reasons! {
 /// The shard's counters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Counters {
-    drops: [u64; Drop::ALL.len()],
+    drops: [u64; DropReason::ALL.len()],
     /// Frames handed to `handle_frame`.
     pub frames_in: u64,
     /// Frames produced by `poll_transmit`.
@@ -162,7 +162,7 @@ pub struct Counters {
 impl Default for Counters {
     fn default() -> Counters {
         Counters {
-            drops: [0; Drop::ALL.len()],
+            drops: [0; DropReason::ALL.len()],
             frames_in: 0,
             frames_out: 0,
             segments_in: 0,
@@ -189,18 +189,18 @@ impl Default for Counters {
 
 impl Counters {
     /// Counts one drop.
-    pub(crate) fn drop(&mut self, reason: Drop) {
+    pub(crate) fn drop(&mut self, reason: DropReason) {
         self.drops[reason as usize] += 1;
     }
 
     /// How many frames were dropped for `reason`.
-    pub fn dropped(&self, reason: Drop) -> u64 {
+    pub fn dropped(&self, reason: DropReason) -> u64 {
         self.drops[reason as usize]
     }
 
     /// Every drop reason with its count.
-    pub fn drops(&self) -> impl Iterator<Item = (Drop, u64)> + '_ {
-        Drop::ALL.iter().map(|&r| (r, self.drops[r as usize]))
+    pub fn drops(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL.iter().map(|&r| (r, self.drops[r as usize]))
     }
 
     /// All drops, whatever the reason.

@@ -39,5 +39,5 @@ pub mod wire;
 
 pub use api::{ConnectError, ConnectionError, Event, FlowStats, Handle, ListenError, Listener, RecvError, SendError};
 pub use config::{Config, KeepAlive, Limits, TcpConfig};
-pub use counters::{Counters, Drop};
+pub use counters::{Counters, DropReason};
 pub use shard::Shard;

@@ -25,7 +25,7 @@ use smoltcp::wire::{ArpOperation, EthernetFrame, EthernetProtocol};
 
 use crate::arp::ArpCache;
 use crate::config::Config;
-use crate::counters::{Counters, Drop};
+use crate::counters::{Counters, DropReason};
 use crate::flow_table::FlowTable;
 use crate::pool::{BufferPool, Key, Slab, StoragePool};
 use crate::tcp::connection::{Connection, Env, NEVER};
@@ -212,18 +212,18 @@ impl Shard {
         self.advance(now);
         self.env.0.counters.frames_in += 1;
         let Ok(eth) = EthernetFrame::new_checked(frame) else {
-            return self.drop(Drop::EthernetTruncated);
+            return self.drop(DropReason::EthernetTruncated);
         };
         let dst = eth.dst_addr();
         if dst.0 != self.config.mac && !dst.is_broadcast() {
-            return self.drop(Drop::EthernetNotForUs);
+            return self.drop(DropReason::EthernetNotForUs);
         }
         let src_mac = eth.src_addr().0;
         match eth.ethertype() {
             EthernetProtocol::Arp => self.handle_arp(now, eth.payload()),
-            EthernetProtocol::Ipv4 if dst.is_broadcast() => self.drop(Drop::Ipv4NotForUs),
+            EthernetProtocol::Ipv4 if dst.is_broadcast() => self.drop(DropReason::Ipv4NotForUs),
             EthernetProtocol::Ipv4 => self.handle_ipv4(now, src_mac, eth.payload()),
-            _ => self.drop(Drop::EthernetUnknownType),
+            _ => self.drop(DropReason::EthernetUnknownType),
         }
     }
 
@@ -279,7 +279,7 @@ impl Shard {
         }
     }
 
-    fn drop(&mut self, reason: Drop) {
+    fn drop(&mut self, reason: DropReason) {
         self.env.0.counters.drop(reason);
     }
 }

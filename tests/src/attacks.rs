@@ -54,7 +54,7 @@ use std::rc::Rc;
 
 use fairway_nic::sim::{LinkConfig, Side};
 use fairway_stack::time::{Duration, Instant};
-use fairway_stack::{Config, Drop};
+use fairway_stack::{Config, DropReason};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use sha2::{Digest, Sha256};
@@ -1020,7 +1020,7 @@ pub struct AttackResult {
     /// What the attacker counted.
     pub attacker: AttackerCounts,
     /// The server's drops during the run, per reason (only reasons that moved).
-    pub drops: Vec<(Drop, u64)>,
+    pub drops: Vec<(DropReason, u64)>,
     /// The server's counters of note.
     pub server_resets_sent: u64,
     /// Retransmissions by the server.
@@ -1037,7 +1037,7 @@ pub struct AttackResult {
 
 impl AttackResult {
     /// Drops counted for `reason`.
-    pub fn dropped(&self, reason: Drop) -> u64 {
+    pub fn dropped(&self, reason: DropReason) -> u64 {
         self.drops.iter().find(|(r, _)| *r == reason).map_or(0, |&(_, n)| n)
     }
 
@@ -1132,7 +1132,8 @@ pub fn attack(seed: u64, p: &AttackParams, heap: fn() -> i64) -> AttackResult {
     let specs = TransferSpec::downloads(p.legitimate, p.size, &clients);
     let transfers = Transfers::new(server, server_addr, specs, p.legitimate);
     let mut app = Run { transfers, attacker: attacker.clone() };
-    let drops_before: Vec<u64> = Drop::ALL.iter().map(|&r| world.hosts[server].shard.counters().dropped(r)).collect();
+    let drops_before: Vec<u64> =
+        DropReason::ALL.iter().map(|&r| world.hosts[server].shard.counters().dropped(r)).collect();
 
     const MAX_STEPS: u64 = 100_000_000;
     const SLICE: Duration = Duration::from_millis(10);
@@ -1155,7 +1156,7 @@ pub fn attack(seed: u64, p: &AttackParams, heap: fn() -> i64) -> AttackResult {
 
     let shard = &world.hosts[server].shard;
     let counters = shard.counters();
-    let drops: Vec<(Drop, u64)> = Drop::ALL
+    let drops: Vec<(DropReason, u64)> = DropReason::ALL
         .iter()
         .zip(&drops_before)
         .map(|(&r, &b)| (r, counters.dropped(r) - b))

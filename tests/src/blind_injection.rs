@@ -28,7 +28,7 @@
 use core::net::{Ipv4Addr, SocketAddrV4};
 
 use fairway_nic::sim::{LinkConfig, Side};
-use fairway_stack::Drop;
+use fairway_stack::DropReason;
 use fairway_stack::time::{Duration, Instant};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -46,13 +46,13 @@ pub const ATTACKER_IPS: [Ipv4Addr; 2] = [Ipv4Addr::new(10, 2, 0, 1), Ipv4Addr::n
 const SLICE: Duration = Duration::from_millis(1);
 
 /// The drop reasons a blind segment is expected to land in.
-pub const BLIND_REASONS: [Drop; 6] = [
-    Drop::TcpOutOfWindow,
-    Drop::TcpRstNotExact,
-    Drop::TcpAckTooOld,
-    Drop::TcpAckUnsent,
-    Drop::TcpPaws,
-    Drop::TcpChallengeAckLimit,
+pub const BLIND_REASONS: [DropReason; 6] = [
+    DropReason::TcpOutOfWindow,
+    DropReason::TcpRstNotExact,
+    DropReason::TcpAckTooOld,
+    DropReason::TcpAckUnsent,
+    DropReason::TcpPaws,
+    DropReason::TcpChallengeAckLimit,
 ];
 
 /// The transfers and the attack.
@@ -104,7 +104,7 @@ pub struct BlindResult {
     /// Drops the victims counted during and after the attack, all reasons.
     pub drops: u64,
     /// The same, per reason in [`BLIND_REASONS`].
-    pub blind_drops: Vec<(Drop, u64)>,
+    pub blind_drops: Vec<(DropReason, u64)>,
     /// Why the run ended.
     pub stop: Stop,
     /// The report.
@@ -128,7 +128,7 @@ impl BlindResult {
 
 /// Every host's drop counters, summed per reason.
 fn drops_by_reason(world: &World) -> Vec<u64> {
-    Drop::ALL.iter().map(|&r| world.hosts.iter().map(|h| h.shard.counters().dropped(r)).sum()).collect()
+    DropReason::ALL.iter().map(|&r| world.hosts.iter().map(|h| h.shard.counters().dropped(r)).sum()).collect()
 }
 
 /// Runs the transfers and the attack.
@@ -229,10 +229,10 @@ pub fn blind_injection(seed: u64, p: &BlindParams) -> BlindResult {
 
     let stop = world.run(&mut app, Instant::from_secs(3600), MAX_STEPS);
     let after = drops_by_reason(&world);
-    let delta: Vec<(Drop, u64)> =
-        Drop::ALL.iter().zip(after.iter().zip(&before)).map(|(&r, (a, b))| (r, a - b)).collect();
+    let delta: Vec<(DropReason, u64)> =
+        DropReason::ALL.iter().zip(after.iter().zip(&before)).map(|(&r, (a, b))| (r, a - b)).collect();
     let drops: u64 = delta.iter().map(|&(_, n)| n).sum();
-    let blind_drops: Vec<(Drop, u64)> =
+    let blind_drops: Vec<(DropReason, u64)> =
         BLIND_REASONS.iter().map(|&r| (r, delta.iter().find(|(d, _)| *d == r).map_or(0, |&(_, n)| n))).collect();
     let summary = Summary::of(&app.results);
     let forged = rsts + data - refused;

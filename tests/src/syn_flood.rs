@@ -30,7 +30,7 @@ use core::net::{Ipv4Addr, SocketAddrV4};
 
 use fairway_nic::sim::{LinkConfig, Side};
 use fairway_stack::time::{Duration, Instant};
-use fairway_stack::{Drop, Shard};
+use fairway_stack::{DropReason, Shard};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -286,8 +286,8 @@ pub fn syn_flood(seed: u64, p: &SynFloodParams, heap: fn() -> i64) -> SynFloodRe
         row("server connections at the end", shard.connection_count().to_string()),
         row("server heap bytes, peak", format!("{peak_heap} (bound {heap_bound})")),
         row("server connections established", c.established.to_string()),
-        row("server SYNs refused: SYN queue full", c.dropped(Drop::TcpSynQueueFull).to_string()),
-        row("server SYNs refused: connection limit", c.dropped(Drop::TcpConnectionLimit).to_string()),
+        row("server SYNs refused: SYN queue full", c.dropped(DropReason::TcpSynQueueFull).to_string()),
+        row("server SYNs refused: connection limit", c.dropped(DropReason::TcpConnectionLimit).to_string()),
         row("server SYN cookies sent", c.syn_cookies_sent.to_string()),
         row("server connections restored from a cookie", c.syn_cookies_accepted.to_string()),
         row("server segments out", c.segments_out.to_string()),

@@ -10,7 +10,7 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use fairway_stack::Drop;
+use fairway_stack::DropReason;
 use fairway_tests::attacks::{Attack, AttackParams, AttackResult, attack, judge_against};
 use fairway_tests::scenario;
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
@@ -82,7 +82,7 @@ fn ack_division_does_not_inflate_the_window() {
 fn optimistic_acks_for_unsent_data_are_dropped() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let r = run(Attack::OptimisticAck);
-    assert!(r.dropped(Drop::TcpAckUnsent) > 0, "ACKs above SND.NXT counted");
+    assert!(r.dropped(DropReason::TcpAckUnsent) > 0, "ACKs above SND.NXT counted");
 }
 
 #[test]
@@ -109,8 +109,8 @@ fn rst_fin_syn_storms_get_rate_limited_challenge_acks_and_no_resets() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let r = run(Attack::RstFinStorm);
     assert!(r.attacker.forged > 50_000);
-    assert!(r.dropped(Drop::TcpChallengeAckLimit) > 0, "challenge ACKs were rate-limited");
-    assert!(r.dropped(Drop::TcpNoConnection) > 10_000, "RSTs to closed ports arrived");
+    assert!(r.dropped(DropReason::TcpChallengeAckLimit) > 0, "challenge ACKs were rate-limited");
+    assert!(r.dropped(DropReason::TcpNoConnection) > 10_000, "RSTs to closed ports arrived");
     assert_eq!(r.server_resets_sent, 0, "an RST is never answered with one");
 }
 
@@ -118,5 +118,5 @@ fn rst_fin_syn_storms_get_rate_limited_challenge_acks_and_no_resets() {
 fn timestamps_across_the_wrap_with_old_duplicates() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let r = run(Attack::PawsWrap);
-    assert!(r.dropped(Drop::TcpPaws) > 0, "old duplicates dropped by PAWS");
+    assert!(r.dropped(DropReason::TcpPaws) > 0, "old duplicates dropped by PAWS");
 }

@@ -5,7 +5,7 @@ use core::net::Ipv4Addr;
 
 use fairway_nic::sim::{LinkConfig, Side};
 use fairway_stack::time::{Duration, Instant};
-use fairway_stack::{Drop, FlowStats};
+use fairway_stack::{DropReason, FlowStats};
 use fairway_tests::reqresp::{Mode, RequestResponse, Workload};
 use fairway_tests::scenario::{SERVER_IP, client_ip};
 use fairway_tests::world::{Stop, World};
@@ -233,9 +233,13 @@ fn random_and_mutated_frames_never_panic_and_the_live_connection_survives() {
     let counters = world.hosts[server].shard.counters().clone();
     println!("{counters}");
     assert!(counters.frames_in >= FRAMES as u64);
-    for reason in
-        [Drop::EthernetTruncated, Drop::TcpBadChecksum, Drop::TcpTruncated, Drop::TcpOutOfWindow, Drop::Ipv4BadChecksum]
-    {
+    for reason in [
+        DropReason::EthernetTruncated,
+        DropReason::TcpBadChecksum,
+        DropReason::TcpTruncated,
+        DropReason::TcpOutOfWindow,
+        DropReason::Ipv4BadChecksum,
+    ] {
         assert!(counters.dropped(reason) > 0, "{} never counted", reason.label());
     }
     // The SYN flood is bounded by the SYN queue.

@@ -15,7 +15,7 @@ use fairway_nic::pcap::Pcap;
 use fairway_nic::steering::{Owner, Steered, classify};
 use fairway_nic::{Device, Wait};
 use fairway_stack::steering::owner;
-use fairway_stack::{Drop, Shard};
+use fairway_stack::{DropReason, Shard};
 use fairway_tests::apps::fetcher::Fetcher;
 use fairway_tests::apps::responder::Responder;
 use fairway_tests::real_peers::{
@@ -83,7 +83,7 @@ fn kernel_clients_download_upload_ping_and_resolve_fairway() {
     let shard = exit.shard.unwrap();
     assert_eq!(app.requests, 10);
     assert!(stats.frames_out >= 100_000_000 / 1448, "{stats:?}");
-    assert_eq!(shard.counters().dropped(Drop::TcpNoConnection), 0, "{}", shard.counters());
+    assert_eq!(shard.counters().dropped(DropReason::TcpNoConnection), 0, "{}", shard.counters());
     assert!(shard.counters().echo_replies >= 3);
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use fairway_nic::tap::Tap;
-use fairway_stack::{Drop, Shard};
+use fairway_stack::{DropReason, Shard};
 use fairway_tests::apps::responder::Responder;
 use fairway_tests::real_peers::{
     HTTP_PORT, Shards, curl_sha256, parse_mac, pattern_sha256, python_concurrent, python_upload, shard_config,
@@ -55,7 +55,7 @@ fn kernel_clients_download_upload_and_ping_over_tap() {
     let exit = server.stop().remove(0);
     exit.result.unwrap();
     assert_eq!(exit.app.unwrap().requests, 8);
-    assert_eq!(exit.shard.unwrap().counters().dropped(Drop::TcpNoConnection), 0);
+    assert_eq!(exit.shard.unwrap().counters().dropped(DropReason::TcpNoConnection), 0);
 }
 
 #[test]

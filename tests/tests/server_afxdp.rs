@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use fairway_stack::Drop;
+use fairway_stack::DropReason;
 use fairway_tests::apps::handler_app::test_app;
 use fairway_tests::platform::{
     Target, check_axum_example, check_curl_bytes, check_edges, check_handler_app, countdown_in_flight, garbage, gauge,
@@ -73,7 +73,7 @@ fn kernel_clients_get_every_endpoint_files_uploads_and_a_graceful_shutdown() {
     // escape attempt and the 404 are answered too.
     assert_eq!(report.requests, requests + 2, "{report:?}");
     assert_eq!(report.refused, 0);
-    assert!(report.counters.dropped(Drop::TcpNoConnection) > 0, "the SYN after the stop found no listener");
+    assert!(report.counters.dropped(DropReason::TcpNoConnection) > 0, "the SYN after the stop found no listener");
     // The XDP program was detached when the device was dropped.
     let link = testbed::exec(&tb.server_ns(), &["ip", "link", "show", SERVER_IF]).unwrap();
     assert!(!link.stdout_text().contains("xdp"), "{}", link.stdout_text());

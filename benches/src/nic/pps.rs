@@ -36,7 +36,7 @@ use fairway_nic::afxdp::{AfXdp, AfXdpConfig, AfXdpStats};
 use fairway_nic::tap::Tap;
 use fairway_nic::{Device, Wait};
 use fairway_stack::time::Instant as StackInstant;
-use fairway_stack::{Drop, Event, Shard};
+use fairway_stack::{DropReason, Event, Shard};
 use fairway_tests::real_peers::{parse_mac, shard_config};
 use fairway_tests::testbed::{self, SERVER_IF, TAP_IF, Testbed};
 
@@ -405,9 +405,9 @@ fn shard_loop<D: Device + Wait>(
     Ok(format!(
         "{} frames in, {} udp_no_port, {} unreachables sent, {} icmp_suppressed; {} turns, {} sleeps; {}",
         c.frames_in,
-        c.dropped(Drop::UdpNoPort),
+        c.dropped(DropReason::UdpNoPort),
         c.unreachables_sent,
-        c.dropped(Drop::IcmpSuppressed),
+        c.dropped(DropReason::IcmpSuppressed),
         stats.turns,
         stats.sleeps,
         describe(&device)

@@ -6,7 +6,7 @@ use core::net::Ipv4Addr;
 use smoltcp::wire::{ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetProtocol};
 
 use crate::arp::{ArpCache, Lookup};
-use crate::counters::Drop;
+use crate::counters::DropReason;
 use crate::time::Instant;
 use crate::wire::{self, ETHERNET_HEADER_LEN};
 
@@ -16,7 +16,7 @@ use super::{ARP_TIMER, PendingFrame, Shard};
 impl Shard {
     pub(super) fn handle_arp(&mut self, now: Instant, bytes: &[u8]) {
         let Ok(packet) = ArpPacket::new_checked(bytes) else {
-            return self.drop(Drop::ArpMalformed);
+            return self.drop(DropReason::ArpMalformed);
         };
         let Ok(ArpRepr::EthernetIpv4 {
             operation,
@@ -26,11 +26,11 @@ impl Shard {
             ..
         }) = ArpRepr::parse(&packet)
         else {
-            return self.drop(Drop::ArpMalformed);
+            return self.drop(DropReason::ArpMalformed);
         };
         let (sha, spa) = (source_hardware_addr.0, source_protocol_addr);
         if spa == self.config.ip || !is_unicast(spa) || !EthernetAddress(sha).is_unicast() {
-            return self.drop(Drop::ArpMalformed);
+            return self.drop(DropReason::ArpMalformed);
         }
         // RFC 826: merge the sender if known; add it if we are the target.
         let for_us = target_protocol_addr == self.config.ip;
@@ -44,7 +44,7 @@ impl Shard {
                 self.queue_arp(ArpOperation::Reply, sha, spa, sha);
             }
         } else if !known {
-            self.drop(Drop::ArpNotForUs);
+            self.drop(DropReason::ArpNotForUs);
         }
     }
 
@@ -87,7 +87,7 @@ impl Shard {
             && let Some(old) = self.pending.pop_front()
         {
             self.frames.give(old.frame);
-            self.drop(Drop::ArpUnresolved);
+            self.drop(DropReason::ArpUnresolved);
         }
         self.pending.push_back(PendingFrame { next_hop, frame, len });
         if self.timers.deadline(ARP_TIMER).is_none() {
@@ -109,7 +109,7 @@ impl Shard {
                 self.control.push_back((p.frame, p.len));
             } else {
                 self.frames.give(p.frame);
-                self.drop(Drop::ControlQueueFull);
+                self.drop(DropReason::ControlQueueFull);
             }
         }
     }
@@ -122,7 +122,7 @@ impl Shard {
                 if let Some(p) = self.pending.remove(i) {
                     self.frames.give(p.frame);
                 }
-                self.drop(Drop::ArpUnresolved);
+                self.drop(DropReason::ArpUnresolved);
                 continue;
             }
             if self.arp.lookup(now, hop) == Lookup::MissRequest {

@@ -9,7 +9,7 @@ use smoltcp::wire::{
 };
 
 use crate::checksum;
-use crate::counters::Drop;
+use crate::counters::DropReason;
 use crate::time::{Duration, Instant};
 use crate::wire::{self, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, TCP_OFFSET};
 
@@ -18,29 +18,32 @@ use super::{ICMP_ERRORS_PER_SEC, Peer, Shard};
 impl Shard {
     pub(super) fn handle_ipv4(&mut self, now: Instant, src_mac: [u8; 6], bytes: &[u8]) {
         let Ok(ip) = Ipv4Packet::new_checked(bytes) else {
-            let reason =
-                if bytes.first().is_some_and(|b| b >> 4 != 4) { Drop::Ipv4BadVersion } else { Drop::Ipv4Truncated };
+            let reason = if bytes.first().is_some_and(|b| b >> 4 != 4) {
+                DropReason::Ipv4BadVersion
+            } else {
+                DropReason::Ipv4Truncated
+            };
             return self.drop(reason);
         };
         if ip.version() != 4 {
-            return self.drop(Drop::Ipv4BadVersion);
+            return self.drop(DropReason::Ipv4BadVersion);
         }
         let header_len = ip.header_len() as usize;
         if checksum::Sum::new().add_bytes(&bytes[..header_len]).fold() != 0xffff {
-            return self.drop(Drop::Ipv4BadChecksum);
+            return self.drop(DropReason::Ipv4BadChecksum);
         }
         if header_len != IPV4_HEADER_LEN {
-            return self.drop(Drop::Ipv4Options);
+            return self.drop(DropReason::Ipv4Options);
         }
         if ip.more_frags() || ip.frag_offset() != 0 {
-            return self.drop(Drop::Ipv4Fragment);
+            return self.drop(DropReason::Ipv4Fragment);
         }
         let (src, dst) = (ip.src_addr(), ip.dst_addr());
         if dst != self.config.ip {
-            return self.drop(Drop::Ipv4NotForUs);
+            return self.drop(DropReason::Ipv4NotForUs);
         }
         if !is_unicast(src) || src == self.config.ip || src.is_loopback() {
-            return self.drop(Drop::Ipv4BadSource);
+            return self.drop(DropReason::Ipv4BadSource);
         }
         // Ethernet pads short frames: the IP total length says where data ends.
         let packet = &bytes[..ip.total_len() as usize];
@@ -50,11 +53,11 @@ impl Shard {
             IpProtocol::Tcp => self.handle_tcp(now, peer, dst, payload),
             IpProtocol::Icmp => self.handle_icmp(peer, packet, payload),
             IpProtocol::Udp => {
-                self.drop(Drop::UdpNoPort);
+                self.drop(DropReason::UdpNoPort);
                 self.send_unreachable(peer, Icmpv4DstUnreachable::PortUnreachable, packet);
             }
             _ => {
-                self.drop(Drop::Ipv4UnknownProtocol);
+                self.drop(DropReason::Ipv4UnknownProtocol);
                 self.send_unreachable(peer, Icmpv4DstUnreachable::ProtoUnreachable, packet);
             }
         }
@@ -62,19 +65,19 @@ impl Shard {
 
     pub(super) fn handle_icmp(&mut self, peer: Peer, packet: &[u8], bytes: &[u8]) {
         let Ok(icmp) = Icmpv4Packet::new_checked(bytes) else {
-            return self.drop(Drop::IcmpMalformed);
+            return self.drop(DropReason::IcmpMalformed);
         };
         if checksum::Sum::new().add_bytes(bytes).fold() != 0xffff {
-            return self.drop(Drop::IcmpMalformed);
+            return self.drop(DropReason::IcmpMalformed);
         }
         let Ok(repr) = Icmpv4Repr::parse(&icmp, &ChecksumCapabilities::ignored()) else {
-            return self.drop(Drop::IcmpMalformed);
+            return self.drop(DropReason::IcmpMalformed);
         };
         let Icmpv4Repr::EchoRequest { ident, seq_no, data } = repr else {
-            return self.drop(Drop::IcmpIgnored);
+            return self.drop(DropReason::IcmpIgnored);
         };
         if packet.len() > self.config.mtu {
-            return self.drop(Drop::IcmpIgnored);
+            return self.drop(DropReason::IcmpIgnored);
         }
         let reply = Icmpv4Repr::EchoReply { ident, seq_no, data };
         if self.queue_icmp(peer, &reply) {
@@ -85,7 +88,7 @@ impl Shard {
     /// RFC 1122 §3.2.2.1 / §4.1.3.1: tell the sender nobody takes this.
     pub(super) fn send_unreachable(&mut self, peer: Peer, reason: Icmpv4DstUnreachable, packet: &[u8]) {
         if !self.icmp_error_allowed() {
-            return self.drop(Drop::IcmpSuppressed);
+            return self.drop(DropReason::IcmpSuppressed);
         }
         let Ok(ip) = Ipv4Packet::new_checked(packet) else { return };
         let Ok(header) = Ipv4Repr::parse(&ip, &ChecksumCapabilities::ignored()) else { return };

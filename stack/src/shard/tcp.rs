@@ -7,7 +7,7 @@ use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{TcpPacket, TcpRepr};
 
 use crate::api::{Event, Listener};
-use crate::counters::Drop;
+use crate::counters::DropReason;
 use crate::flow_table::FourTuple;
 use crate::pool::Key;
 use crate::tcp::State;
@@ -24,14 +24,14 @@ use super::{Peer, Shard};
 impl Shard {
     pub(super) fn handle_tcp(&mut self, now: Instant, peer: Peer, local_ip: Ipv4Addr, bytes: &[u8]) {
         let Ok(packet) = TcpPacket::new_checked(bytes) else {
-            return self.drop(Drop::TcpTruncated);
+            return self.drop(DropReason::TcpTruncated);
         };
         if !wire::tcp_checksum_ok(bytes, peer.ip, local_ip) {
-            return self.drop(Drop::TcpBadChecksum);
+            return self.drop(DropReason::TcpBadChecksum);
         }
         let caps = ChecksumCapabilities::ignored();
         let Ok(repr) = TcpRepr::parse(&packet, &peer.ip.into(), &local_ip.into(), &caps) else {
-            return self.drop(Drop::TcpMalformed);
+            return self.drop(DropReason::TcpMalformed);
         };
         let seg = Segment::from_repr(&repr, packet.psh());
         let tuple = FourTuple { local_ip, remote_ip: peer.ip, local_port: seg.dst_port, remote_port: seg.src_port };
@@ -81,7 +81,7 @@ impl Shard {
                 .and_then(Option::as_ref)
                 .is_some_and(|l| l.backlog.len() >= l.backlog_limit)
         {
-            return self.drop(Drop::TcpAcceptQueueFull);
+            return self.drop(DropReason::TcpAcceptQueueFull);
         }
         let outcome = conn.on_segment(now, seg, &mut self.env.0);
         if outcome.action == Action::Recycle {
@@ -119,7 +119,7 @@ impl Shard {
 
     pub(super) fn segment_without_connection(&mut self, now: Instant, peer: Peer, tuple: FourTuple, seg: &Segment<'_>) {
         if seg.flags.rst {
-            return self.drop(Drop::TcpNoConnection);
+            return self.drop(DropReason::TcpNoConnection);
         }
         if let Some(&l) = self.listener_ports.get(&tuple.local_port) {
             if seg.flags.syn && seg.ack.is_none() {
@@ -129,7 +129,7 @@ impl Shard {
                 return;
             }
         }
-        self.drop(Drop::TcpNoConnection);
+        self.drop(DropReason::TcpNoConnection);
         // RFC 9293 §3.10.7.1: the RST takes its sequence number from the ACK
         // field, or acknowledges the segment if it had none.
         let (seq, ack) = match seg.ack {
@@ -157,17 +157,17 @@ impl Shard {
     ) {
         // Nothing to answer through: a spoofed or misrouted SYN.
         if route(&self.config, peer.ip).is_none() {
-            return self.drop(Drop::NoRoute);
+            return self.drop(DropReason::NoRoute);
         }
         let Some(Some(l)) = self.listeners.get_mut(listener as usize) else { return };
         if l.syn_queue >= self.config.limits.syn_backlog {
             if self.config.tcp.syn_cookies {
                 return self.send_cookie(now, peer, tuple, seg);
             }
-            return self.drop(Drop::TcpSynQueueFull);
+            return self.drop(DropReason::TcpSynQueueFull);
         }
         if self.conns.len() >= self.config.limits.max_connections {
-            return self.drop(Drop::TcpConnectionLimit);
+            return self.drop(DropReason::TcpConnectionLimit);
         }
         l.syn_queue += 1;
         if crate::tcp::connection::peer_mss(seg).1 {
@@ -235,11 +235,11 @@ impl Shard {
         };
         let Some(Some(l)) = self.listeners.get(listener as usize) else { return false };
         if l.backlog.len() >= l.backlog_limit {
-            self.drop(Drop::TcpAcceptQueueFull);
+            self.drop(DropReason::TcpAcceptQueueFull);
             return true;
         }
         if self.conns.len() >= self.config.limits.max_connections {
-            self.drop(Drop::TcpConnectionLimit);
+            self.drop(DropReason::TcpConnectionLimit);
             return true;
         }
         let options = CookieOptions { mss, wscale, sack };

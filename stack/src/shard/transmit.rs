@@ -9,7 +9,7 @@ use smoltcp::wire::{ArpOperation, EthernetProtocol, IpProtocol};
 use crate::arp::Lookup;
 use crate::checksum;
 use crate::config::Config;
-use crate::counters::Drop;
+use crate::counters::DropReason;
 use crate::pool::Key;
 use crate::tcp::connection::{Connection, Env};
 use crate::time::Instant;
@@ -48,7 +48,7 @@ impl Shard {
         let remote = conn.tuple.remote_ip;
         let Some(next_hop) = route(&self.config, remote) else {
             conn.set_in_ready(false);
-            self.env.0.counters.drop(Drop::NoRoute);
+            self.env.0.counters.drop(DropReason::NoRoute);
             return None;
         };
         let frame_len = self.config.max_frame_len().min(buf.len());
@@ -111,7 +111,7 @@ impl Shard {
     /// control queue is full.
     pub(super) fn push_control(&mut self, fill: impl FnOnce(&mut [u8]) -> usize) -> bool {
         if self.control.len() >= self.config.limits.control_queue {
-            self.drop(Drop::ControlQueueFull);
+            self.drop(DropReason::ControlQueueFull);
             return false;
         }
         let mut frame = self.frames.take();

@@ -26,7 +26,7 @@ impl Connection {
         if let Some(ack) = seg.ack
             && (ack.le(self.iss) || ack.gt(self.snd_max))
         {
-            env.counters.drop(Drop::TcpBadHandshake);
+            env.counters.drop(DropReason::TcpBadHandshake);
             return if seg.flags.rst { Outcome::KEEP } else { Outcome::reset(ack, None) };
         }
         // Second: RST. Acceptable only with an acceptable ACK.
@@ -34,12 +34,12 @@ impl Connection {
             if seg.ack.is_some() {
                 return self.fail(ConnectionError::Refused, env);
             }
-            env.counters.drop(Drop::TcpBadHandshake);
+            env.counters.drop(DropReason::TcpBadHandshake);
             return Outcome::KEEP;
         }
         // Fourth: SYN.
         if !seg.flags.syn {
-            env.counters.drop(Drop::TcpBadHandshake);
+            env.counters.drop(DropReason::TcpBadHandshake);
             return Outcome::KEEP;
         }
         self.take_peer_syn(now, seg, env);
@@ -116,7 +116,7 @@ impl Connection {
 
         // RFC 7323 §5.3 R1: PAWS. An older timestamp marks an old duplicate.
         if !self.paws_ok(now, seg) {
-            env.counters.drop(Drop::TcpPaws);
+            env.counters.drop(DropReason::TcpPaws);
             if !seg.flags.rst {
                 self.answer_invalid(now, seg, env);
             }
@@ -125,7 +125,7 @@ impl Connection {
 
         // First: is the sequence number acceptable?
         if !self.acceptable(seg) {
-            env.counters.drop(Drop::TcpOutOfWindow);
+            env.counters.drop(DropReason::TcpOutOfWindow);
             if !seg.flags.rst {
                 self.answer_invalid(now, seg, env);
                 let end = seg.seq + seg.payload.len();
@@ -150,7 +150,7 @@ impl Connection {
         // exact RST.
         if seg.flags.rst {
             if seg.seq != self.rcv_nxt {
-                env.counters.drop(Drop::TcpRstNotExact);
+                env.counters.drop(DropReason::TcpRstNotExact);
                 self.challenge_ack(env);
                 return Outcome::KEEP;
             }
@@ -166,19 +166,19 @@ impl Connection {
 
         // Fourth: SYN in a synchronized state: challenge ACK (RFC 5961 §4.2).
         if seg.flags.syn {
-            env.counters.drop(Drop::TcpUnexpectedSyn);
+            env.counters.drop(DropReason::TcpUnexpectedSyn);
             self.challenge_ack(env);
             return Outcome::KEEP;
         }
 
         // Fifth: the ACK field.
         let Some(ack) = seg.ack else {
-            env.counters.drop(Drop::TcpNoAck);
+            env.counters.drop(DropReason::TcpNoAck);
             return Outcome::KEEP;
         };
         if self.state == State::SynReceived {
             if ack.le(self.snd_una) || ack.gt(self.snd_max) {
-                env.counters.drop(Drop::TcpBadHandshake);
+                env.counters.drop(DropReason::TcpBadHandshake);
                 return Outcome::reset(ack, None);
             }
             self.snd_wnd = self.peer_window(seg);
@@ -190,14 +190,14 @@ impl Connection {
         if ack.gt(self.snd_max) {
             // RFC 9293: an ACK for something not yet sent: ACK and drop
             // (RFC 5961 §5.2, throttled as its §7 asks).
-            env.counters.drop(Drop::TcpAckUnsent);
+            env.counters.drop(DropReason::TcpAckUnsent);
             self.answer_invalid(now, seg, env);
             return Outcome::KEEP;
         }
         if ack.lt(self.snd_una - self.max_snd_wnd) {
             // RFC 5961 §5.2: an ACK older than any window we could have been
             // given is a blind injection attempt, not a delayed duplicate.
-            env.counters.drop(Drop::TcpAckTooOld);
+            env.counters.drop(DropReason::TcpAckTooOld);
             self.challenge_ack(env);
             return Outcome::KEEP;
         }
@@ -246,7 +246,7 @@ impl Connection {
             self.invalid_ack_at = ms;
             self.set(flag::ACK_NOW);
         } else {
-            env.counters.drop(Drop::TcpInvalidAckLimit);
+            env.counters.drop(DropReason::TcpInvalidAckLimit);
         }
     }
 
@@ -257,7 +257,7 @@ impl Connection {
             env.challenge_acks_left -= 1;
             self.set(flag::ACK_NOW);
         } else {
-            env.counters.drop(Drop::TcpChallengeAckLimit);
+            env.counters.drop(DropReason::TcpChallengeAckLimit);
         }
     }
 
@@ -498,7 +498,7 @@ impl Connection {
                 let new_data = (seg.seq + seg.payload.len()).gt(self.rcv_nxt);
                 if new_data {
                     // Nobody will read it: reset, as Linux does.
-                    env.counters.drop(Drop::TcpDataAfterClose);
+                    env.counters.drop(DropReason::TcpDataAfterClose);
                     let mut out = self.abort_outcome(env);
                     out.action = Action::Remove;
                     return out;
@@ -546,7 +546,7 @@ impl Connection {
         }
         let offset = seq.since(self.rcv_nxt) as usize;
         if offset >= self.rx.free() {
-            env.counters.drop(Drop::TcpOutOfWindow);
+            env.counters.drop(DropReason::TcpOutOfWindow);
             self.set(flag::ACK_NOW);
             return;
         }
@@ -572,7 +572,7 @@ impl Connection {
                 // window on purpose ("SegmentSmack") would get an ACK back
                 // for every byte it sends, on the path the other flows'
                 // data takes.
-                env.counters.drop(Drop::TcpReassemblyFull);
+                env.counters.drop(DropReason::TcpReassemblyFull);
                 return;
             }
             if offset > 0 {

@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 
 use crate::api::{ConnectionError, Event, FlowStats, Handle};
 use crate::config::TcpConfig;
-use crate::counters::{Counters, Drop};
+use crate::counters::{Counters, DropReason};
 use crate::flow_table::FourTuple;
 use crate::pool::{BufferPool, Key, StoragePool};
 use crate::ring::Ring;

@@ -1,7 +1,7 @@
 //! CLOSED: no connection and no listener (RFC 9293 §3.10.7.1).
 
 use super::harness::*;
-use crate::counters::Drop;
+use crate::counters::DropReason;
 
 #[test]
 fn syn_to_a_closed_port_is_refused_with_rst_ack() {
@@ -9,7 +9,7 @@ fn syn_to_a_closed_port_is_refused_with_rst_ack() {
     t.send(t.seg_in().seq(IRS).no_ack().syn().data(b"x"));
     // <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>: SYN and one byte.
     t.recv(&[t.seg_out().seq(0).ack(IRS + 2).rst().window(0)]);
-    assert_eq!(t.shard.counters().dropped(Drop::TcpNoConnection), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpNoConnection), 1);
 }
 
 #[test]
@@ -26,7 +26,7 @@ fn rst_to_a_closed_port_is_dropped_silently() {
     t.send(t.seg_in().seq(IRS).rst().no_ack());
     t.send(t.seg_in().seq(IRS).rst().ack(5));
     t.recv_nothing();
-    assert_eq!(t.shard.counters().dropped(Drop::TcpNoConnection), 2);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpNoConnection), 2);
     assert_eq!(t.shard.counters().resets_sent, 0);
 }
 

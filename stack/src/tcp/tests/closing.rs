@@ -3,7 +3,7 @@
 
 use super::harness::*;
 use crate::api::{Event, RecvError, SendError};
-use crate::counters::Drop;
+use crate::counters::DropReason;
 use crate::tcp::State;
 use crate::time::Duration;
 
@@ -150,7 +150,7 @@ fn data_after_close_is_answered_with_rst() {
     t.recv(&[t.seg_out().fin()]);
     t.send(t.seg_in().ack(t.iss.wrapping_add(2)).data(b"late"));
     t.recv(&[t.seg_out().seq(t.iss.wrapping_add(2)).rst().window(0)]);
-    assert_eq!(t.shard.counters().dropped(Drop::TcpDataAfterClose), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpDataAfterClose), 1);
     assert_eq!(t.shard.connection_count(), 0);
 }
 

@@ -3,7 +3,7 @@
 
 use super::harness::*;
 use crate::api::{ConnectionError, Event, RecvError, SendError};
-use crate::counters::Drop;
+use crate::counters::DropReason;
 use crate::tcp::congestion::Algorithm;
 use crate::time::Duration;
 
@@ -74,7 +74,7 @@ fn one_byte_segments_that_fragment_the_window_are_bounded_and_not_answered_beyon
     }
     t.send(t.seg_in().seq(IRS + 1 + 2 * (blocks + 1)).data(&[0xee]));
     t.recv_nothing();
-    assert_eq!(t.shard.counters().dropped(Drop::TcpReassemblyFull), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpReassemblyFull), 1);
     t.send(t.seg_in().data(&[0]));
     t.recv(&[t.seg_out().ack(IRS + 2).window(RX_BUFFER as u16 - 1)]);
     let mut expected = vec![0u8];
@@ -99,7 +99,7 @@ fn stale_pure_acks_are_answered_once_per_interval_and_data_always() {
         t.send(t.seg_in().seq(IRS + 1 + 100_000));
     }
     t.recv_nothing();
-    assert_eq!(t.shard.counters().dropped(Drop::TcpInvalidAckLimit), 6);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpInvalidAckLimit), 6);
     // Data out of the window always is: its sender may have lost our ACK.
     t.send(t.seg_in().seq(IRS + 1 + 100_000).data(b"x"));
     t.recv(&[t.seg_out().ack(IRS + 1)]);
@@ -241,7 +241,7 @@ fn a_segment_outside_the_window_is_answered_with_an_ack() {
     let mut t = T::established();
     t.send(t.seg_in().seq(IRS + 1 + 50_000).data(b"far"));
     t.recv(&[t.seg_out()]);
-    assert_eq!(t.shard.counters().dropped(Drop::TcpOutOfWindow), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpOutOfWindow), 1);
 }
 
 #[test]
@@ -249,7 +249,7 @@ fn an_ack_of_unsent_data_is_answered_and_dropped() {
     let mut t = T::established();
     t.send(t.seg_in().ack(t.iss.wrapping_add(1000)).data(b"x"));
     t.recv(&[t.seg_out()]);
-    assert_eq!(t.shard.counters().dropped(Drop::TcpAckUnsent), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpAckUnsent), 1);
     assert_eq!(t.event(), None, "the data was dropped with it");
 }
 
@@ -258,7 +258,7 @@ fn a_segment_without_ack_is_dropped() {
     let mut t = T::established();
     t.send(t.seg_in().no_ack().data(b"x"));
     t.recv_nothing();
-    assert_eq!(t.shard.counters().dropped(Drop::TcpNoAck), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpNoAck), 1);
 }
 
 #[test]
@@ -294,7 +294,7 @@ fn rst_in_the_window_but_not_at_rcv_nxt_gets_a_challenge_ack() {
     t.send(t.seg_in().seq(IRS + 10).rst().no_ack());
     t.recv(&[t.seg_out()]);
     assert_eq!(t.event(), None);
-    assert_eq!(t.shard.counters().dropped(Drop::TcpRstNotExact), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpRstNotExact), 1);
     // The real peer answers the challenge with an exact RST.
     t.send(t.seg_in().rst().no_ack());
     assert_eq!(t.event(), Some(Event::Error(t.h(), ConnectionError::Reset)));
@@ -313,7 +313,7 @@ fn challenge_acks_are_rate_limited() {
         t.send(t.seg_in().seq(IRS + 10).rst().no_ack());
         let _ = t.segments();
     }
-    assert_eq!(t.shard.counters().dropped(Drop::TcpChallengeAckLimit), 7);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpChallengeAckLimit), 7);
     t.advance(Duration::from_secs(1));
     t.send(t.seg_in().seq(IRS + 10).rst().no_ack());
     t.recv(&[t.seg_out()]);
@@ -325,7 +325,7 @@ fn an_ack_older_than_the_largest_window_is_dropped() {
     // RFC 5961 §5.2: acceptable ACKs lie in [SND.UNA - MAX.SND.WND, SND.NXT].
     t.send(t.seg_in().ack(t.iss.wrapping_sub(9000)).data(b"injected"));
     t.recv(&[t.seg_out()]);
-    assert_eq!(t.shard.counters().dropped(Drop::TcpAckTooOld), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpAckTooOld), 1);
     assert_eq!(t.event(), None, "the data was not taken");
     // An old but plausible ACK still carries data.
     t.send(t.seg_in().ack(t.iss.wrapping_sub(100)).data(b"fine"));
@@ -346,7 +346,7 @@ fn syn_in_a_synchronized_state_gets_a_challenge_ack() {
     let mut t = T::established();
     t.send(t.seg_in().seq(IRS + 5).syn().no_ack());
     t.recv(&[t.seg_out()]);
-    assert_eq!(t.shard.counters().dropped(Drop::TcpUnexpectedSyn), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpUnexpectedSyn), 1);
     assert_eq!(t.event(), None);
 }
 

@@ -4,7 +4,7 @@ use core::net::{Ipv4Addr, SocketAddrV4};
 
 use super::harness::*;
 use crate::api::{Event, ListenError};
-use crate::counters::Drop;
+use crate::counters::DropReason;
 use crate::tcp::State;
 
 #[test]
@@ -54,7 +54,7 @@ fn without_cookies_the_syn_queue_limit_drops_further_syns() {
         t.send(t.seg_in().src_port(40_000 + port).seq(IRS).no_ack().syn());
     }
     assert_eq!(t.segments().len(), 2);
-    assert_eq!(t.shard.counters().dropped(Drop::TcpSynQueueFull), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpSynQueueFull), 1);
     assert_eq!(t.shard.connection_count(), 2);
 }
 
@@ -66,7 +66,7 @@ fn connection_limit_bounds_the_shard() {
     t.send(t.seg_in().src_port(40_000).seq(IRS).no_ack().syn());
     t.send(t.seg_in().src_port(40_001).seq(IRS).no_ack().syn());
     assert_eq!(t.segments().len(), 1);
-    assert_eq!(t.shard.counters().dropped(Drop::TcpConnectionLimit), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpConnectionLimit), 1);
 }
 
 #[test]

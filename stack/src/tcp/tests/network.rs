@@ -9,7 +9,7 @@ use smoltcp::wire::{
 };
 
 use super::harness::*;
-use crate::counters::Drop;
+use crate::counters::DropReason;
 use crate::time::Duration;
 use crate::wire::{self, ETHERNET_HEADER_LEN};
 
@@ -101,11 +101,11 @@ fn arp_for_another_host_is_not_answered() {
         wire::BROADCAST_MAC,
     ));
     assert!(t.frames().is_empty());
-    assert_eq!(t.shard.counters().dropped(Drop::ArpNotForUs), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::ArpNotForUs), 1);
     // Garbage and spoofs of our own address are counted too.
     t.send_frame(&arp_frame(ArpOperation::Request, OTHER_MAC, LOCAL_IP, [0; 6], LOCAL_IP, wire::BROADCAST_MAC));
     t.send_frame(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 3, 0x08, 0x06, 0, 1]);
-    assert_eq!(t.shard.counters().dropped(Drop::ArpMalformed), 2);
+    assert_eq!(t.shard.counters().dropped(DropReason::ArpMalformed), 2);
 }
 
 #[test]
@@ -138,7 +138,7 @@ fn arp_gives_up_after_three_requests_and_drops_what_waited() {
     assert_eq!(t.frames().len(), 1, "third request");
     t.advance(Duration::from_millis(1001));
     // The SYN and its retransmission (RTO 1 s) waited; both are dropped.
-    assert_eq!(t.shard.counters().dropped(Drop::ArpUnresolved), 2);
+    assert_eq!(t.shard.counters().dropped(DropReason::ArpUnresolved), 2);
 }
 
 #[test]
@@ -173,8 +173,8 @@ fn udp_gets_port_unreachable_and_other_protocols_protocol_unreachable() {
     assert_eq!(data, &udp[..8], "the first 8 bytes of the datagram");
     let (_, icmp) = parse_icmp(&frames[1]);
     assert_eq!(icmp[0..2], [3, 2], "destination unreachable, protocol unreachable");
-    assert_eq!(t.shard.counters().dropped(Drop::UdpNoPort), 1);
-    assert_eq!(t.shard.counters().dropped(Drop::Ipv4UnknownProtocol), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::UdpNoPort), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::Ipv4UnknownProtocol), 1);
 }
 
 #[test]
@@ -185,7 +185,7 @@ fn icmp_errors_are_rate_limited() {
         let _ = t.frames();
     }
     assert_eq!(t.shard.counters().unreachables_sent, 100);
-    assert_eq!(t.shard.counters().dropped(Drop::IcmpSuppressed), 50);
+    assert_eq!(t.shard.counters().dropped(DropReason::IcmpSuppressed), 50);
     t.advance(Duration::from_secs(1));
     t.send_frame(&ip_frame(IpProtocol::Unknown(200), b"x"));
     assert_eq!(t.frames().len(), 1);
@@ -229,13 +229,13 @@ fn malformed_ipv4_is_counted_by_reason() {
     t.send_frame(&long);
 
     let c = t.shard.counters();
-    assert_eq!(c.dropped(Drop::Ipv4BadChecksum), 1);
-    assert_eq!(c.dropped(Drop::Ipv4Fragment), 1);
-    assert_eq!(c.dropped(Drop::Ipv4Options), 1);
-    assert_eq!(c.dropped(Drop::Ipv4NotForUs), 1);
-    assert_eq!(c.dropped(Drop::Ipv4BadSource), 1);
-    assert_eq!(c.dropped(Drop::Ipv4BadVersion), 1);
-    assert_eq!(c.dropped(Drop::Ipv4Truncated), 2);
+    assert_eq!(c.dropped(DropReason::Ipv4BadChecksum), 1);
+    assert_eq!(c.dropped(DropReason::Ipv4Fragment), 1);
+    assert_eq!(c.dropped(DropReason::Ipv4Options), 1);
+    assert_eq!(c.dropped(DropReason::Ipv4NotForUs), 1);
+    assert_eq!(c.dropped(DropReason::Ipv4BadSource), 1);
+    assert_eq!(c.dropped(DropReason::Ipv4BadVersion), 1);
+    assert_eq!(c.dropped(DropReason::Ipv4Truncated), 2);
     assert!(t.frames().is_empty(), "nothing is answered");
 }
 
@@ -250,9 +250,9 @@ fn frames_for_other_macs_and_unknown_types_are_counted() {
     t.send_frame(&ipv6);
     t.send_frame(&[1, 2, 3]);
     let c = t.shard.counters();
-    assert_eq!(c.dropped(Drop::EthernetNotForUs), 1);
-    assert_eq!(c.dropped(Drop::EthernetUnknownType), 1);
-    assert_eq!(c.dropped(Drop::EthernetTruncated), 1);
+    assert_eq!(c.dropped(DropReason::EthernetNotForUs), 1);
+    assert_eq!(c.dropped(DropReason::EthernetUnknownType), 1);
+    assert_eq!(c.dropped(DropReason::EthernetTruncated), 1);
 }
 
 #[test]
@@ -268,9 +268,9 @@ fn tcp_with_a_bad_checksum_or_header_is_dropped() {
     frame[34..36].copy_from_slice(&[0, 0]);
     t.send_frame(&frame);
     let c = t.shard.counters();
-    assert_eq!(c.dropped(Drop::TcpBadChecksum), 1);
-    assert_eq!(c.dropped(Drop::TcpTruncated), 1);
-    assert_eq!(c.dropped(Drop::TcpMalformed), 1, "port 0");
+    assert_eq!(c.dropped(DropReason::TcpBadChecksum), 1);
+    assert_eq!(c.dropped(DropReason::TcpTruncated), 1);
+    assert_eq!(c.dropped(DropReason::TcpMalformed), 1, "port 0");
     assert!(t.frames().is_empty());
     assert_eq!(t.shard.connection_count(), 0);
 }

@@ -6,7 +6,7 @@ use core::net::SocketAddrV4;
 use super::harness::*;
 use crate::api::Event;
 use crate::config::Config;
-use crate::counters::Drop;
+use crate::counters::DropReason;
 use crate::time::Duration;
 
 /// A receive buffer whose scale shift is 2 (65535 << 2 = 262140).
@@ -194,7 +194,7 @@ fn paws_drops_an_old_duplicate() {
     // An old segment (older TSval) with otherwise acceptable numbers.
     t.send(t.seg_in().seq(IRS + 4).ts(PEER_TS + 5, our_ts(&t)).data(b"old"));
     assert_eq!(t.read_all(), b"", "dropped");
-    assert_eq!(t.shard.counters().dropped(Drop::TcpPaws), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpPaws), 1);
     let ack = t.segments().remove(0);
     assert_eq!(ack.ack, Some(IRS + 4));
 }
@@ -223,12 +223,12 @@ fn paws_lets_segments_reordered_within_a_round_trip_through() {
     // A segment sent 10 ms before the latest in-order one, overtaken by it
     // (a hole at 401..501 before it): within the allowance, kept and SACKed.
     t.send(t.seg_in().seq(IRS + 501).ts(recent - 10, our_ts(&t)).data(&[7; 100]));
-    assert_eq!(t.shard.counters().dropped(Drop::TcpPaws), 0);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpPaws), 0);
     assert_eq!(t.segments().remove(0).sack, vec![(IRS + 501, IRS + 601)]);
     // One sent over two round trips before it: an old duplicate, as strict
     // PAWS has it.
     t.send(t.seg_in().seq(IRS + 701).ts(recent - 40, our_ts(&t)).data(&[7; 100]));
-    assert_eq!(t.shard.counters().dropped(Drop::TcpPaws), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpPaws), 1);
     assert_eq!(t.segments().remove(0).sack, vec![(IRS + 501, IRS + 601)]);
 }
 

@@ -2,7 +2,7 @@
 
 use super::harness::*;
 use crate::api::Event;
-use crate::counters::Drop;
+use crate::counters::DropReason;
 use crate::time::Duration;
 
 fn half_open() -> T {
@@ -69,7 +69,7 @@ fn unacceptable_ack_is_answered_with_rst() {
     let mut t = half_open();
     t.send(t.seg_in().ack(t.iss.wrapping_add(7)));
     t.recv(&[t.seg_out().seq(t.iss.wrapping_add(7)).no_ack().rst().window(0)]);
-    assert_eq!(t.shard.counters().dropped(Drop::TcpBadHandshake), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpBadHandshake), 1);
     assert_eq!(t.shard.connection_count(), 1, "the half-open connection survives");
 }
 
@@ -88,7 +88,7 @@ fn full_accept_queue_ignores_the_ack_until_there_is_room() {
     t.iss = t.expected_iss(REMOTE_PORT);
     let _ = t.segments();
     t.send(t.seg_in());
-    assert_eq!(t.shard.counters().dropped(Drop::TcpAcceptQueueFull), 1);
+    assert_eq!(t.shard.counters().dropped(DropReason::TcpAcceptQueueFull), 1);
     assert_eq!(t.events(), vec![Event::Acceptable(l)]);
     let first = t.shard.accept(l).unwrap();
     assert_eq!(t.shard.accept(l), None);
