@@ -59,6 +59,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant as StdInstant};
 
+use fairway_stack::ETHERNET_HEADER_LEN;
 use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
 use smoltcp::phy::{self, ChecksumCapabilities, Device, DeviceCapabilities, Medium};
 use smoltcp::socket::tcp;
@@ -151,7 +152,6 @@ const CLIENT_IP: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
 const SERVER_IP: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
 const CLIENT_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x01]);
 const SERVER_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x02]);
-const ETHERNET_HEADER_LEN: usize = 14;
 /// IPv4 header plus TCP header without options.
 const TCP_IP_HEADERS: usize = 40;
 const PATTERN_PERIOD: usize = 251;

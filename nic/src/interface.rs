@@ -7,15 +7,12 @@
 //! thread opens asks its own namespace.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// Runs the `SIOC*` request `request` about interface `name` on a fresh
 /// socket of the calling thread's namespace, and returns the `ifreq` the
 /// kernel filled in.
 fn ask(name: &str, request: libc::Ioctl) -> io::Result<libc::ifreq> {
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.bytes().any(|b| b == 0 || b == b'/') {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{name:?} is not an interface name")));
-    }
     // SAFETY: socket takes no pointers; a non-negative result is a new
     // descriptor that nothing else owns.
     let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
@@ -24,6 +21,16 @@ fn ask(name: &str, request: libc::Ioctl) -> io::Result<libc::ifreq> {
     }
     // SAFETY: `raw` was just created and is owned by nobody else.
     let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    ask_on(sock.as_fd(), name, request)
+}
+
+/// [`ask`] on descriptor `fd`: a socket, or a device's own descriptor that
+/// answers for its interface (a TAP's answers `SIOCGIFHWADDR` whatever the
+/// thread's namespace).
+fn ask_on(fd: BorrowedFd<'_>, name: &str, request: libc::Ioctl) -> io::Result<libc::ifreq> {
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.bytes().any(|b| b == 0 || b == b'/') {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{name:?} is not an interface name")));
+    }
     // SAFETY: `struct ifreq` is plain data (a name array and a union of
     // integers, addresses and a pointer); all zeroes is a valid value of
     // each, the pointer being null.
@@ -33,7 +40,7 @@ fn ask(name: &str, request: libc::Ioctl) -> io::Result<libc::ifreq> {
     }
     // SAFETY: the `SIOCGIF*` requests asked here read and write one
     // `struct ifreq`, and `ifr` is one we own for the duration of the call.
-    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), request, &mut ifr) };
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), request, &mut ifr) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -48,7 +55,17 @@ fn ask(name: &str, request: libc::Ioctl) -> io::Result<libc::ifreq> {
 /// `InvalidInput` for a name that cannot be an interface's; otherwise what
 /// the kernel said (`ENODEV`: no such interface here).
 pub fn mac_address(name: &str) -> io::Result<[u8; 6]> {
-    let ifr = ask(name, libc::SIOCGIFHWADDR as libc::Ioctl)?;
+    mac_of(&ask(name, libc::SIOCGIFHWADDR as libc::Ioctl)?)
+}
+
+/// The MAC address of interface `name` asked on `fd`, its device's own
+/// descriptor (see [`ask_on`]).
+pub(crate) fn mac_address_on(fd: BorrowedFd<'_>, name: &str) -> io::Result<[u8; 6]> {
+    mac_of(&ask_on(fd, name, libc::SIOCGIFHWADDR as libc::Ioctl)?)
+}
+
+/// The hardware address a `SIOCGIFHWADDR` answer holds.
+fn mac_of(ifr: &libc::ifreq) -> io::Result<[u8; 6]> {
     // SAFETY: the kernel filled the address member of the union; every bit
     // pattern is a valid `sockaddr`.
     let addr = unsafe { ifr.ifr_ifru.ifru_hwaddr };

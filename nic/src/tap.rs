@@ -43,6 +43,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::Duration;
 
+use fairway_stack::ETHERNET_HEADER_LEN;
+
 use crate::{Device, Wait};
 
 #[cfg(test)]
@@ -50,9 +52,6 @@ mod tests;
 
 /// The character device every TUN/TAP interface is opened through.
 const TUN_PATH: &str = "/dev/net/tun";
-
-/// Bytes of an Ethernet II header: the shortest frame that means anything.
-const ETHERNET_HEADER_LEN: usize = 14;
 
 /// The longest frame a TAP can hand over: the largest MTU Linux allows
 /// (`ETH_MAX_MTU`), an Ethernet header and one VLAN tag. Also the upper limit
@@ -364,21 +363,7 @@ impl Tap {
     ///
     /// What `ioctl(SIOCGIFHWADDR)` reported, e.g. the interface was deleted.
     pub fn mac_address(&self) -> io::Result<[u8; 6]> {
-        let mut ifr = zeroed_ifreq();
-        // SAFETY: `self.fd` is an open TUN descriptor; SIOCGIFHWADDR on it
-        // writes one `struct ifreq` into `ifr`, which we own.
-        let rc = unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SIOCGIFHWADDR as libc::Ioctl, &mut ifr) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: the kernel filled the address member of the union; every
-        // bit pattern is a valid `sockaddr`.
-        let addr = unsafe { ifr.ifr_ifru.ifru_hwaddr };
-        let mut mac = [0; 6];
-        for (m, b) in mac.iter_mut().zip(addr.sa_data) {
-            *m = b as u8;
-        }
-        Ok(mac)
+        crate::interface::mac_address_on(self.fd.as_fd(), &self.name)
     }
 
     /// A snapshot of the counters.

@@ -41,3 +41,4 @@ pub use api::{ConnectError, ConnectionError, Event, FlowStats, Handle, ListenErr
 pub use config::{Config, KeepAlive, Limits, TcpConfig};
 pub use counters::{Counters, DropReason};
 pub use shard::Shard;
+pub use wire::ETHERNET_HEADER_LEN;

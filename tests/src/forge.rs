@@ -4,13 +4,13 @@
 
 use core::net::SocketAddrV4;
 
+use fairway_stack::ETHERNET_HEADER_LEN;
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
     ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet,
     Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber, TcpTimestampRepr,
 };
 
-const ETHERNET_HEADER_LEN: usize = 14;
 const IPV4_HEADER_LEN: usize = 20;
 
 /// The flags a forged segment carries besides ACK.

@@ -22,6 +22,7 @@ use std::os::fd::RawFd;
 use std::ptr::NonNull;
 use std::time::Duration;
 
+use fairway_stack::ETHERNET_HEADER_LEN;
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, TxQueue, Umem};
 
 use super::chain::{Chain, Step};
@@ -37,9 +38,6 @@ const BATCH: usize = 64;
 /// Frames the kernel's copy-mode transmit path sends per `sendto` before it
 /// answers `EAGAIN` (`TX_BATCH_SIZE` in `net/xdp/xsk.c`).
 const KERNEL_TX_BATCH: usize = 32;
-
-/// An Ethernet header: destination, source, EtherType.
-const ETHERNET_HEADER_LEN: usize = 14;
 
 /// The UMEM's memory, for writing frames into transmit slots in place.
 struct UmemArea {

@@ -7,6 +7,7 @@ use std::num::NonZeroU32;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
+use fairway_stack::ETHERNET_HEADER_LEN;
 use xsk_rs::config::{BindFlags, FrameSize, LibxdpFlags, QueueSize, SocketConfig, UmemConfig, XdpFlags};
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
@@ -27,9 +28,6 @@ const DEFAULT_BPFFS: &str = "/sys/fs/bpf";
 /// How long an open waits for a queue that a socket closed just before
 /// still holds.
 const QUEUE_RELEASE_WAIT: Duration = Duration::from_secs(1);
-
-/// The Ethernet header that an MTU does not count.
-const ETHERNET_HEADER_LEN: usize = 14;
 
 /// The headroom the kernel keeps at the start of every received frame
 /// (`XDP_PACKET_HEADROOM`).

@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 
+use fairway_stack::ETHERNET_HEADER_LEN;
 use fairway_stack::time::Instant;
 
 use super::event_queue::EventQueue;
@@ -12,9 +13,6 @@ use super::link_config::LinkConfig;
 use super::port::Port;
 use super::stats::{HostLinkStats, LinkStats, NetworkStats};
 use super::topology::{HostId, LinkId, Side};
-
-/// Bytes of an Ethernet II header; shorter frames cannot be routed.
-const ETHERNET_HEADER_LEN: usize = 14;
 
 /// Larger buffers are a configuration bug, and the serialiser's arithmetic
 /// relies on frame lengths staying below this.

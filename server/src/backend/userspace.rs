@@ -40,6 +40,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use fairway_nic::steering::{Fabric, Steered};
 use fairway_nic::{Device, Wait};
+use fairway_stack::ETHERNET_HEADER_LEN;
 use fairway_stack::Shard;
 use fairway_stack::steering::Steering;
 
@@ -76,8 +77,6 @@ const LARGE_UMEM_FRAME: u32 = 4096;
 /// What a UMEM frame holds of a received frame: its size less the kernel's
 /// 256-byte XDP headroom.
 const XDP_HEADROOM: usize = 256;
-/// Ethernet header bytes.
-const ETHERNET_HEADER_LEN: usize = 14;
 /// Connections whose RTT and window `/metrics` shows, per shard.
 const MAX_FLOWS: usize = 64;
 
