@@ -28,6 +28,7 @@
 
 #[cfg(all(target_os = "linux", feature = "afxdp"))]
 pub mod afxdp;
+mod deadline_queue;
 mod device;
 #[cfg(target_os = "linux")]
 pub mod interface;

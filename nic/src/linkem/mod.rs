@@ -96,7 +96,6 @@
 //! `README.md` next to this file.
 
 mod config;
-mod deadline_queue;
 mod emulator;
 mod frame_slab;
 pub(crate) mod offload;

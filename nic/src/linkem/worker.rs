@@ -9,14 +9,25 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::deadline_queue::{DeadlineQueue, Departure};
 use super::emulator::PendingLink;
 use super::frame_slab::FrameSlab;
 use super::offload::{Segmenter, complete_checksum};
 use super::packet_socket::{Interface, PacketSocket, RxBatch, TxBatch, TxOutcome};
 use super::stats::{DirectionStats, SharedStats};
 use super::sys::{self, Waker};
+use crate::deadline_queue::{DeadlineQueue, Due};
 use crate::sim::link::{LinkModel, Verdict};
+
+/// A frame waiting in its direction's queue: slab slot `slot`, `len`
+/// bytes.
+#[derive(Clone, Copy, Debug)]
+struct Queued {
+    slot: u32,
+    len: u32,
+}
+
+/// A frame and when it leaves.
+type Departure = Due<Queued>;
 
 /// Frames per `recvmmsg` and per `sendmmsg`.
 const BATCH: usize = 64;
@@ -62,7 +73,7 @@ pub(crate) struct Worker {
 struct Line {
     model: LinkModel,
     slab: FrameSlab,
-    queue: DeadlineQueue,
+    queue: DeadlineQueue<Queued>,
     stats: DirectionStats,
     /// The latest offer time: offers never go backwards, which the
     /// serialiser relies on.
@@ -199,7 +210,7 @@ impl Worker {
         line.stats.in_flight = line.queue.len() as u64;
         let Line { queue, slab, .. } = &mut line;
         for departure in queue.drain() {
-            slab.release(departure.slot);
+            slab.release(departure.item.slot);
         }
         line.publish(&shared);
         Ok(line.final_stats())
@@ -322,7 +333,7 @@ impl Line {
         match self.model.transmit(at, &mut self.slab.slot_mut(slot)[..len]) {
             Verdict::QueueDrop | Verdict::Lost => self.slab.release(slot),
             Verdict::Deliver { at, copy_at } => {
-                self.queue.push(at, slot, len as u32);
+                self.queue.push(at, Queued { slot, len: len as u32 });
                 if let Some(copy_at) = copy_at {
                     let Some(copy) = self.slab.take() else {
                         self.stats.no_buffer += 1;
@@ -330,7 +341,7 @@ impl Line {
                     };
                     let (from, to) = self.slab.pair_mut(slot, copy);
                     to[..len].copy_from_slice(&from[..len]);
-                    self.queue.push(copy_at, copy, len as u32);
+                    self.queue.push(copy_at, Queued { slot: copy, len: len as u32 });
                 }
             }
         }
@@ -351,12 +362,12 @@ impl Line {
             }
             let Line { slab, stats, model, .. } = self;
             let mut outcomes = sending.iter();
-            batch.send(tx, sending.iter().map(|d| &slab.slot(d.slot)[..d.len as usize]), |outcome| {
+            batch.send(tx, sending.iter().map(|d| &slab.slot(d.item.slot)[..d.item.len as usize]), |outcome| {
                 let Some(d) = outcomes.next() else { return };
                 match outcome {
                     TxOutcome::Sent => {
                         model.stats.frames_delivered += 1;
-                        model.stats.bytes_delivered += u64::from(d.len);
+                        model.stats.bytes_delivered += u64::from(d.item.len);
                         let late = now - d.at;
                         stats.late_us_total += late;
                         stats.late_us_max = stats.late_us_max.max(late);
@@ -366,7 +377,7 @@ impl Line {
                 }
             });
             for d in sending.iter() {
-                slab.release(d.slot);
+                slab.release(d.item.slot);
             }
         }
     }

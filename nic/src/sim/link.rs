@@ -13,11 +13,19 @@ use rand::distr::{Bernoulli, Distribution};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::event_queue::EventQueue;
 use super::frame_pool::FramePool;
 use super::link_config::LinkConfig;
 use super::stats::LinkStats;
 use super::topology::Side;
+use crate::deadline_queue::DeadlineQueue;
+
+/// Frame `frame` reaches the far end of link `link`: what a link
+/// schedules in the network's queue of arrivals.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Arrival {
+    pub(crate) frame: u32,
+    pub(crate) link: u32,
+}
 
 /// Bandwidths above this are clamped, which keeps the serialiser's
 /// arithmetic inside a `u64`.
@@ -103,16 +111,23 @@ impl LinkState {
 
     /// Offers frame `id` to the link at `now`, and schedules its arrival at
     /// the far end as link `index`, unless it is dropped or lost.
-    pub(crate) fn offer(&mut self, now: u64, id: u32, index: u32, pool: &mut FramePool, events: &mut EventQueue) {
+    pub(crate) fn offer(
+        &mut self,
+        now: u64,
+        id: u32,
+        index: u32,
+        pool: &mut FramePool,
+        events: &mut DeadlineQueue<Arrival>,
+    ) {
         match self.model.transmit(now, pool.frame_mut(id)) {
             Verdict::QueueDrop | Verdict::Lost => pool.release(id),
             Verdict::Deliver { at, copy_at } => {
                 // The copy is taken after any corruption, so it carries the
                 // same bytes; the original is scheduled first.
                 let copy = copy_at.map(|at| (at, pool.duplicate(id)));
-                events.push(at, id, index);
+                events.push(at, Arrival { frame: id, link: index });
                 if let Some((at, copy)) = copy {
-                    events.push(at, copy, index);
+                    events.push(at, Arrival { frame: copy, link: index });
                 }
             }
         }
@@ -353,7 +368,7 @@ mod tests {
             let config = if limit == usize::MAX { config } else { config.with_queue_bytes(limit) };
             let mut link = LinkState::new(config, LinkEnd::Host(1), 0, 0);
             let mut pool = FramePool::new(9_000);
-            let mut events = EventQueue::default();
+            let mut events = DeadlineQueue::default();
             // Offer times are gaps from the previous offer.
             let mut now = 0;
             let offers: Vec<(u64, u32)> = offers.iter().map(|&(gap, len)| { now += gap; (now, len) }).collect();
@@ -379,7 +394,7 @@ mod tests {
         let config = LinkConfig::ideal().with_bandwidth_bps(3_000_000);
         let mut link = LinkState::new(config, LinkEnd::Host(1), 0, 0);
         let mut pool = FramePool::new(1514);
-        let mut events = EventQueue::default();
+        let mut events = DeadlineQueue::default();
         let id = frame(&mut pool, 100); // 800 bits at 3 Mbit/s: 266.67 µs
         link.offer(0, id, 0, &mut pool, &mut events);
         link.configure(config.with_bandwidth_mbps(8));

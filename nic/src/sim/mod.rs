@@ -89,7 +89,6 @@
 
 #![forbid(unsafe_code)]
 
-mod event_queue;
 mod frame_pool;
 pub(crate) mod link;
 mod link_config;

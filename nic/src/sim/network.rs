@@ -6,13 +6,14 @@ use std::collections::VecDeque;
 use fairway_stack::ETHERNET_HEADER_LEN;
 use fairway_stack::time::Instant;
 
-use super::event_queue::EventQueue;
 use super::frame_pool::{BROADCAST, FrameMeta, FramePool};
+use super::link::Arrival;
 use super::link::{LinkEnd, LinkState};
 use super::link_config::LinkConfig;
 use super::port::Port;
 use super::stats::{HostLinkStats, LinkStats, NetworkStats};
 use super::topology::{HostId, LinkId, Side};
+use crate::deadline_queue::DeadlineQueue;
 
 /// Larger buffers are a configuration bug, and the serialiser's arithmetic
 /// relies on frame lengths staying below this.
@@ -42,7 +43,7 @@ pub struct Network {
     /// Host indices per side, in the order they were added.
     side_hosts: [Vec<u32>; 2],
     pool: FramePool,
-    events: EventQueue,
+    events: DeadlineQueue<Arrival>,
     unroutable: u64,
 }
 
@@ -74,7 +75,7 @@ impl Network {
             hosts: Vec::new(),
             side_hosts: [Vec::new(), Vec::new()],
             pool: FramePool::new(max_frame_len),
-            events: EventQueue::default(),
+            events: DeadlineQueue::default(),
             unroutable: 0,
         }
     }
@@ -116,7 +117,7 @@ impl Network {
     /// several events (one per hop) to land in a receive queue; the time
     /// returned is never earlier than [`now`](Network::now).
     pub fn next_event(&self) -> Option<Instant> {
-        self.events.peek_time().map(Instant::from_micros)
+        self.events.next_at().map(Instant::from_micros)
     }
 
     /// Runs every event due at or before `to`, in time order (ties in the
@@ -131,7 +132,7 @@ impl Network {
         }
         while let Some(event) = self.events.pop_due(to) {
             self.now = event.at;
-            self.arrive(event.frame, event.link);
+            self.arrive(event.item.frame, event.item.link);
         }
         self.now = to;
     }
