@@ -18,26 +18,26 @@ fn origin() -> std::time::Instant {
 /// Now, on the stack's clock (monotonic; the same origin on every thread).
 #[must_use]
 pub fn now() -> Instant {
-    Instant::from_micros(origin().elapsed().as_micros().min(u128::from(u64::MAX)) as u64)
+    Instant::ZERO + origin().elapsed().into()
 }
 
 /// A std instant on the stack's clock (the origin if it is before it).
 #[must_use]
 pub fn from_std(at: std::time::Instant) -> Instant {
-    Instant::from_micros(at.saturating_duration_since(origin()).as_micros().min(u128::from(u64::MAX)) as u64)
+    Instant::ZERO + at.saturating_duration_since(origin()).into()
 }
 
 /// An instant on the stack's clock as a std instant (the inverse of
 /// [`from_std`]).
 #[must_use]
 pub fn to_std(at: Instant) -> std::time::Instant {
-    origin() + std::time::Duration::from_micros(at.total_micros())
+    origin() + std::time::Duration::from(at.saturating_since(Instant::ZERO))
 }
 
 /// How long from now until `deadline`, as a std duration (zero if past).
 #[must_use]
 pub fn until(deadline: Instant) -> std::time::Duration {
-    std::time::Duration::from_micros(deadline.saturating_since(now()).total_micros())
+    deadline.saturating_since(now()).into()
 }
 
 /// Where a shard loop reads the time, and how it pauses without waiting on

@@ -280,7 +280,7 @@ impl ShardMetrics {
             return false;
         }
         hub.publish(self);
-        self.next_publish = Some(now + fairway_stack::time::Duration::from_micros(PUBLISH_INTERVAL.as_micros() as u64));
+        self.next_publish = Some(now + PUBLISH_INTERVAL.into());
         true
     }
 

@@ -25,7 +25,6 @@ mod cli {
     };
     use fairway_nic::linkem::{DirectionStats, Emulator, EmulatorConfig, ShutdownSignals, default_queue_bytes};
     use fairway_nic::sim::LinkConfig;
-    use fairway_stack::time::Duration as SimDuration;
 
     const AFTER_HELP: &str = "\
 Units (as tc): durations 250us, 25ms, 1.5s; rates in bits per second 800kbit, 100mbit,
@@ -217,12 +216,11 @@ Exit status 1: the emulator could not start or failed; 2: bad arguments.";
 
     impl Direction {
         fn link(&self, round_trip: Duration) -> LinkConfig {
-            let micros = |d: Duration| SimDuration::from_micros(d.as_micros() as u64);
             let mut link = LinkConfig::ideal()
-                .with_delay(micros(self.delay))
+                .with_delay(self.delay.into())
                 .with_bandwidth_bps(self.rate)
                 .with_loss(self.loss)
-                .with_reorder(self.reorder, micros(self.reorder_delay))
+                .with_reorder(self.reorder, self.reorder_delay.into())
                 .with_duplicate(self.duplicate)
                 .with_corrupt(self.corrupt);
             if self.rate > 0 {

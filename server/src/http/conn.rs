@@ -227,10 +227,6 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
-fn std_duration(d: Duration) -> StdDuration {
-    StdDuration::from_micros(d.total_micros())
-}
-
 impl HttpConn {
     /// A connection with its buffers allocated, as if [`reset`](Self::reset)
     /// at time zero.
@@ -871,7 +867,7 @@ impl HttpConn {
             ReplyKind::Answer { status, len: Some(len), close, streams } => {
                 self.out.commit(len);
                 self.held = streams.then_some(pending.id);
-                site.record(status, std_duration(now - pending.started));
+                site.record(status, StdDuration::from(now - pending.started));
                 // Answered: nothing of it is left to cancel.
                 self.reading = Reading::Head;
                 if close || pending.shape.persistence == Persistence::Close {
@@ -1101,7 +1097,7 @@ impl HttpConn {
         match res.error(status).0 {
             ReplyKind::Answer { status, len: Some(len), .. } => {
                 self.out.commit(len);
-                site.record(status, std_duration(now - started));
+                site.record(status, StdDuration::from(now - started));
                 self.close_reading();
             }
             // The reserve rules this out.

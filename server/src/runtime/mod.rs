@@ -351,19 +351,19 @@ where
             continue;
         }
         let idle = *idle_since.get_or_insert(now);
-        if now.saturating_since(idle) < micros(config.busy_poll) {
+        if now.saturating_since(idle) < config.busy_poll.into() {
             stats.busy_poll_turns += 1;
             continue;
         }
         let now = clock.now();
         let due = [net.poll_timeout(transport), app.poll_timeout()].into_iter().flatten().min();
-        let timeout = due.map_or(config.max_sleep, |at| std_duration(at.saturating_since(now)).min(config.max_sleep));
+        let timeout = due.map_or(config.max_sleep, |at| Duration::from(at.saturating_since(now)).min(config.max_sleep));
         if timeout.is_zero() {
             continue;
         }
-        let coalesce_until = woke_at + micros(config.itr);
+        let coalesce_until = woke_at + config.itr.into();
         if worked_since_wake && !config.itr.is_zero() && now < coalesce_until {
-            let pause = std_duration(coalesce_until.saturating_since(now)).min(timeout);
+            let pause = Duration::from(coalesce_until.saturating_since(now)).min(timeout);
             stats.itr_pauses += 1;
             stats.itr_paused_us += pause.as_micros() as u64;
             clock.pause(pause);
@@ -376,16 +376,6 @@ where
         idle_since = None;
     }
     Ok(stats)
-}
-
-/// A std duration on the stack's clock (saturating).
-fn micros(d: Duration) -> fairway_stack::time::Duration {
-    fairway_stack::time::Duration::from_micros(d.as_micros().min(u128::from(u64::MAX)) as u64)
-}
-
-/// A span on the stack's clock as a std duration.
-fn std_duration(d: fairway_stack::time::Duration) -> Duration {
-    Duration::from_micros(d.total_micros())
 }
 
 #[cfg(test)]

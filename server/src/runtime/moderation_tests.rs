@@ -33,7 +33,7 @@ impl Clock for VirtualClock {
         Instant::from_micros(self.now.get())
     }
     fn pause(&mut self, duration: Duration) {
-        self.now.set(self.now.get() + duration.as_micros() as u64);
+        self.now.set((self.now() + duration.into()).total_micros());
         self.pauses.borrow_mut().push(self.now.get());
     }
 }
