@@ -1,7 +1,7 @@
 //! Running cargo (and other programs) from the workspace root, and turning
 //! their exit status into ours.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{self, ExitStatus};
 
@@ -143,7 +143,7 @@ impl Invocation {
         let mut line = self.display_program.clone();
         for arg in &self.args {
             line.push(' ');
-            line.push_str(&shell_quote(arg));
+            line.push_str(&crate::shell::quote(arg));
         }
         line
     }
@@ -220,18 +220,6 @@ pub fn exit_code(status: ExitStatus) -> u8 {
         }
     }
     1
-}
-
-/// Quotes `arg` for a POSIX shell when it holds anything but plainly safe
-/// characters.
-pub fn shell_quote(arg: &OsStr) -> String {
-    let arg = arg.to_string_lossy();
-    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c);
-    if !arg.is_empty() && arg.chars().all(safe) {
-        arg.into_owned()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
-    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ mod cargo;
 mod cli;
 mod commands;
 mod error;
+mod shell;
 mod system;
 
 use std::process::ExitCode;

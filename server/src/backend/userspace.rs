@@ -72,10 +72,13 @@ const MAX_MTU: usize = 9000;
 const DEFAULT_MTU: usize = 1500;
 /// UMEM frames of this size hold a frame of the default MTU whole; larger
 /// MTUs take 4096-byte ones, so that a jumbo frame is three parts, not six.
+#[cfg(all(target_os = "linux", feature = "afxdp"))]
 const SMALL_UMEM_FRAME: u32 = 2048;
+#[cfg(all(target_os = "linux", feature = "afxdp"))]
 const LARGE_UMEM_FRAME: u32 = 4096;
 /// What a UMEM frame holds of a received frame: its size less the kernel's
 /// 256-byte XDP headroom.
+#[cfg(all(target_os = "linux", feature = "afxdp"))]
 const XDP_HEADROOM: usize = 256;
 /// Connections whose RTT and window `/metrics` shows, per shard.
 const MAX_FLOWS: usize = 64;

@@ -329,16 +329,11 @@ pub(crate) fn display_command(command: &Command) -> String {
     std::iter::once(command.get_program()).chain(command.get_args()).map(quote).collect::<Vec<_>>().join(" ")
 }
 
-/// Quotes one word for a POSIX shell when it needs it.
-pub(crate) fn quote(word: &OsStr) -> String {
-    let word = word.to_string_lossy();
-    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c);
-    if !word.is_empty() && word.chars().all(safe) {
-        word.into_owned()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
-}
+/// Shell quoting, one implementation with xtask's (std only).
+#[path = "../../../xtask/src/shell.rs"]
+mod shell;
+
+pub(crate) use shell::quote;
 
 #[cfg(test)]
 mod tests {
