@@ -7,9 +7,11 @@
 //!   namespace testbed;
 //! - [`http`]: wrk against Fairway (AF_XDP and kernel backends) and nginx
 //!   on the namespace testbed;
-//! - [`stats`]: medians over rounds.
+//! - [`stats`]: medians over rounds;
+//! - [`cli`]: value parsers the benchmark binaries' command lines share.
 #![deny(missing_docs)]
 
+pub mod cli;
 pub mod fairway_loopback;
 pub mod http;
 #[cfg(feature = "afxdp")]

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use clap::{ArgAction, Parser};
 use fairway::runtime::signals::stop_on_signals;
+use fairway_benches::cli::{at_least_one, seconds, testbed_prefix};
 use fairway_benches::nic::bulk::Bulk;
 use fairway_benches::nic::pps::{Bench, Rate, SHARD_BATCH, TX_BUDGET, Window};
 use fairway_benches::stats::median;
@@ -20,10 +22,10 @@ use fairway_tests::nginx::Site;
 use fairway_tests::real_peers::server_addr;
 use fairway_tests::testbed::{self, SERVER_IF, Testbed, TestbedConfig};
 
-const USAGE: &str = "\
-usage: nic [--rounds N] [--seconds S] [--warm-up S] [--bulk-bytes N]
-           [--bulk-rounds N] [--skip-bulk] [--skip-tap] [--skip-rates]
-           [--mtu N] [--prefix P] [--verbose] [--no-rx-steering]
+/// What is measured, for `--help`.
+const LONG_ABOUT: &str = "\
+Packets per second received and sent by one shard over AF_XDP and received
+over TAP, then a bulk download from Fairway beside the same from nginx.
 
 Needs root. Builds a namespace testbed (prefix --prefix, default fwbench)
 with one client and one queue, measures, and removes it (also on Ctrl-C).
@@ -37,33 +39,94 @@ counts and drops:
   afxdp tx  the shard's AF_XDP socket on fw0 sends frames as fast as it
             accepts them; a sink AF_XDP socket on `srv` counts them
   tap rx    the generator on the switch port `tap`; the shard reads fwtap0
-  --rounds N       rounds of the three (default 5); medians are reported
-  --seconds S      the measured window of each, in seconds (default 3)
-  --warm-up S      traffic before the window, in seconds (default 1)
-  --skip-tap       leave out tap rx
-  --skip-rates     leave out the packet rates (the bulk download alone)
 
 Bulk download: kernel curl in the client downloads --bulk-bytes from the
 fairway server (one shard, AF_XDP on fw0, /bytes/N), from a bare shard
 running the test responder, and from nginx (one worker, sendfile, the
-kernel stack on fw0 with the address 10.77.0.1/24), alternating:
-  --bulk-bytes N   the body (default 1000000000)
-  --bulk-rounds N  downloads from each (default 3)
-  --skip-bulk      leave out the bulk download (then nginx is not needed)
+kernel stack on fw0 with the address 10.77.0.1/24), alternating.";
 
-  --mtu N          the MTU of every link (default 1500; 9000 for jumbo
-                   frames, which Fairway over AF_XDP takes in several UMEM
-                   frames and nginx's kernel stack sends whole)
-  --prefix P       the testbed's prefix (default fwbench)
-  --verbose        print what each device and shard counted, every round
-                   (the first round's is always printed)
-  --no-rx-steering leave the kernel's receive processing in the softirq of
-                   the core that sent each frame; by default RPS runs it in
-                   the server's namespace on core 0 and in the switch's and
-                   the client's on core 1, as on two machines
-  -h, --help       show this help";
+// `--help` groups the options under these headings, after --verbose.
+const PACKET_RATES: &str = "Packet rates";
+const BULK_DOWNLOAD: &str = "Bulk download";
+const TESTBED: &str = "Testbed";
 
-/// The command line.
+// The option docs are verbatim, as clap here does not wrap help text: each
+// first line is a phrase for `-h`, the rest is for `--help`, which indents
+// them by 10 columns, so they are at most 70.
+/// Packet rates over AF_XDP and TAP, and a bulk download beside nginx.
+#[derive(Parser, Debug)]
+#[command(name = "nic", long_about = LONG_ABOUT)]
+// As the hand-written parser did: a repeated option takes its last value,
+// and `-1` is a value (which the option then refuses), not an unknown flag.
+#[command(args_override_self = true, allow_negative_numbers = true)]
+struct Cli {
+    /// Rounds of the three; medians are reported
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = at_least_one::<usize>)]
+    #[arg(help_heading = PACKET_RATES, verbatim_doc_comment)]
+    rounds: usize,
+    /// The measured window of each, in seconds
+    #[arg(long, value_name = "S", default_value = "3", value_parser = window_length)]
+    #[arg(help_heading = PACKET_RATES, verbatim_doc_comment)]
+    seconds: Duration,
+    /// Traffic before the window, in seconds
+    #[arg(long, value_name = "S", default_value = "1", value_parser = seconds)]
+    #[arg(help_heading = PACKET_RATES, verbatim_doc_comment)]
+    warm_up: Duration,
+    /// Leave out tap rx
+    #[arg(long, help_heading = PACKET_RATES, verbatim_doc_comment)]
+    skip_tap: bool,
+    /// Leave out the packet rates (the bulk download alone)
+    ///
+    /// Not with --skip-bulk, which would leave nothing to measure.
+    #[arg(long, conflicts_with = "skip_bulk", help_heading = PACKET_RATES, verbatim_doc_comment)]
+    skip_rates: bool,
+    /// The body, in bytes
+    #[arg(long, value_name = "N", default_value_t = 1_000_000_000, value_parser = at_least_one::<u64>)]
+    #[arg(help_heading = BULK_DOWNLOAD, verbatim_doc_comment)]
+    bulk_bytes: u64,
+    /// Downloads from each
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = at_least_one::<usize>)]
+    #[arg(help_heading = BULK_DOWNLOAD, verbatim_doc_comment)]
+    bulk_rounds: usize,
+    /// Leave out the bulk download (then nginx is not needed)
+    #[arg(long, help_heading = BULK_DOWNLOAD, verbatim_doc_comment)]
+    skip_bulk: bool,
+    /// The MTU of every link
+    ///
+    /// 9000 for jumbo frames, which Fairway over AF_XDP takes in several
+    /// UMEM frames and nginx's kernel stack sends whole.
+    #[arg(long, value_name = "N", default_value_t = testbed::MTU, value_parser = testbed::parse_mtu)]
+    #[arg(help_heading = TESTBED, verbatim_doc_comment)]
+    mtu: u32,
+    /// The testbed's prefix
+    #[arg(long, value_name = "P", default_value = "fwbench", value_parser = testbed_prefix)]
+    #[arg(help_heading = TESTBED, verbatim_doc_comment)]
+    prefix: String,
+    /// Receive processing on the sending core (no RPS)
+    ///
+    /// Leaves the kernel's receive processing in the softirq of the core
+    /// that sent each frame. By default RPS runs it in the server's
+    /// namespace on core 0 and in the switch's and the client's on core 1,
+    /// as on two machines.
+    #[arg(long = "no-rx-steering", action = ArgAction::SetFalse)]
+    #[arg(help_heading = TESTBED, verbatim_doc_comment)]
+    rx_steering: bool,
+    /// Print what each device and shard counted, every round
+    ///
+    /// The first round's is always printed.
+    #[arg(long, verbatim_doc_comment)]
+    verbose: bool,
+}
+
+/// `--seconds`: a window of no time measures nothing.
+fn window_length(s: &str) -> Result<Duration, String> {
+    match seconds(s)? {
+        length if length.is_zero() => Err("must be more than 0".to_owned()),
+        length => Ok(length),
+    }
+}
+
+/// The command line, as the measurements take it.
 #[derive(Clone, Debug, PartialEq)]
 struct Args {
     rounds: usize,
@@ -79,65 +142,22 @@ struct Args {
     rx_steering: bool,
 }
 
-impl Default for Args {
-    fn default() -> Args {
+impl From<Cli> for Args {
+    fn from(cli: Cli) -> Args {
         Args {
-            rounds: 5,
-            window: Window { warm_up: Duration::from_secs(1), length: Duration::from_secs(3) },
-            bulk_bytes: 1_000_000_000,
-            bulk_rounds: 3,
-            skip_bulk: false,
-            skip_tap: false,
-            skip_rates: false,
-            mtu: testbed::MTU,
-            prefix: "fwbench".to_owned(),
-            verbose: false,
-            rx_steering: true,
+            rounds: cli.rounds,
+            window: Window { warm_up: cli.warm_up, length: cli.seconds },
+            bulk_bytes: cli.bulk_bytes,
+            bulk_rounds: cli.bulk_rounds,
+            skip_bulk: cli.skip_bulk,
+            skip_tap: cli.skip_tap,
+            skip_rates: cli.skip_rates,
+            mtu: cli.mtu,
+            prefix: cli.prefix,
+            verbose: cli.verbose,
+            rx_steering: cli.rx_steering,
         }
     }
-}
-
-/// Parses the arguments after the program name. `Err("")` asks for the
-/// help.
-fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
-    let mut a = Args::default();
-    let mut it = args.into_iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        let count = |s: String| match s.parse::<u64>() {
-            Ok(0) => Err(format!("{flag} must be at least 1")),
-            Ok(n) => Ok(n),
-            Err(e) => Err(format!("{flag} {s}: {e}")),
-        };
-        let seconds = |s: String| match s.parse::<f64>() {
-            Ok(x) if x.is_finite() && x >= 0.0 => Ok(Duration::from_secs_f64(x)),
-            _ => Err(format!("{flag} {s}: not a number of seconds")),
-        };
-        match flag.as_str() {
-            "--rounds" => a.rounds = count(value()?)? as usize,
-            "--seconds" => a.window.length = seconds(value()?)?,
-            "--warm-up" => a.window.warm_up = seconds(value()?)?,
-            "--bulk-bytes" => a.bulk_bytes = count(value()?)?,
-            "--bulk-rounds" => a.bulk_rounds = count(value()?)? as usize,
-            "--skip-bulk" => a.skip_bulk = true,
-            "--skip-tap" => a.skip_tap = true,
-            "--skip-rates" => a.skip_rates = true,
-            "--mtu" => a.mtu = testbed::parse_mtu(&value()?).map_err(|e| format!("{flag}: {e}"))?,
-            "--prefix" => a.prefix = value()?,
-            "--verbose" => a.verbose = true,
-            "--no-rx-steering" => a.rx_steering = false,
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument {other}")),
-        }
-    }
-    if a.window.length.is_zero() {
-        return Err("--seconds must be more than 0".into());
-    }
-    if a.skip_rates && a.skip_bulk {
-        return Err("--skip-rates and --skip-bulk leave nothing to measure".into());
-    }
-    testbed::validate_prefix(&a.prefix).map_err(|e| format!("--prefix: {e}"))?;
-    Ok(a)
 }
 
 /// Frames per second as Mpps.
@@ -169,17 +189,8 @@ enum Stop {
 }
 
 fn main() -> ExitCode {
-    let args = match parse(std::env::args().skip(1)) {
-        Ok(a) => a,
-        Err(e) if e.is_empty() => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("nic: {e}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    // A bad command line exits with status 2, -h and --help with 0.
+    let args = Args::from(Cli::parse());
     if !testbed::is_root() {
         eprintln!("nic: needs root (network namespaces, AF_XDP): run it as root, e.g. sudo -E cargo xtask bench nic");
         return ExitCode::FAILURE;
@@ -412,14 +423,34 @@ fn offload_features(ethtool: &str) -> String {
 mod tests {
     use super::*;
 
-    fn parse_strs(args: &[&str]) -> Result<Args, String> {
-        parse(args.iter().map(|s| s.to_string()))
+    use clap::CommandFactory;
+    use clap::error::ErrorKind;
+
+    /// `nic ARGS` as `main` reads it.
+    fn parse_strs(args: &[&str]) -> Result<Args, clap::Error> {
+        Cli::try_parse_from(std::iter::once("nic").chain(args.iter().copied())).map(Args::from)
     }
 
     #[test]
     fn defaults() {
         let a = parse_strs(&[]).unwrap();
-        assert_eq!(a, Args::default());
+        // What `Args::default()` was before clap held the defaults.
+        assert_eq!(
+            a,
+            Args {
+                rounds: 5,
+                window: Window { warm_up: Duration::from_secs(1), length: Duration::from_secs(3) },
+                bulk_bytes: 1_000_000_000,
+                bulk_rounds: 3,
+                skip_bulk: false,
+                skip_tap: false,
+                skip_rates: false,
+                mtu: testbed::MTU,
+                prefix: "fwbench".to_owned(),
+                verbose: false,
+                rx_steering: true,
+            }
+        );
         assert_eq!((a.rounds, a.bulk_bytes, a.bulk_rounds, a.prefix.as_str()), (5, 1_000_000_000, 3, "fwbench"));
         assert_eq!(a.window, Window { warm_up: Duration::from_secs(1), length: Duration::from_secs(3) });
         assert!(!a.skip_bulk && !a.skip_tap && !a.verbose);
@@ -464,28 +495,43 @@ mod tests {
                 rx_steering: false,
             }
         );
+        // A repeated option takes its last value, as before clap.
+        assert_eq!(parse_strs(&["--rounds", "2", "--rounds", "3"]).unwrap().rounds, 3);
     }
 
     #[test]
     fn help_and_errors() {
-        assert_eq!(parse_strs(&["--help"]), Err(String::new()));
-        assert_eq!(parse_strs(&["-h"]), Err(String::new()));
-        let error = |args: &[&str]| parse_strs(args).unwrap_err();
-        assert!(error(&["--rounds"]).contains("--rounds needs a value"));
+        for help in ["--help", "-h"] {
+            let e = parse_strs(&[help]).unwrap_err();
+            assert_eq!((e.kind(), e.exit_code()), (ErrorKind::DisplayHelp, 0));
+        }
+        // The message `main` prints (clap's, then the usage), after checking
+        // that it exits with status 2.
+        let error = |args: &[&str]| {
+            let e = parse_strs(args).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{e}");
+            e.to_string()
+        };
+        // Where clap words an error its own way, the fragment is clap's:
+        // "needs a value", "--rounds x: ...", "--bulk-bytes -1: ...",
+        // "--prefix: ..." and "unknown argument" were the hand-written
+        // parser's, and "cannot be used with" was "nothing to measure".
+        assert!(error(&["--rounds"]).contains("a value is required for '--rounds <N>'"));
         assert!(error(&["--rounds", "0"]).contains("at least 1"));
-        assert!(error(&["--rounds", "x"]).contains("--rounds x"));
-        assert!(error(&["--bulk-bytes", "-1"]).contains("--bulk-bytes -1"));
+        assert!(error(&["--rounds", "x"]).contains("invalid value 'x' for '--rounds <N>'"));
+        assert!(error(&["--bulk-bytes", "-1"]).contains("invalid value '-1' for '--bulk-bytes <N>'"));
         assert!(error(&["--seconds", "0"]).contains("more than 0"));
         assert!(error(&["--seconds", "nan"]).contains("not a number of seconds"));
         assert!(error(&["--warm-up", "-1"]).contains("not a number of seconds"));
-        assert!(error(&["--prefix", "a/b"]).starts_with("--prefix"));
-        assert!(error(&["--nope"]).contains("unknown argument --nope"));
+        assert!(error(&["--prefix", "a/b"]).contains("invalid value 'a/b' for '--prefix <P>'"));
+        assert!(error(&["--nope"]).contains("unexpected argument '--nope'"));
         assert!(error(&["--mtu", "100"]).contains("not within 576..=9000"));
-        assert!(error(&["--skip-rates", "--skip-bulk"]).contains("nothing to measure"));
+        assert!(error(&["--skip-rates", "--skip-bulk"]).contains("'--skip-rates' cannot be used with '--skip-bulk'"));
     }
 
     #[test]
     fn the_help_names_every_option_and_fits_80_columns() {
+        let long = Cli::command().render_long_help().to_string();
         for option in [
             "--rounds",
             "--seconds",
@@ -496,10 +542,21 @@ mod tests {
             "--skip-tap",
             "--skip-rates",
             "--mtu",
+            "--prefix",
+            "--verbose",
+            "--no-rx-steering",
         ] {
-            assert!(USAGE.contains(&format!("  {option} ")), "{option} is not explained");
+            let named = long.lines().any(|l| l.trim_start().split(' ').next() == Some(option));
+            assert!(named, "{option} is not in the help:\n{long}");
         }
-        assert!(USAGE.lines().all(|l| l.chars().count() <= 80));
+        for argument in Cli::command().get_arguments() {
+            assert!(argument.get_help().is_some(), "{} is not explained", argument.get_id());
+        }
+        let short = Cli::command().render_help().to_string();
+        for help in [long, short] {
+            let wide: Vec<&str> = help.lines().filter(|l| l.chars().count() > 80).collect();
+            assert!(wide.is_empty(), "longer than 80 columns: {wide:#?}");
+        }
     }
 
     #[test]
