@@ -19,9 +19,6 @@
 //!   simulator's link model (delay, rate, drop-tail queue, loss, reordering)
 //!   driven by the wall clock between two real interfaces, since this
 //!   kernel has no netem.
-//! - [`tcp_sockopt`] (Linux) reads `TCP_INFO` and sets the window clamp and
-//!   pacing rate of kernel TCP sockets: the server's kernel backend senses
-//!   and acts through it for window control.
 //!
 //! `afxdp` (Linux, feature `afxdp`) is the AF_XDP backend, one socket per NIC queue.
 #![deny(missing_docs)]
@@ -43,8 +40,6 @@ pub mod socket_pair;
 pub mod steering;
 #[cfg(target_os = "linux")]
 pub mod tap;
-#[cfg(target_os = "linux")]
-pub mod tcp_sockopt;
 mod wait;
 
 pub use device::Device;

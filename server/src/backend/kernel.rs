@@ -29,6 +29,7 @@
 
 mod fairness;
 mod sockets;
+mod tcp_sockopt;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};

@@ -7,7 +7,7 @@
 //!
 //! Every [`INTERVAL`] a shard reads `TCP_INFO` of each open connection
 //! that did I/O since the last look or is under control
-//! ([`fairway_nic::tcp_sockopt::tcp_info`]): one `getsockopt` each, none
+//! ([`tcp_sockopt::tcp_info`](super::tcp_sockopt::tcp_info)): one `getsockopt` each, none
 //! for idle keep-alive connections.
 //!
 //! - **Direction** comes from the byte counters, not the HTTP state, by
@@ -79,7 +79,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
-use fairway_nic::tcp_sockopt::{self, MAX_WINDOW_CLAMP, TcpInfo, UNLIMITED_PACING};
+use super::tcp_sockopt::{self, MAX_WINDOW_CLAMP, TcpInfo, UNLIMITED_PACING};
 use fairway_stack::fairness::{Capacity, Caps, Direction, FlowSample, Policy, wire_factor};
 use fairway_stack::time::{Duration, Instant};
 use mio::net::TcpStream;

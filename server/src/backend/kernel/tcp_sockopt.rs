@@ -4,9 +4,10 @@
 //! window the kernel advertises to the peer) and `SO_MAX_PACING_RATE` (the
 //! fastest the kernel sends). See `man 7 tcp` and `man 7 socket`.
 //!
-//! They live here, not in the server, because this crate holds Fairway's
-//! `unsafe` code: each call below is one `getsockopt(2)` or `setsockopt(2)`
-//! on a descriptor the caller borrows.
+//! They live beside the window control that uses them (packet I/O, in
+//! `fairway-nic`, knows nothing of TCP socket options). Each call below is
+//! one `getsockopt(2)` or `setsockopt(2)` on a descriptor the caller
+//! borrows, the only `unsafe` it holds.
 
 use std::io;
 use std::mem::size_of;
