@@ -24,12 +24,9 @@ use sha2::{Digest, Sha256};
 /// The largest request head accepted.
 const MAX_HEAD: usize = 16 * 1024;
 
-/// Byte `i` of every `/bytes/N` body: `i mod 251`, so a client can check
-/// a body without the server's help (`bytes(i % 251 for i in range(n))`).
-#[must_use]
-pub fn pattern_byte(i: u64) -> u8 {
-    (i % 251) as u8
-}
+/// Byte `i` of every `/bytes/N` body: the server's pattern (`i mod 251`),
+/// re-exported for the tests that check bodies with it.
+pub use fairway::http::pattern_byte;
 
 /// What a connection is doing.
 enum Phase {
