@@ -18,27 +18,60 @@
 //! assert_eq!(&frame[12..14], &[0x08, 0x06]);
 //! # let _ = (listener, len);
 //! ```
+//!
+//! # What the crate offers
+//!
+//! - [`Shard`], built from a [`Config`] ([`TcpConfig`], [`Limits`],
+//!   [`KeepAlive`], the congestion [`Algorithm`]); its application API
+//!   speaks in [`Listener`]s, [`Handle`]s and [`Event`]s, with the errors
+//!   [`ListenError`], [`ConnectError`], [`SendError`], [`RecvError`] and
+//!   [`ConnectionError`]; [`FlowStats`] and [`State`] describe a
+//!   connection, [`Counters`] and [`DropReason`] the shard.
+//! - [`time`]: the stack's clock types, passed in by the driver.
+//! - [`fairness`]: the RTT-aware window-control policies.
+//! - [`steering`]: which shard owns a flow.
+//! - What the server builds on beside the shard: [`TimerWheel`] (its one
+//!   timer mechanism), [`StoragePool`] with [`TRIM_INTERVAL`] and
+//!   [`LARGE_BUFFER`], and [`ETHERNET_HEADER_LEN`].
+//!
+//! The rest (checksums, the flow table, pools, rings, the TCP machinery,
+//! wire helpers) is internal. The `internals` feature makes those modules
+//! public for the micro-benchmarks, the fuzz targets and tests that reach
+//! inside; applications do not need it.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+// Without `internals` the parts of the internals' API that only the
+// benchmarks, fuzz targets and tests call look unused from here.
+#![cfg_attr(not(feature = "internals"), allow(dead_code, unused_imports))]
 
-pub mod api;
-pub mod arp;
-pub mod checksum;
-pub mod config;
-pub mod counters;
+/// A module that is public with the `internals` feature (for the
+/// micro-benchmarks, the fuzz targets and tests that reach inside) and
+/// private to the crate otherwise.
+macro_rules! internal {
+    ($($name:ident),* $(,)?) => {$(
+        #[cfg(feature = "internals")]
+        pub mod $name;
+        #[cfg(not(feature = "internals"))]
+        pub(crate) mod $name;
+    )*};
+}
+
+mod api;
+mod config;
+mod counters;
 pub mod fairness;
-pub mod flow_table;
-pub mod pool;
-pub mod ring;
 mod shard;
 pub mod steering;
-pub mod tcp;
 pub mod time;
-pub mod timer_wheel;
-pub mod wire;
+
+internal!(arp, checksum, flow_table, pool, ring, tcp, timer_wheel, wire);
 
 pub use api::{ConnectError, ConnectionError, Event, FlowStats, Handle, ListenError, Listener, RecvError, SendError};
 pub use config::{Config, KeepAlive, Limits, TcpConfig};
 pub use counters::{Counters, DropReason};
+pub use pool::{LARGE_BUFFER, StoragePool, TRIM_INTERVAL};
 pub use shard::Shard;
+pub use tcp::State;
+pub use tcp::congestion::Algorithm;
+pub use timer_wheel::TimerWheel;
 pub use wire::ETHERNET_HEADER_LEN;

@@ -39,7 +39,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fairway_nic::sim::{LinkConfig, LinkId, Side};
-use fairway_stack::config::Algorithm;
+use fairway_stack::Algorithm;
 use fairway_stack::fairness::{Capacity, Direction, Driver, DriverConfig, Policy, jain_index};
 use fairway_stack::time::{Duration, Instant};
 use fairway_stack::{Event, Handle, Listener, RecvError, SendError, Shard};

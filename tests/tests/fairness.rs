@@ -11,7 +11,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use fairway_stack::config::Algorithm;
+use fairway_stack::Algorithm;
 use fairway_stack::fairness::{Capacity, Direction, Driver, DriverConfig, Policy};
 use fairway_stack::time::{Duration, Instant};
 use fairway_tests::fairness::{Cell, CellResult, FairnessApp, Params, build_world, run_cell};

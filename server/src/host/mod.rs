@@ -49,9 +49,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Waker;
 
 use fairway_nic::steering::Fabric;
-use fairway_stack::pool::{StoragePool, TRIM_INTERVAL};
+use fairway_stack::TimerWheel;
 use fairway_stack::time::{Duration, Instant};
-use fairway_stack::timer_wheel::TimerWheel;
+use fairway_stack::{StoragePool, TRIM_INTERVAL};
 use tracing::info;
 
 pub use transport::{HostEvent, Transport, TransportError};

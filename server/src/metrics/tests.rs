@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 use fairway_nic::steering::SteeringCounts;
-use fairway_stack::tcp::State;
+use fairway_stack::State;
 use fairway_stack::time::{Duration as StackDuration, Instant};
 use fairway_stack::{Config, FlowStats, Shard};
 

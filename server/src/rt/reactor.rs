@@ -32,8 +32,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use fairway_stack::Shard;
+use fairway_stack::TimerWheel;
 use fairway_stack::time::{Duration, Instant};
-use fairway_stack::timer_wheel::TimerWheel;
 
 use super::executor::{Executor, Task};
 use crate::host::wake::WakeQueue;

@@ -12,9 +12,9 @@
 
 /// Blocks at least this big get a mapping of their own: the size from which
 /// the stack's pools swap kept buffers for fresh, unwritten ones
-/// ([`fairway_stack::pool::LARGE_BUFFER`]), which only returns their pages
+/// ([`fairway_stack::LARGE_BUFFER`]), which only returns their pages
 /// when they are mapped on their own.
-pub const MMAP_THRESHOLD: usize = fairway_stack::pool::LARGE_BUFFER;
+pub const MMAP_THRESHOLD: usize = fairway_stack::LARGE_BUFFER;
 
 /// Has the allocator map every block of [`MMAP_THRESHOLD`] or more on its
 /// own, so that freeing one unmaps it at once. glibc's default threshold

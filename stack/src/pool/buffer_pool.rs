@@ -8,7 +8,7 @@
 //! [`LARGE_BUFFER`].
 
 /// Buffers at least this big are swapped for fresh ones at every
-/// [`BufferPool::trim`], the kept ones too. Allocators map a block this
+/// `BufferPool::trim` (the stack's socket buffers), the kept ones too. Allocators map a block this
 /// size on its own (glibc above its mmap threshold, which the server pins
 /// at this value), and a fresh mapping holds no resident page until it is
 /// written: a kept socket buffer that a download once filled would

@@ -53,7 +53,7 @@ impl<T> StoragePool<T> {
     }
 
     /// Frees the collections that waited unused since the previous call, as
-    /// [`super::BufferPool::trim`] does, and returns how many. The free
+    /// the stack's buffer pool does, and returns how many. The free
     /// list keeps its own capacity, so giving back never reallocates.
     pub fn trim(&mut self) -> usize {
         let n = self.low_water.min(self.free.len());

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use fairway_stack::config::Algorithm;
+use fairway_stack::Algorithm;
 use fairway_tests::fairness::{self, Cell, POLICIES, Params};
 use fairway_tests::fairness_testbed::{self, Transfer};
 use fairway_tests::plot;
