@@ -1,7 +1,9 @@
 //! Zero heap allocations per request in steady state: a request/response
 //! workload on the simulated network, counted by a global allocator.
 //!
-//! This file holds a single test so no other test's allocations are counted.
+//! A test without libtest's harness (`harness = false`): the allocation
+//! counter is process-wide, and neither another test nor the harness's own
+//! threads may allocate inside the measured interval.
 
 use fairway_nic::sim::{LinkConfig, Side};
 use fairway_stack::time::{Duration, Instant};
@@ -51,7 +53,11 @@ fn allocations_in_steady_state(mode: Mode, warmup: u64, measured: u64) -> (stats
     (stats, app.completed)
 }
 
-#[test]
+fn main() {
+    steady_state_request_response_allocates_nothing();
+    println!("test steady_state_request_response_allocates_nothing ... ok");
+}
+
 fn steady_state_request_response_allocates_nothing() {
     // Keep-alive: the same connections serve request after request.
     let (stats, done) = allocations_in_steady_state(Mode::KeepAlive, 2_000, 20_000);
