@@ -40,6 +40,8 @@ pub mod socket_pair;
 pub mod steering;
 #[cfg(target_os = "linux")]
 pub mod tap;
+#[cfg(test)]
+mod test_frames;
 mod wait;
 
 pub use device::Device;

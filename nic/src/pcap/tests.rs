@@ -7,14 +7,11 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use fairway_stack::time::Instant;
-use smoltcp::phy::ChecksumCapabilities;
-use smoltcp::wire::{
-    EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Address,
-    Ipv4Packet, Ipv4Repr,
-};
+use smoltcp::wire::{EthernetAddress, Icmpv4Repr, Ipv4Address};
 
 use super::*;
 use crate::sim::{LinkConfig, Network, Side};
+use crate::test_frames;
 
 // ---------------------------------------------------------------------------
 // A reader for what we write
@@ -383,28 +380,9 @@ const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
 
 fn echo_request(seq_no: u16) -> Vec<u8> {
-    let caps = ChecksumCapabilities::default();
-    let data = [0x5a; 32];
-    let icmp = Icmpv4Repr::EchoRequest { ident: 7, seq_no, data: &data };
-    let ip = Ipv4Repr {
-        src_addr: Ipv4Address::new(10, 0, 0, 1),
-        dst_addr: Ipv4Address::new(10, 0, 0, 2),
-        next_header: IpProtocol::Icmp,
-        payload_len: icmp.buffer_len(),
-        hop_limit: 64,
-    };
-    let eth = EthernetRepr {
-        src_addr: EthernetAddress(MAC_A),
-        dst_addr: EthernetAddress(MAC_B),
-        ethertype: EthernetProtocol::Ipv4,
-    };
-    let mut frame = vec![0; eth.buffer_len() + ip.buffer_len() + icmp.buffer_len()];
-    let mut view = EthernetFrame::new_unchecked(&mut frame[..]);
-    eth.emit(&mut view);
-    let mut packet = Ipv4Packet::new_unchecked(view.payload_mut());
-    ip.emit(&mut packet, &caps);
-    icmp.emit(&mut Icmpv4Packet::new_unchecked(packet.payload_mut()), &caps);
-    frame
+    let from = (EthernetAddress(MAC_A), Ipv4Address::new(10, 0, 0, 1));
+    let to = (EthernetAddress(MAC_B), Ipv4Address::new(10, 0, 0, 2));
+    test_frames::icmp(from, to, &Icmpv4Repr::EchoRequest { ident: 7, seq_no, data: &[0x5a; 32] })
 }
 
 /// `tcpdump -r FILE -nn -e -tt`, one line per packet.

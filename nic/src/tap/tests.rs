@@ -23,13 +23,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
-use smoltcp::phy::ChecksumCapabilities;
-use smoltcp::wire::{
-    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, Icmpv4Packet,
-    Icmpv4Repr, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr,
-};
+use smoltcp::wire::{EthernetAddress, Icmpv4Repr, Ipv4Address};
 
 use super::*;
+use crate::test_frames::{self, Seen, classify};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -152,115 +149,14 @@ const OUR_MAC: EthernetAddress = EthernetAddress([0x02, 0x00, 0x00, 0x99, 0x00, 
 const OUR_IP: Ipv4Address = Ipv4Address::new(10, 99, 0, 2);
 const KERNEL_IP: Ipv4Address = Ipv4Address::new(10, 99, 0, 1);
 
-/// What a test cares about in a frame from the kernel.
-#[derive(Debug, PartialEq)]
-enum Seen {
-    ArpRequest {
-        dst: EthernetAddress,
-        sender_mac: EthernetAddress,
-        sender_ip: Ipv4Address,
-        target_ip: Ipv4Address,
-    },
-    EchoRequest {
-        src: EthernetAddress,
-        dst: EthernetAddress,
-        ip_dst: Ipv4Address,
-        ident: u16,
-        seq_no: u16,
-        data: Vec<u8>,
-    },
-    Other,
-}
-
-fn classify(frame: &[u8]) -> Seen {
-    let Ok(eth) = EthernetFrame::new_checked(frame) else {
-        return Seen::Other;
-    };
-    match eth.ethertype() {
-        EthernetProtocol::Arp => {
-            let Ok(packet) = ArpPacket::new_checked(eth.payload()) else {
-                return Seen::Other;
-            };
-            match ArpRepr::parse(&packet) {
-                Ok(ArpRepr::EthernetIpv4 {
-                    operation: ArpOperation::Request,
-                    source_hardware_addr,
-                    source_protocol_addr,
-                    target_protocol_addr,
-                    ..
-                }) => Seen::ArpRequest {
-                    dst: eth.dst_addr(),
-                    sender_mac: source_hardware_addr,
-                    sender_ip: source_protocol_addr,
-                    target_ip: target_protocol_addr,
-                },
-                _ => Seen::Other,
-            }
-        }
-        EthernetProtocol::Ipv4 => {
-            let caps = ChecksumCapabilities::default();
-            let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {
-                return Seen::Other;
-            };
-            let Ok(ip_repr) = Ipv4Repr::parse(&ip, &caps) else {
-                return Seen::Other;
-            };
-            if ip_repr.next_header != IpProtocol::Icmp {
-                return Seen::Other;
-            }
-            let Ok(icmp) = Icmpv4Packet::new_checked(ip.payload()) else {
-                return Seen::Other;
-            };
-            match Icmpv4Repr::parse(&icmp, &caps) {
-                Ok(Icmpv4Repr::EchoRequest { ident, seq_no, data }) => Seen::EchoRequest {
-                    src: eth.src_addr(),
-                    dst: eth.dst_addr(),
-                    ip_dst: ip_repr.dst_addr,
-                    ident,
-                    seq_no,
-                    data: data.to_vec(),
-                },
-                _ => Seen::Other,
-            }
-        }
-        _ => Seen::Other,
-    }
-}
-
+/// An ARP reply from our side of the TAP.
 fn arp_reply(to_mac: EthernetAddress, to_ip: Ipv4Address) -> Vec<u8> {
-    let eth = EthernetRepr { src_addr: OUR_MAC, dst_addr: to_mac, ethertype: EthernetProtocol::Arp };
-    let arp = ArpRepr::EthernetIpv4 {
-        operation: ArpOperation::Reply,
-        source_hardware_addr: OUR_MAC,
-        source_protocol_addr: OUR_IP,
-        target_hardware_addr: to_mac,
-        target_protocol_addr: to_ip,
-    };
-    let mut frame = vec![0; eth.buffer_len() + arp.buffer_len()];
-    let mut view = EthernetFrame::new_unchecked(&mut frame[..]);
-    eth.emit(&mut view);
-    arp.emit(&mut ArpPacket::new_unchecked(view.payload_mut()));
-    frame
+    test_frames::arp_reply((OUR_MAC, OUR_IP), (to_mac, to_ip))
 }
 
+/// An echo reply from our side of the TAP to the kernel's.
 fn echo_reply(to_mac: EthernetAddress, ident: u16, seq_no: u16, data: &[u8]) -> Vec<u8> {
-    let caps = ChecksumCapabilities::default();
-    let icmp = Icmpv4Repr::EchoReply { ident, seq_no, data };
-    let ip = Ipv4Repr {
-        src_addr: OUR_IP,
-        dst_addr: KERNEL_IP,
-        next_header: IpProtocol::Icmp,
-        payload_len: icmp.buffer_len(),
-        hop_limit: 64,
-    };
-    let eth = EthernetRepr { src_addr: OUR_MAC, dst_addr: to_mac, ethertype: EthernetProtocol::Ipv4 };
-    let mut frame = vec![0; eth.buffer_len() + ip.buffer_len() + icmp.buffer_len()];
-    let mut view = EthernetFrame::new_unchecked(&mut frame[..]);
-    eth.emit(&mut view);
-    let mut packet = Ipv4Packet::new_unchecked(view.payload_mut());
-    ip.emit(&mut packet, &caps);
-    icmp.emit(&mut Icmpv4Packet::new_unchecked(packet.payload_mut()), &caps);
-    frame
+    test_frames::icmp((OUR_MAC, OUR_IP), (to_mac, KERNEL_IP), &Icmpv4Repr::EchoReply { ident, seq_no, data })
 }
 
 /// Sends as many of `queue`'s frames as the device takes, oldest first.
@@ -622,7 +518,7 @@ fn the_kernel_resolves_and_pings_us_through_the_tap() {
                     arp_requests += 1;
                     replies.push_back(arp_reply(sender_mac, sender_ip));
                 }
-                Seen::EchoRequest { src, dst, ip_dst, ident, seq_no, data } => {
+                Seen::EchoRequest { src, dst, ip_dst, ident, seq_no, data, .. } => {
                     assert_eq!((src, dst, ip_dst), (kernel_mac, OUR_MAC, OUR_IP));
                     echo_seqs.push(seq_no);
                     replies.push_back(echo_reply(src, ident, seq_no, &data));

@@ -24,11 +24,7 @@ use std::time::{Duration, Instant};
 
 use fairway_nic::afxdp::AfXdp;
 use fairway_nic::{Device, Wait};
-use smoltcp::phy::ChecksumCapabilities;
-use smoltcp::wire::{
-    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, Icmpv4Packet,
-    Icmpv4Repr, IpProtocol, Ipv4Packet, Ipv4Repr,
-};
+use smoltcp::wire::{EthernetAddress, Icmpv4Repr};
 
 /// The kernel side's address.
 pub const KERNEL_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
@@ -248,42 +244,18 @@ impl VethPair {
     }
 }
 
+/// The frame builders and parser every nic test shares.
+#[path = "../../src/test_frames.rs"]
+mod test_frames;
+
 /// An ARP reply from `DRIVEN_MAC`/`DRIVEN_IP` to the asker.
 pub fn arp_reply(to_mac: EthernetAddress, to_ip: Ipv4Addr) -> Vec<u8> {
-    let arp = ArpRepr::EthernetIpv4 {
-        operation: ArpOperation::Reply,
-        source_hardware_addr: DRIVEN_MAC,
-        source_protocol_addr: DRIVEN_IP,
-        target_hardware_addr: to_mac,
-        target_protocol_addr: to_ip,
-    };
-    let eth = EthernetRepr { src_addr: DRIVEN_MAC, dst_addr: to_mac, ethertype: EthernetProtocol::Arp };
-    let mut frame = vec![0; eth.buffer_len() + arp.buffer_len()];
-    let mut packet = EthernetFrame::new_unchecked(&mut frame[..]);
-    eth.emit(&mut packet);
-    arp.emit(&mut ArpPacket::new_unchecked(packet.payload_mut()));
-    frame
+    test_frames::arp_reply((DRIVEN_MAC, DRIVEN_IP), (to_mac, to_ip))
 }
 
 /// An ICMP echo reply from `DRIVEN_IP` for a request from `to`.
 pub fn echo_reply(to_mac: EthernetAddress, to_ip: Ipv4Addr, ident: u16, seq_no: u16, data: &[u8]) -> Vec<u8> {
-    let caps = ChecksumCapabilities::default();
-    let icmp = Icmpv4Repr::EchoReply { ident, seq_no, data };
-    let ip = Ipv4Repr {
-        src_addr: DRIVEN_IP,
-        dst_addr: to_ip,
-        next_header: IpProtocol::Icmp,
-        payload_len: icmp.buffer_len(),
-        hop_limit: 64,
-    };
-    let eth = EthernetRepr { src_addr: DRIVEN_MAC, dst_addr: to_mac, ethertype: EthernetProtocol::Ipv4 };
-    let mut frame = vec![0; eth.buffer_len() + ip.buffer_len() + icmp.buffer_len()];
-    let mut packet = EthernetFrame::new_unchecked(&mut frame[..]);
-    eth.emit(&mut packet);
-    let mut ip_packet = Ipv4Packet::new_unchecked(packet.payload_mut());
-    ip.emit(&mut ip_packet, &caps);
-    icmp.emit(&mut Icmpv4Packet::new_unchecked(ip_packet.payload_mut()), &caps);
-    frame
+    test_frames::icmp((DRIVEN_MAC, DRIVEN_IP), (to_mac, to_ip), &Icmpv4Repr::EchoReply { ident, seq_no, data })
 }
 
 /// What a received frame asks of the driven side.
@@ -299,48 +271,18 @@ pub enum Request {
     Other,
 }
 
-/// Parses a received frame with smoltcp.
+/// What a received frame asks of the driven side: the shared parser's
+/// answer, for `DRIVEN_IP`.
 pub fn classify(frame: &[u8]) -> Request {
-    let caps = ChecksumCapabilities::default();
-    let Ok(eth) = EthernetFrame::new_checked(frame) else { return Request::Other };
-    match eth.ethertype() {
-        EthernetProtocol::Arp => {
-            let Ok(packet) = ArpPacket::new_checked(eth.payload()) else { return Request::Other };
-            match ArpRepr::parse(&packet) {
-                Ok(ArpRepr::EthernetIpv4 {
-                    operation: ArpOperation::Request,
-                    source_hardware_addr,
-                    source_protocol_addr,
-                    target_protocol_addr,
-                    ..
-                }) if target_protocol_addr == DRIVEN_IP => Request::Arp(source_hardware_addr, source_protocol_addr),
-                _ => Request::Other,
-            }
+    use test_frames::Seen as Frame;
+    match test_frames::classify(frame) {
+        Frame::ArpRequest { sender_mac, sender_ip, target_ip, .. } if target_ip == DRIVEN_IP => {
+            Request::Arp(sender_mac, sender_ip)
         }
-        EthernetProtocol::Ipv4 => {
-            let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else { return Request::Other };
-            let Ok(ip_repr) = Ipv4Repr::parse(&ip, &caps) else { return Request::Other };
-            if ip_repr.dst_addr != DRIVEN_IP {
-                return Request::Other;
-            }
-            match ip_repr.next_header {
-                IpProtocol::Udp => Request::Udp,
-                IpProtocol::Icmp => {
-                    let Ok(icmp) = Icmpv4Packet::new_checked(ip.payload()) else { return Request::Other };
-                    match Icmpv4Repr::parse(&icmp, &caps) {
-                        Ok(Icmpv4Repr::EchoRequest { ident, seq_no, data }) => Request::Echo {
-                            mac: eth.src_addr(),
-                            ip: ip_repr.src_addr,
-                            ident,
-                            seq_no,
-                            data: data.to_vec(),
-                        },
-                        _ => Request::Other,
-                    }
-                }
-                _ => Request::Other,
-            }
+        Frame::EchoRequest { src, ip_src, ip_dst, ident, seq_no, data, .. } if ip_dst == DRIVEN_IP => {
+            Request::Echo { mac: src, ip: ip_src, ident, seq_no, data }
         }
+        Frame::Udp { ip_dst } if ip_dst == DRIVEN_IP => Request::Udp,
         _ => Request::Other,
     }
 }
