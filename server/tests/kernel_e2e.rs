@@ -6,109 +6,21 @@
 //! Needs `curl`, `python3` and `wrk` on the PATH; `cargo xtask test`
 //! installs them.
 
+mod support;
+
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use fairway::http::pattern_byte;
 use sha2::{Digest, Sha256};
+use support::Server;
 
 // ---------------------------------------------------------------------------
 // The server under test
 // ---------------------------------------------------------------------------
-
-/// A running `fairway`; killed on drop unless it has exited.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    /// Everything it wrote to standard error so far.
-    log: Arc<Mutex<String>>,
-}
-
-impl Server {
-    /// Starts `fairway --listen 127.0.0.1:0 --shards 2 --log info` plus
-    /// `extra`, and waits for the address it serves on.
-    #[track_caller]
-    fn start(extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_fairway"))
-            .args(["--backend", "kernel", "--listen", "127.0.0.1:0", "--shards", "2", "--log", "info"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("cannot start fairway");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(at) = line.find("serving on http://") {
-                    let rest = &line[at + "serving on http://".len()..];
-                    let addr = rest.split_whitespace().next().unwrap_or_default();
-                    let _ = tx.send(addr.parse::<SocketAddr>());
-                }
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        let mut server = Server { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)), log };
-        match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(Ok(addr)) => server.addr = addr,
-            other => panic!("fairway did not say where it serves ({other:?}); its log:\n{}", server.log()),
-        }
-        server
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn connect(&self) -> TcpStream {
-        let s = TcpStream::connect(self.addr).expect("connect to fairway");
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s
-    }
-
-    /// SIGTERM, as a service manager stops it.
-    fn terminate(&self) {
-        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
-        assert!(status.success(), "kill -TERM failed");
-    }
-
-    /// Waits at most `limit` for the process to exit.
-    fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            if start.elapsed() > limit {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
 
 /// A directory under the system's temp dir, removed on drop.
 struct TempDir(PathBuf);
@@ -628,7 +540,7 @@ fn graceful_shutdown_lets_a_download_finish() {
             }
         }
     }
-    assert!(server.child.try_wait().unwrap().is_none(), "exited with a download in flight:\n{}", server.log());
+    assert!(server.is_running(), "exited with a download in flight:\n{}", server.log());
 
     // The rest of the download arrives, whole and right.
     std::thread::sleep(Duration::from_millis(300));

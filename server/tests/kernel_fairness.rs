@@ -9,66 +9,23 @@
 //! caps reach each socket, and a paced download is held to its cap), never
 //! fairness numbers: those come from the testbed.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod support;
+
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use support::{Server, series, total};
 
-/// A running `fairway`; killed on drop.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Server {
-    /// Starts the kernel backend on a free port with two shards, plus `extra`.
-    #[track_caller]
-    fn start(extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_fairway"))
-            .args(["--backend", "kernel", "--listen", "127.0.0.1:0", "--shards", "2", "--log", "info"])
-            .args(["--max-body", "100gb", "--max-bytes", "100gb"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("cannot start fairway");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(at) = line.find("serving on http://") {
-                    let addr = line[at + "serving on http://".len()..].split_whitespace().next().unwrap_or("");
-                    let _ = tx.send(addr.parse::<SocketAddr>());
-                }
-            }
-        });
-        let mut server = Server { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)) };
-        match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(Ok(addr)) => server.addr = addr,
-            other => panic!("fairway did not say where it serves: {other:?}"),
-        }
-        server
-    }
-
-    fn scrape(&self) -> String {
-        let mut s = TcpStream::connect(self.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).unwrap();
-        text.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The kernel backend with bodies and downloads that never end within a
+/// test, plus `extra`.
+#[track_caller]
+fn start(extra: &[&str]) -> Server {
+    let mut args = vec!["--max-body", "100gb", "--max-bytes", "100gb"];
+    args.extend_from_slice(extra);
+    Server::start(&args)
 }
 
 /// Two uploads and two downloads, running until dropped. Each download
@@ -139,21 +96,6 @@ impl Drop for Traffic {
     }
 }
 
-/// The samples of `name` (any labels) in `text`: the labels and the value.
-fn series<'a>(text: &'a str, name: &str) -> Vec<(&'a str, f64)> {
-    text.lines()
-        .filter_map(|l| {
-            let rest = l.strip_prefix(name)?;
-            let (labels, value) = rest.rsplit_once(' ')?;
-            (labels.is_empty() || labels.starts_with('{')).then_some((labels, value.parse().ok()?))
-        })
-        .collect()
-}
-
-fn total(text: &str, name: &str) -> f64 {
-    series(text, name).iter().map(|(_, v)| v).sum()
-}
-
 /// Scrapes until `done` says yes, or panics with the last scrape after 15 s.
 #[track_caller]
 fn scrape_until(server: &Server, what: &str, done: impl Fn(&str) -> bool) -> String {
@@ -173,7 +115,7 @@ const SHARE: f64 = 80e6 / 8.0 / 4.0;
 
 #[test]
 fn equal_rate_clamps_uploads_and_paces_downloads_at_their_share() {
-    let server = Server::start(&["--fairness", "equal-rate", "--capacity", "80mbit"]);
+    let server = start(&["--fairness", "equal-rate", "--capacity", "80mbit"]);
     let traffic = Traffic::start(server.addr);
     let text = scrape_until(&server, "caps on four flows, both clamps as set", |text| {
         let pacing = series(text, "fairway_fairness_flow_pacing_cap_bytes_per_second");
@@ -210,7 +152,7 @@ fn equal_rate_clamps_uploads_and_paces_downloads_at_their_share() {
 
 #[test]
 fn off_senses_the_flows_and_caps_none() {
-    let server = Server::start(&["--fairness", "off"]);
+    let server = start(&["--fairness", "off"]);
     let traffic = Traffic::start(server.addr);
     let text = scrape_until(&server, "four active flows", |text| total(text, "fairway_fairness_active_flows") == 4.0);
     assert!(text.contains("fairway_fairness_info{policy=\"off\",capacity_bits_per_second=\"estimated\"} 1"));
@@ -241,7 +183,7 @@ fn download_from(addr: SocketAddr, from: [u8; 4], stop: Arc<AtomicBool>) -> Join
 fn a_weighted_client_is_paced_at_its_weighted_share() {
     // 127.0.0.2 weighs 3, 127.0.0.3 the default 1: 60 and 20 Mbit/s of 80,
     // whichever shards they land on.
-    let server = Server::start(&["--fairness", "equal-rate", "--capacity", "80mbit", "--weight", "127.0.0.2=3"]);
+    let server = start(&["--fairness", "equal-rate", "--capacity", "80mbit", "--weight", "127.0.0.2=3"]);
     let stop = Arc::new(AtomicBool::new(false));
     let threads = [[127, 0, 0, 2], [127, 0, 0, 3]].map(|from| download_from(server.addr, from, Arc::clone(&stop)));
     let (heavy, light) = (80e6 / 8.0 * 0.75, 80e6 / 8.0 * 0.25);

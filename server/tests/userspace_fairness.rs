@@ -9,10 +9,13 @@
 //! two flows are counted and nothing is capped. With `--weight` for the
 //! client's address its flows carry that weight into the policy.
 
+mod support;
+
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration as StdDuration;
+use support::series;
 
 use fairway::backend::connection_limit::ConnectionLimit;
 use fairway::backend::fairness::{ShareBoard, policy_for};
@@ -176,18 +179,6 @@ impl Pair {
         self.hub.render(&mut out);
         String::from_utf8(out).unwrap()
     }
-}
-
-/// The values of the series named `name` (whatever their labels), with
-/// their label sets.
-fn series<'t>(text: &'t str, name: &str) -> Vec<(&'t str, f64)> {
-    text.lines()
-        .filter_map(|line| {
-            let rest = line.strip_prefix(name)?;
-            let (labels, value) = rest.rsplit_once(' ')?;
-            (labels.is_empty() || labels.starts_with('{')).then(|| (labels, value.parse().unwrap()))
-        })
-        .collect()
 }
 
 #[test]

@@ -1,0 +1,134 @@
+//! What the server's integration tests share: the real `fairway` binary
+//! started on the kernel backend ([`Server`]), and reading `/metrics`
+//! ([`series`], [`total`]).
+
+#![allow(dead_code, reason = "each test binary uses part of it")]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+/// A running `fairway`; killed on drop unless it has exited.
+pub struct Server {
+    child: Child,
+    pub addr: SocketAddr,
+    /// Everything it wrote to standard error so far.
+    log: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// Starts `fairway --backend kernel --listen 127.0.0.1:0 --shards 2
+    /// --log info` plus `extra`, and waits for the address it serves on.
+    #[track_caller]
+    pub fn start(extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fairway"))
+            .args(["--backend", "kernel", "--listen", "127.0.0.1:0", "--shards", "2", "--log", "info"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cannot start fairway");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel();
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(at) = line.find("serving on http://") {
+                    let rest = &line[at + "serving on http://".len()..];
+                    let addr = rest.split_whitespace().next().unwrap_or_default();
+                    let _ = tx.send(addr.parse::<SocketAddr>());
+                }
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let mut server = Server { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)), log };
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(Ok(addr)) => server.addr = addr,
+            other => panic!("fairway did not say where it serves ({other:?}); its log:\n{}", server.log()),
+        }
+        server
+    }
+
+    /// What it wrote to standard error so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(self.addr).expect("connect to fairway");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    }
+
+    /// `/metrics`' text, on a connection of its own.
+    pub fn scrape(&self) -> String {
+        let mut s = TcpStream::connect(self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default()
+    }
+
+    /// SIGTERM, as a service manager stops it.
+    pub fn terminate(&self) {
+        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
+        assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Waits at most `limit` for the process to exit.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if start.elapsed() > limit {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The samples of metric `name` (any labels) in Prometheus text `text`:
+/// each one's labels as written (`{shard="0"}`, empty without labels) and
+/// its value. Other metrics whose names start with `name` are left out.
+pub fn series<'t>(text: &'t str, name: &str) -> Vec<(&'t str, f64)> {
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(name)?;
+            let (labels, value) = rest.rsplit_once(' ')?;
+            (labels.is_empty() || labels.starts_with('{')).then_some((labels, value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The sum of metric `name`'s samples.
+pub fn total(text: &str, name: &str) -> f64 {
+    series(text, name).iter().map(|(_, v)| v).sum()
+}
