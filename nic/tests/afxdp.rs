@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use afxdp_support::*;
-use fairway_nic::afxdp::{AfXdp, AfXdpConfig, AfXdpError, AfXdpWarning, BindMode, KernelBusyPoll, XdpMode, detach_all};
+use fairway_nic::afxdp::{
+    AfXdp, AfXdpConfig, AfXdpError, AfXdpStats, AfXdpWarning, BindMode, KernelBusyPoll, XdpMode, detach_all,
+};
 use fairway_nic::{Device, Wait};
 
 #[test]
@@ -313,26 +315,31 @@ fn is_ping_pattern(data: &[u8]) -> bool {
 /// Answers ARP and echo requests like [`respond`], and also returns the
 /// echo requests' data lengths and whether each carried ping's pattern.
 fn respond_checking(socket: &mut AfXdp, done: impl Fn() -> bool) -> Vec<(usize, bool)> {
-    let deadline = Instant::now() + Duration::from_secs(20);
     let mut echoes = Vec::new();
-    let mut replies = Vec::new();
-    while !done() && Instant::now() < deadline {
-        socket.receive(64, |frame| match classify(frame) {
-            Request::Arp(mac, ip) => replies.push(arp_reply(mac, ip)),
-            Request::Echo { mac, ip, ident, seq_no, data } => {
-                echoes.push((data.len(), is_ping_pattern(&data)));
-                replies.push(echo_reply(mac, ip, ident, seq_no, &data));
-            }
-            _ => {}
-        });
-        if replies.is_empty() {
-            socket.wait(Some(Duration::from_millis(20))).expect("wait");
-        } else {
-            send_all(socket, &replies);
-            replies.clear();
-        }
-    }
+    respond_with(socket, done, |data| echoes.push((data.len(), is_ping_pattern(data))));
     echoes
+}
+
+/// What a socket on queue 0 of a veth at MTU 9000, opened with `config`,
+/// saw while `kernel_side` ran: the echo requests (see
+/// [`respond_checking`]), its counters, whether it is multi-buffer, its
+/// largest frame and its warnings.
+fn at_mtu_9000(
+    pair: &VethPair,
+    config: AfXdpConfig,
+    kernel_side: impl FnOnce(),
+) -> (Vec<(usize, bool)>, AfXdpStats, bool, usize, Vec<AfXdpWarning>) {
+    drive(
+        &pair.driven,
+        Bpffs::Absent,
+        |flags| {
+            let mut socket = AfXdp::open(&config).expect("open AF_XDP at MTU 9000");
+            flags.set_ready();
+            let echoes = respond_checking(&mut socket, || flags.is_done());
+            (echoes, socket.stats(), socket.multi_buffer(), socket.max_frame_len(), socket.warnings().to_vec())
+        },
+        kernel_side,
+    )
 }
 
 /// `ping` from the kernel side with `size` bytes of data, not fragmented.
@@ -362,24 +369,15 @@ fn jumbo_pings_cross_the_socket_in_several_umem_frames_each_way_intact() {
     // 2048-byte UMEM frames (1792 bytes each on receive after the headroom):
     // six parts in, five out.
     let pair = VethPair::with_mtu(1, 9000);
-    let (echoes, stats, multi_buffer, max_frame_len, warnings) = drive(
-        &pair.driven,
-        Bpffs::Absent,
-        |flags| {
-            let mut socket = AfXdp::open(&AfXdpConfig::new(DRIVEN_IF, 0)).expect("open AF_XDP at MTU 9000");
-            flags.set_ready();
-            let echoes = respond_checking(&mut socket, || flags.is_done());
-            (echoes, socket.stats(), socket.multi_buffer(), socket.max_frame_len(), socket.warnings().to_vec())
-        },
-        || {
+    let (echoes, stats, multi_buffer, max_frame_len, warnings) =
+        at_mtu_9000(&pair, AfXdpConfig::new(DRIVEN_IF, 0), || {
             let out = ping(&pair, 3, 8972);
             let text = String::from_utf8_lossy(&out.stdout);
             assert!(out.status.success(), "jumbo ping failed: {text}");
             assert!(text.contains("3 received"), "{text}");
             // ping compares each reply's data with what it sent.
             assert!(!text.contains("wrong data"), "a reply came back altered: {text}");
-        },
-    );
+        });
     assert!(multi_buffer, "MTU 9000 in 2048-byte frames asks for XDP_USE_SG");
     assert_eq!(max_frame_len, 9014);
     assert!(!warnings.iter().any(|w| matches!(w, AfXdpWarning::FramesLimited { .. })), "{warnings:?}");
@@ -397,23 +395,14 @@ fn jumbo_pings_cross_the_socket_in_several_umem_frames_each_way_intact() {
 fn jumbo_frames_in_4096_byte_umem_frames_take_three_parts() {
     require_root();
     let pair = VethPair::with_mtu(1, 9000);
-    let stats = drive(
-        &pair.driven,
-        Bpffs::Absent,
-        |flags| {
-            let config = AfXdpConfig { frame_size: 4096, ..AfXdpConfig::new(DRIVEN_IF, 0) };
-            let mut socket = AfXdp::open(&config).expect("open AF_XDP with 4096-byte frames");
-            flags.set_ready();
-            let echoes = respond_checking(&mut socket, || flags.is_done());
-            assert!(echoes.iter().filter(|(len, intact)| *len == 8972 && *intact).count() >= 2, "{echoes:?}");
-            socket.stats()
-        },
-        || {
-            let out = ping(&pair, 2, 8972);
-            let text = String::from_utf8_lossy(&out.stdout);
-            assert!(out.status.success() && !text.contains("wrong data"), "{text}");
-        },
-    );
+    let config = AfXdpConfig { frame_size: 4096, ..AfXdpConfig::new(DRIVEN_IF, 0) };
+    let (echoes, stats, multi_buffer, _, _) = at_mtu_9000(&pair, config, || {
+        let out = ping(&pair, 2, 8972);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && !text.contains("wrong data"), "{text}");
+    });
+    assert!(multi_buffer);
+    assert!(echoes.iter().filter(|(len, intact)| *len == 8972 && *intact).count() >= 2, "{echoes:?}");
     assert!(stats.rx_chained >= 2 && stats.tx_chained >= 2, "{stats:?}");
     assert_eq!(stats.rx_malformed_chains, 0, "{stats:?}");
     assert!(!pair.driven.has_xdp(DRIVEN_IF));
@@ -426,24 +415,14 @@ fn without_multi_buffer_frames_are_limited_to_one_umem_frame_and_longer_ones_dro
     // opens at MTU 9000, says so, carries frames that fit one UMEM frame,
     // and the kernel drops longer ones.
     let pair = VethPair::with_mtu(1, 9000);
-    let (echoes, stats, multi_buffer, max_frame_len, warnings) = drive(
-        &pair.driven,
-        Bpffs::Absent,
-        |flags| {
-            let config = AfXdpConfig { multi_buffer: false, ..AfXdpConfig::new(DRIVEN_IF, 0) };
-            let mut socket = AfXdp::open(&config).expect("open AF_XDP at MTU 9000 without multi-buffer");
-            flags.set_ready();
-            let echoes = respond_checking(&mut socket, || flags.is_done());
-            (echoes, socket.stats(), socket.multi_buffer(), socket.max_frame_len(), socket.warnings().to_vec())
-        },
-        || {
-            let small = ping(&pair, 2, 1000);
-            assert!(small.status.success(), "{}", String::from_utf8_lossy(&small.stdout));
-            let jumbo = ping(&pair, 2, 8972);
-            let text = String::from_utf8_lossy(&jumbo.stdout);
-            assert!(text.contains(" 0 received"), "a jumbo frame got through without multi-buffer: {text}");
-        },
-    );
+    let config = AfXdpConfig { multi_buffer: false, ..AfXdpConfig::new(DRIVEN_IF, 0) };
+    let (echoes, stats, multi_buffer, max_frame_len, warnings) = at_mtu_9000(&pair, config, || {
+        let small = ping(&pair, 2, 1000);
+        assert!(small.status.success(), "{}", String::from_utf8_lossy(&small.stdout));
+        let jumbo = ping(&pair, 2, 8972);
+        let text = String::from_utf8_lossy(&jumbo.stdout);
+        assert!(text.contains(" 0 received"), "a jumbo frame got through without multi-buffer: {text}");
+    });
     assert!(!multi_buffer);
     assert_eq!(max_frame_len, 2048 - 256, "one UMEM frame less the XDP headroom");
     let limited = warnings.iter().find_map(|w| match w {

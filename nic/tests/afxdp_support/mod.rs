@@ -318,6 +318,11 @@ pub struct Seen {
 /// Answers ARP requests for `DRIVEN_IP` and ICMP echo requests to it on
 /// `socket` until `done()` or 20 s have passed.
 pub fn respond(socket: &mut AfXdp, done: impl Fn() -> bool) -> Seen {
+    respond_with(socket, done, |_| {})
+}
+
+/// [`respond`], also handing each echo request's data to `on_echo`.
+pub fn respond_with(socket: &mut AfXdp, done: impl Fn() -> bool, mut on_echo: impl FnMut(&[u8])) -> Seen {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut seen = Seen::default();
     let mut replies = Vec::new();
@@ -329,6 +334,7 @@ pub fn respond(socket: &mut AfXdp, done: impl Fn() -> bool) -> Seen {
             }
             Request::Echo { mac, ip, ident, seq_no, data } => {
                 seen.echo_requests += 1;
+                on_echo(&data);
                 replies.push(echo_reply(mac, ip, ident, seq_no, &data));
             }
             Request::Udp => seen.udp += 1,
