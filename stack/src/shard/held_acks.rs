@@ -62,18 +62,20 @@ impl Shard {
     }
 
     /// Holds `seg`, a pure ACK of `key`, until the batch ends: in place of
-    /// the one held for `key` if it supersedes it, after delivering that
-    /// one if not.
-    pub(super) fn hold_ack(&mut self, now: Instant, peer: Peer, key: Key, seg: &Segment<'_>) {
+    /// the one held for `key` (`already_held`, the connection's flag, says
+    /// whether there is one: the list is only searched then) if it
+    /// supersedes it, after delivering that one if not.
+    pub(super) fn hold_ack(&mut self, now: Instant, peer: Peer, key: Key, seg: &Segment<'_>, already_held: bool) {
         let detached = seg.without_payload();
-        if let Some(i) = self.held.iter().position(|h| h.key == key) {
+        if already_held && let Some(i) = self.held.iter().position(|h| h.key == key) {
             if supersedes(&self.held[i].seg, seg) {
                 let acks = self.held[i].seg.acks + seg.acks;
                 self.held[i] = HeldAck { key, peer, at: now, seg: Segment { acks, ..detached } };
                 self.env.0.counters.acks_coalesced += 1;
                 return;
             }
-            self.release_held_ack(key);
+            let earlier = self.held.remove(i);
+            self.deliver_held(earlier);
         }
         let Some(conn) = self.conns.get_mut(key) else { return };
         conn.set_ack_held(true);

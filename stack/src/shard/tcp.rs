@@ -51,7 +51,8 @@ impl Shard {
     ) {
         if let Some(conn) = self.conns.get(key) {
             if self.should_hold(conn.state, seg) {
-                return self.hold_ack(now, peer, key, seg);
+                let already_held = conn.ack_held();
+                return self.hold_ack(now, peer, key, seg, already_held);
             }
             if conn.ack_held() {
                 // In order: the held ACK came first.
