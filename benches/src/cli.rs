@@ -43,6 +43,52 @@ pub fn testbed_prefix(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
+/// For the binaries' tests: checks that `command`'s long help names each
+/// of `options` at the start of a line, that every argument is explained,
+/// and that the long and short help fit 80 columns; returns the long help.
+///
+/// # Panics
+///
+/// When one of these does not hold.
+#[must_use]
+pub fn checked_help(mut command: clap::Command, options: &[&str]) -> String {
+    let long = command.render_long_help().to_string();
+    for option in options {
+        let named = long.lines().any(|l| l.trim_start().split(' ').next() == Some(option));
+        assert!(named, "{option} is not in the help:\n{long}");
+    }
+    for argument in command.get_arguments() {
+        assert!(argument.get_help().is_some(), "{} is not explained", argument.get_id());
+    }
+    let short = command.render_help().to_string();
+    for help in [&long, &short] {
+        let wide: Vec<&str> = help.lines().filter(|l| l.chars().count() > 80).collect();
+        assert!(wide.is_empty(), "longer than 80 columns: {wide:#?}");
+    }
+    long
+}
+
+/// For the binaries' tests: whether parsing stopped to show the help, as
+/// `-h` and `--help` do, with exit status 0.
+#[must_use]
+pub fn shows_help<T: std::fmt::Debug>(parsed: Result<T, clap::Error>) -> bool {
+    parsed.is_err_and(|e| e.kind() == clap::error::ErrorKind::DisplayHelp && e.exit_code() == 0)
+}
+
+/// For the binaries' tests: the message `main` prints for a refused
+/// command line (clap's, then the usage), after checking that it exits
+/// with status 2.
+///
+/// # Panics
+///
+/// When the command line was accepted, or refused with another status.
+#[track_caller]
+pub fn refusal<T: std::fmt::Debug>(parsed: Result<T, clap::Error>) -> String {
+    let e = parsed.expect_err("the command line was accepted");
+    assert_eq!(e.exit_code(), 2, "{e}");
+    e.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
