@@ -51,11 +51,11 @@ use fairway::config::Config;
 use fairway_stack::fairness::{jain_index, wire_factor};
 
 use crate::fairness::Chart;
-use crate::nginx::{Nginx, Site, bytes_path};
+use crate::nginx::{Site, bytes_path};
 use crate::plot::{self, Panel, Series};
 use crate::real_peers::HTTP_PORT;
 use crate::served::{Served, curl_status};
-use crate::testbed::{self, KernelAddress, LinkParams, SERVER_IF, Spawned, Testbed, TestbedConfig};
+use crate::testbed::{self, KernelAddress, LinkParams, SERVER_IF, ServerProcess, Spawned, Testbed, TestbedConfig};
 
 /// The payload of a full segment with timestamps on a 1500-byte MTU.
 const MSS: u32 = 1448;
@@ -620,7 +620,7 @@ fn steady_goodput(client: usize, exp: &Experiment, samples: Vec<Sample>) -> Resu
 enum Running {
     Fairway(Box<Served>),
     Kernel { stop: Arc<AtomicBool>, thread: JoinHandle<std::io::Result<()>>, _address: KernelAddress },
-    Nginx { nginx: Nginx, _site: Site, _address: KernelAddress },
+    Nginx { nginx: ServerProcess, _site: Site, _address: KernelAddress },
 }
 
 impl Running {
@@ -695,7 +695,7 @@ impl Running {
                 stop.store(true, Ordering::Relaxed);
                 let _ = thread.join();
             }
-            Running::Nginx { mut nginx, .. } => nginx.stop(),
+            Running::Nginx { mut nginx, .. } => drop(nginx.stop()),
         }
     }
 }

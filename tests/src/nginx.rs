@@ -1,53 +1,123 @@
-//! nginx over the kernel stack, the uncontrolled baseline of the bulk
-//! download benchmark (`fairway-benches nic`) and of the fairness lab: a
-//! [`Site`] (a directory of our own holding the file to serve, the
-//! configuration, the pid file, the error log and nginx's temp paths) and
-//! a running [`Nginx`] inside a testbed namespace.
-//!
-//! Besides the file, every site takes `POST /upload` of any length and
-//! throws the body away (nginx reads a body it does not use to its end),
-//! answering 204, like Fairway's upload sink without the digest.
+//! nginx over the kernel stack, the baseline every benchmark and lab
+//! compares Fairway with: its configuration ([`NginxConfig`]: the bulk
+//! download's and the fairness lab's [`baseline`](NginxConfig::baseline),
+//! the HTTP benchmark's [`benchmark`](NginxConfig::benchmark)), a [`Site`]
+//! (a directory of our own holding the files to serve, the configuration,
+//! the pid file, the error log and nginx's temp paths, so that nothing of
+//! the system's nginx set-up is used or touched), and nginx running on it
+//! inside a testbed namespace as a [`ServerProcess`].
 
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::apps::responder::pattern_byte;
-use crate::testbed::{self, Spawned};
+use crate::testbed::ServerProcess;
 
-/// Where sites are made: memory, so the file is served from the page cache.
+/// Where sites are made: memory, so the files are served from the page
+/// cache.
 pub const SITE_PARENT: &str = "/dev/shm";
-/// How long nginx has to exit after SIGTERM before it is killed.
+/// How long nginx has to exit after SIGTERM (its fast shutdown, which
+/// also ends its workers) before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
-/// nginx's configuration for `dir` (absolute): one worker, listening on
-/// `listen` only, `sendfile on`, no access log, serving `dir/root` and
-/// discarding uploads to `/upload`, with its pid file, error log and temp
-/// paths in `dir`.
-#[must_use]
-pub fn config_text(dir: &Path, listen: SocketAddrV4) -> String {
-    let d = dir.display();
-    format!(
-        "\
+/// How nginx is set up. Whatever the settings, it runs in the foreground
+/// as root with a master process, `sendfile on`, no access log, serving
+/// the site's `root/`, and keeps its pid file, error log and temp paths in
+/// the site.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NginxConfig {
+    /// The one address it listens on.
+    pub listen: SocketAddrV4,
+    /// `worker_processes`.
+    pub workers: usize,
+    /// `worker_connections`.
+    pub worker_connections: usize,
+    /// `reuseport` on the listening socket: one per worker.
+    pub reuseport: bool,
+    /// `tcp_nopush on` and no limit on the requests of a keep-alive
+    /// connection, as a throughput benchmark sets nginx up.
+    pub throughput: bool,
+    /// `GET /plaintext` answered from the configuration (`return 200`)
+    /// with this `text/plain` body.
+    pub plaintext: Option<String>,
+    /// `POST /upload` of any length read to its end, thrown away and
+    /// answered 204 (Fairway's upload sink without the digest).
+    pub upload_sink: bool,
+}
+
+impl NginxConfig {
+    /// The kernel-stack baseline of the bulk download (`fairway-benches
+    /// nic`) and of the fairness lab: one worker, 64 connections, uploads
+    /// thrown away.
+    #[must_use]
+    pub fn baseline(listen: SocketAddrV4) -> NginxConfig {
+        NginxConfig {
+            listen,
+            workers: 1,
+            worker_connections: 64,
+            reuseport: false,
+            throughput: false,
+            plaintext: None,
+            upload_sink: true,
+        }
+    }
+
+    /// nginx beside Fairway in the HTTP benchmark (`fairway-benches
+    /// http`): `workers` workers of 4,096 connections on `reuseport`
+    /// sockets, `tcp_nopush`, keep-alive without a request limit, and
+    /// `/plaintext` answering `plaintext`.
+    #[must_use]
+    pub fn benchmark(listen: SocketAddrV4, workers: usize, plaintext: &str) -> NginxConfig {
+        NginxConfig {
+            listen,
+            workers,
+            worker_connections: 4096,
+            reuseport: true,
+            throughput: true,
+            plaintext: Some(plaintext.to_owned()),
+            upload_sink: false,
+        }
+    }
+
+    /// The configuration file for a site in `dir` (absolute).
+    #[must_use]
+    pub fn text(&self, dir: &Path) -> String {
+        let d = dir.display();
+        let (workers, connections, listen) = (self.workers, self.worker_connections, self.listen);
+        let reuseport = if self.reuseport { " reuseport" } else { "" };
+        let throughput = if self.throughput { "    tcp_nopush on;\n    keepalive_requests 100000000;\n" } else { "" };
+        let body_size = if self.upload_sink { "        client_max_body_size 0;\n" } else { "" };
+        let mut locations = String::new();
+        if let Some(body) = &self.plaintext {
+            let body = body.replace('\\', "\\\\").replace('"', "\\\"");
+            locations.push_str(&format!(
+                "\n        location = /plaintext {{\n            default_type text/plain;\n            return 200 \"{body}\";\n        }}\n"
+            ));
+        }
+        if self.upload_sink {
+            locations.push_str("\n        location = /upload {\n            return 204;\n        }\n");
+        }
+        format!(
+            "\
 # Written by fairway-tests' `nginx`: the kernel-stack baseline.
 daemon off;
 master_process on;
-worker_processes 1;
+worker_processes {workers};
 user root;
 pid {d}/nginx.pid;
 error_log {d}/error.log warn;
 
 events {{
-    worker_connections 64;
+    worker_connections {connections};
 }}
 
 http {{
     access_log off;
     sendfile on;
-    default_type application/octet-stream;
+{throughput}    default_type application/octet-stream;
     client_body_temp_path {d}/client_body;
     proxy_temp_path {d}/proxy;
     fastcgi_temp_path {d}/fastcgi;
@@ -55,73 +125,116 @@ http {{
     scgi_temp_path {d}/scgi;
 
     server {{
-        listen {listen};
+        listen {listen}{reuseport};
         root {d}/root;
-        client_max_body_size 0;
-
-        location = /upload {{
-            return 204;
-        }}
-    }}
+{body_size}{locations}    }}
 }}
 "
-    )
+        )
+    }
 }
 
-/// The URL path of an `n`-byte body, the same on nginx and on the
-/// responder: `/bytes/{n}`.
+/// The URL path of an `n`-byte body, the same on nginx and on Fairway:
+/// `/bytes/{n}`.
 #[must_use]
 pub fn bytes_path(n: u64) -> String {
     format!("/bytes/{n}")
 }
 
-/// A directory under [`SITE_PARENT`] with nginx's configuration and an
-/// `n`-byte file at [`bytes_path`]`(n)` holding the responder's pattern.
-/// Removed when dropped.
+/// nginx's command line for the site in `dir`: its prefix, error log and
+/// configuration all there.
+#[must_use]
+pub fn command(dir: &Path) -> Vec<String> {
+    let prefix = format!("{}/", dir.display());
+    let (log, config) = (dir.join("error.log").display().to_string(), dir.join("nginx.conf").display().to_string());
+    ["nginx", "-p", &prefix, "-e", &log, "-c", &config].map(str::to_owned).to_vec()
+}
+
+/// A directory under [`SITE_PARENT`] with nginx's configuration and the
+/// files it serves from `root/`. Removed when dropped.
 #[derive(Debug)]
 pub struct Site {
     dir: PathBuf,
 }
 
 impl Site {
-    /// Writes the site for an `n`-byte file, nginx listening on `listen`.
+    /// Writes a site with nginx set up as `config` and nothing to serve
+    /// yet.
     ///
     /// # Errors
     ///
     /// When a file cannot be written (the partial site is removed).
-    pub fn create(n: u64, listen: SocketAddrV4) -> io::Result<Site> {
-        let site = Site::empty(listen)?;
-        write_pattern(&site.file_path(n), n)?;
-        Ok(site)
-    }
-
-    /// Writes a site whose `n`-byte file is sparse: zeros that take no
-    /// memory, for endless downloads whose content nobody checks.
-    ///
-    /// # Errors
-    ///
-    /// When a file cannot be written (the partial site is removed).
-    pub fn create_sparse(n: u64, listen: SocketAddrV4) -> io::Result<Site> {
-        let site = Site::empty(listen)?;
-        File::create(site.file_path(n))?.set_len(n)?;
-        Ok(site)
-    }
-
-    /// The directory with the configuration and an empty `root/bytes`.
-    fn empty(listen: SocketAddrV4) -> io::Result<Site> {
+    pub fn new(config: &NginxConfig) -> io::Result<Site> {
         static SITES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let number = SITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = Path::new(SITE_PARENT).join(format!("fairway-nginx-{}-{number}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         // From here on, dropping the site removes whatever was written.
         let site = Site { dir };
-        fs::create_dir_all(site.dir.join("root").join("bytes"))?;
-        fs::write(site.config_path(), config_text(&site.dir, listen))?;
+        fs::create_dir_all(site.root())?;
+        fs::write(site.config_path(), config.text(&site.dir))?;
         Ok(site)
     }
 
-    fn file_path(&self, n: u64) -> PathBuf {
-        self.dir.join("root").join(bytes_path(n).trim_start_matches('/'))
+    /// The [`baseline`](NginxConfig::baseline) on `listen`, serving the
+    /// first `n` bytes of Fairway's pattern at [`bytes_path`]`(n)`.
+    ///
+    /// # Errors
+    ///
+    /// When a file cannot be written (the partial site is removed).
+    pub fn create(n: u64, listen: SocketAddrV4) -> io::Result<Site> {
+        Site::new(&NginxConfig::baseline(listen))?.with_pattern(&bytes_path(n), n)
+    }
+
+    /// [`Site::create`] with a sparse file: zeros that take no memory, for
+    /// endless downloads whose content nobody checks.
+    ///
+    /// # Errors
+    ///
+    /// When a file cannot be written (the partial site is removed).
+    pub fn create_sparse(n: u64, listen: SocketAddrV4) -> io::Result<Site> {
+        Site::new(&NginxConfig::baseline(listen))?.with_sparse(&bytes_path(n), n)
+    }
+
+    /// Adds the first `n` bytes of Fairway's pattern at URL path `path`.
+    ///
+    /// # Errors
+    ///
+    /// When the file cannot be written (the site is removed).
+    pub fn with_pattern(self, path: &str, n: u64) -> io::Result<Site> {
+        write_pattern(&self.file(path)?, n)?;
+        Ok(self)
+    }
+
+    /// Adds an `n`-byte sparse file at URL path `path`.
+    ///
+    /// # Errors
+    ///
+    /// When the file cannot be written (the site is removed).
+    pub fn with_sparse(self, path: &str, n: u64) -> io::Result<Site> {
+        File::create(self.file(path)?)?.set_len(n)?;
+        Ok(self)
+    }
+
+    /// Writes `name` beside the configuration (not served: a client's
+    /// script, say); its path.
+    ///
+    /// # Errors
+    ///
+    /// When it cannot be written.
+    pub fn write(&self, name: &str, contents: &str) -> io::Result<PathBuf> {
+        let path = self.dir.join(name);
+        fs::write(&path, contents)?;
+        Ok(path)
+    }
+
+    /// The file at URL path `path`, its directories made.
+    fn file(&self, path: &str) -> io::Result<PathBuf> {
+        let file = self.root().join(path.trim_start_matches('/'));
+        if let Some(parent) = file.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        Ok(file)
     }
 
     /// The site's directory.
@@ -130,8 +243,39 @@ impl Site {
         &self.dir
     }
 
+    /// The directory served (`--root` for Fairway).
+    #[must_use]
+    pub fn root(&self) -> PathBuf {
+        self.dir.join("root")
+    }
+
+    /// nginx's error log.
+    #[must_use]
+    pub fn log(&self) -> PathBuf {
+        self.dir.join("error.log")
+    }
+
     fn config_path(&self) -> PathBuf {
         self.dir.join("nginx.conf")
+    }
+
+    /// nginx's command line for this site.
+    #[must_use]
+    pub fn command(&self) -> Vec<String> {
+        command(&self.dir)
+    }
+
+    /// Starts nginx on this site inside namespace `ns`, its command line
+    /// after `prefix` (`taskset -c CPUS`, say); its complaints include
+    /// its error log.
+    ///
+    /// # Errors
+    ///
+    /// When nginx cannot be started.
+    pub fn start_with(&self, ns: &str, prefix: &[String]) -> io::Result<ServerProcess> {
+        let line: Vec<String> = prefix.iter().cloned().chain(self.command()).collect();
+        let process = ServerProcess::spawn(ns, &line, STOP_GRACE).map_err(io::Error::other)?;
+        Ok(process.with_log(self.log()))
     }
 
     /// Starts nginx on this site inside namespace `ns`.
@@ -139,15 +283,8 @@ impl Site {
     /// # Errors
     ///
     /// When nginx cannot be started.
-    pub fn start(&self, ns: &str) -> io::Result<Nginx> {
-        let (dir, log, config) = (
-            format!("{}/", self.dir.display()),
-            self.dir.join("error.log").display().to_string(),
-            self.config_path().display().to_string(),
-        );
-        let process =
-            testbed::spawn(ns, &["nginx", "-p", &dir, "-e", &log, "-c", &config]).map_err(io::Error::other)?;
-        Ok(Nginx { process: Some(process), log: self.dir.join("error.log") })
+    pub fn start(&self, ns: &str) -> io::Result<ServerProcess> {
+        self.start_with(ns, &[])
     }
 }
 
@@ -157,7 +294,7 @@ impl Drop for Site {
     }
 }
 
-/// Writes the first `n` bytes of the responder's pattern to `path`.
+/// Writes the first `n` bytes of Fairway's pattern to `path`.
 fn write_pattern(path: &Path, n: u64) -> io::Result<()> {
     // A whole number of the pattern's 251-byte periods, so every chunk
     // continues where the previous one ended.
@@ -172,57 +309,26 @@ fn write_pattern(path: &Path, n: u64) -> io::Result<()> {
     file.sync_all()
 }
 
-/// A running nginx; stopped (SIGTERM, then SIGKILL) when dropped.
-#[derive(Debug)]
-pub struct Nginx {
-    process: Option<Spawned>,
-    log: PathBuf,
-}
-
-impl Nginx {
-    /// Whether it is still running.
-    pub fn is_running(&mut self) -> bool {
-        self.process.as_mut().is_some_and(|p| p.try_wait().is_none())
-    }
-
-    /// Its error log and what it printed, in one line, for an error message.
-    #[must_use]
-    pub fn complaints(&self) -> String {
-        let log = fs::read_to_string(&self.log).unwrap_or_default();
-        let printed = self.process.as_ref().map(|p| String::from_utf8_lossy(&p.stderr()).into_owned());
-        format!("{} {}", log.trim(), printed.unwrap_or_default().trim()).trim().replace('\n', " | ")
-    }
-
-    /// Stops it: SIGTERM (nginx's fast shutdown, which also ends its
-    /// worker), then SIGKILL if it is still there after a grace period.
-    pub fn stop(&mut self) {
-        let Some(mut process) = self.process.take() else { return };
-        if process.try_wait().is_none() {
-            let _ = Command::new("kill").args(["-TERM", &process.id().to_string()]).status();
-            let deadline = Instant::now() + STOP_GRACE;
-            while process.try_wait().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-        drop(process.kill());
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::net::Ipv4Addr;
 
     use super::*;
 
+    /// Every path in `text` nginx writes or reads is under `dir` (the URL
+    /// paths of the locations aside), and the braces balance.
+    fn keeps_to(text: &str, dir: &str) {
+        let urls = ["/upload", "/plaintext"];
+        for word in text.split_whitespace().filter(|w| w.starts_with('/') && !urls.contains(w)) {
+            assert!(word.starts_with(dir), "{word} is outside the site");
+        }
+        assert_eq!(text.matches('{').count(), text.matches('}').count());
+    }
+
     #[test]
     fn the_configuration_keeps_everything_in_the_site() {
-        let text = config_text(Path::new("/dev/shm/x"), SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 1), 80));
+        let config = NginxConfig::baseline(SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 1), 80));
+        let text = config.text(Path::new("/dev/shm/x"));
         for line in [
             "worker_processes 1;",
             "listen 10.77.0.1:80;",
@@ -238,12 +344,30 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l.trim() == line), "missing {line:?} in\n{text}");
         }
-        // Every path nginx writes or reads is in the site (`/upload` is a
-        // URL path).
-        for word in text.split_whitespace().filter(|w| w.starts_with('/') && *w != "/upload") {
-            assert!(word.starts_with("/dev/shm/x/"), "{word} is outside the site");
+        assert!(!text.contains("reuseport") && !text.contains("/plaintext"), "{text}");
+        keeps_to(&text, "/dev/shm/x/");
+    }
+
+    #[test]
+    fn the_benchmark_configuration() {
+        let config = NginxConfig::benchmark(SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 1), 80), 2, "Hello, World!");
+        let text = config.text(Path::new("/dev/shm/x"));
+        for line in [
+            "worker_processes 2;",
+            "worker_connections 4096;",
+            "listen 10.77.0.1:80 reuseport;",
+            "return 200 \"Hello, World!\";",
+            "default_type text/plain;",
+            "tcp_nopush on;",
+            "keepalive_requests 100000000;",
+            "access_log off;",
+            "root /dev/shm/x/root;",
+            "pid /dev/shm/x/nginx.pid;",
+        ] {
+            assert!(text.lines().any(|l| l.trim() == line), "missing {line:?} in\n{text}");
         }
-        assert_eq!(text.matches('{').count(), text.matches('}').count());
+        assert!(!text.contains("/upload"), "{text}");
+        keeps_to(&text, "/dev/shm/x/");
     }
 
     #[test]
@@ -255,8 +379,29 @@ mod tests {
         assert_eq!(body.len() as u64, n);
         assert!(body.iter().enumerate().all(|(i, &b)| b == pattern_byte(i as u64)));
         assert!(fs::read_to_string(dir.join("nginx.conf")).unwrap().contains("listen 127.0.0.1:8080;"));
+        let script = site.write("pipeline.lua", "-- wrk").unwrap();
+        assert_eq!(script, dir.join("pipeline.lua"));
+        assert_eq!(fs::read_to_string(&script).unwrap(), "-- wrk");
+        assert_eq!(
+            site.command(),
+            ["nginx", "-p", &format!("{}/", dir.display()), "-e", &site.log().display().to_string(), "-c"]
+                .iter()
+                .map(ToString::to_string)
+                .chain([dir.join("nginx.conf").display().to_string()])
+                .collect::<Vec<_>>()
+        );
         drop(site);
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn files_go_where_their_url_path_says() {
+        let config = NginxConfig::benchmark(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080), 1, "hi");
+        let site = Site::new(&config).unwrap().with_pattern("/1mb.bin", 1_000_000).unwrap();
+        let body = fs::read(site.root().join("1mb.bin")).unwrap();
+        assert_eq!(body.len(), 1_000_000);
+        assert!(body.iter().enumerate().all(|(i, &b)| b == pattern_byte(i as u64)));
+        assert!(fs::read_to_string(site.dir().join("nginx.conf")).unwrap().contains("worker_processes 1;"));
     }
 
     #[test]
@@ -272,7 +417,7 @@ mod tests {
     }
 
     #[test]
-    fn the_url_path_is_the_responders() {
+    fn the_url_path_is_fairways() {
         assert_eq!(bytes_path(1_000_000_000), "/bytes/1000000000");
     }
 }

@@ -99,7 +99,7 @@ pub use config::{
 pub use error::TestbedError;
 pub use kernel_address::KernelAddress;
 pub use netns::{NetnsGuard, enter, in_netns, is_root, require_root};
-pub use process::{DEFAULT_TIMEOUT, ExecOutput, Spawned, exec, exec_timeout, spawn, spawn_here};
+pub use process::{DEFAULT_TIMEOUT, ExecOutput, ServerProcess, Spawned, exec, exec_timeout, spawn, spawn_here};
 pub use status::{EmulatorStatus, InterfaceStatus, NamespaceStatus, Status, XdpStatus, status};
 
 use config::{CLIENT_HOST_BASE, SERVER_HOST};

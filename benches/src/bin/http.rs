@@ -22,7 +22,7 @@ use fairway_benches::http::measure::{Bench, Outcome, Stop};
 use fairway_benches::http::openloop;
 use fairway_benches::http::plan::{Case, Cores, Group, Programs, Server, cpu_list, select};
 use fairway_benches::http::report::{Report, Row, Summary, result_path, today};
-use fairway_benches::http::site::Site;
+use fairway_benches::http::site::RunFiles;
 use fairway_tests::testbed::{self, Testbed, TestbedConfig};
 
 /// What `--help` says before the options.
@@ -371,7 +371,7 @@ fn run(args: &Args) -> Result<(), Failure> {
     let total = std::thread::available_parallelism().map_or(1, usize::from);
     let cores = Cores::split(total, args.server_cores).map_err(failed)?;
     let interrupted = stop_on_signals().map_err(|e| failed(format!("cannot handle signals: {e}")))?;
-    let site = Site::create(cores.server.len()).map_err(|e| failed(format!("writing the site: {e}")))?;
+    let files = RunFiles::create(cores.server.len()).map_err(|e| failed(format!("writing the site: {e}")))?;
     // The kernel's receive processing on each side's own cores, as on two
     // machines (see TestbedConfig::rx_cpus), unless --no-rx-steering.
     let mut config = TestbedConfig::new(args.prefix.clone()).clients(1).queues(cores.server.len()).mtu(args.mtu);
@@ -384,7 +384,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         cores: cores.clone(),
         programs: &programs,
         openloop: &openloop_program,
-        site: &site,
+        files: &files,
         duration: args.duration,
         warm_up: args.warm_up,
         interrupted: &interrupted,

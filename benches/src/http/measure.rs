@@ -6,16 +6,15 @@
 
 use std::io;
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use fairway_tests::testbed::{self, Spawned, Testbed};
+use fairway_tests::testbed::{self, ServerProcess, Testbed};
 
 use super::openloop::outcome::OpenLoopOutcome;
 use super::openloop::server_cpu::ProcessTree;
 use super::plan::{Case, Cores, PLAINTEXT_BODY, Programs, STATIC_BYTES, Server, expected_comm, server_command};
-use super::site::Site;
+use super::site::RunFiles;
 use super::wrk::{self, WrkResult};
 use fairway_tests::testbed::KernelAddress;
 
@@ -49,7 +48,7 @@ pub struct Bench<'a> {
     /// The `http` binary, whose `openloop` runs the open-loop cases.
     pub openloop: &'a Path,
     /// The files.
-    pub site: &'a Site,
+    pub files: &'a RunFiles,
     /// Each case's wrk duration.
     pub duration: Duration,
     /// wrk against `/plaintext` before the cases, not counted.
@@ -93,11 +92,10 @@ impl Bench<'_> {
         let Some(program) = self.programs.of(server) else {
             return Ok(fail_all(format!("{server} runs another build of fairway: --baseline PATH")));
         };
-        let line = server_command(server, &self.cores, program, self.site.dir());
-        let mut running = match testbed::spawn(&self.tb.server_ns(), &line) {
-            Ok(process) => {
-                Running { process: Some(process), nginx_log: server.is_nginx().then(|| self.site.nginx_log()) }
-            }
+        let line = server_command(server, &self.cores, program, self.files.dir());
+        let mut running = match ServerProcess::spawn(&self.tb.server_ns(), &line, STOP_GRACE) {
+            Ok(process) if server.is_nginx() => process.with_log(self.files.site().log()),
+            Ok(process) => process,
             Err(e) => return Ok(fail_all(format!("could not start: {e}"))),
         };
         if let Err(why) = self.ready(server, &mut running)? {
@@ -107,7 +105,7 @@ impl Bench<'_> {
             return Ok(fail_all(why));
         }
         let server_pid =
-            running.server_pid(program).map_err(|why| eprintln!("http:   no server CPU figures: {why}")).ok();
+            server_pid(&running, program).map_err(|why| eprintln!("http:   no server CPU figures: {why}")).ok();
         if !self.warm_up.is_zero() {
             let _ = self.wrk(Case::KeepAlive64, server, self.warm_up)?;
         }
@@ -124,12 +122,12 @@ impl Bench<'_> {
             };
             outcomes.push((case, outcome));
         }
-        running.stop();
+        drop(running.stop());
         Ok(outcomes)
     }
 
     /// Waits until `/plaintext` answers 200 from the client.
-    fn ready(&self, server: Server, running: &mut Running) -> Result<Result<(), String>, Stop> {
+    fn ready(&self, server: Server, running: &mut ServerProcess) -> Result<Result<(), String>, Stop> {
         let url = server.url("/plaintext");
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
@@ -193,7 +191,7 @@ impl Bench<'_> {
 
     /// One wrk run of `case` for `duration`.
     fn wrk(&self, case: Case, server: Server, duration: Duration) -> Result<Outcome, Stop> {
-        let line = case.wrk_command(server, &self.cores, duration, &self.site.script());
+        let line = case.wrk_command(server, &self.cores, duration, self.files.script());
         let out = testbed::exec_timeout(&self.tb.client_ns(0), &line, duration + WRK_SLACK);
         if self.interrupted.load(Ordering::Relaxed) {
             return Err(Stop::Interrupted);
@@ -255,61 +253,18 @@ impl Drop for Offloads<'_> {
     }
 }
 
-/// A running server; stopped (SIGTERM, then SIGKILL) when dropped.
-struct Running {
-    process: Option<Spawned>,
-    /// nginx's error log, for its complaints.
-    nginx_log: Option<std::path::PathBuf>,
-}
-
-impl Running {
-    fn is_running(&mut self) -> bool {
-        self.process.as_mut().is_some_and(|p| p.try_wait().is_none())
-    }
-
-    /// The server's process id, once `/proc/PID/comm` shows that the
-    /// spawned process is `program` itself: `ip netns exec` and `taskset`
-    /// each exec the next, so the id spawned is the server's, and a
-    /// wrapper that forked instead would be measured in its place.
-    fn server_pid(&self, program: &Path) -> Result<u32, String> {
-        let pid = self.process.as_ref().ok_or("the server is not running")?.id();
-        let path = format!("/proc/{pid}/comm");
-        let comm = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
-        let expected = expected_comm(program);
-        if comm.trim_end() == expected {
-            Ok(pid)
-        } else {
-            Err(format!("{path} is {:?}, not {expected:?}", comm.trim_end()))
-        }
-    }
-
-    /// What it printed and logged, in one line.
-    fn complaints(&self) -> String {
-        let printed =
-            self.process.as_ref().map(|p| String::from_utf8_lossy(&p.stderr()).into_owned()).unwrap_or_default();
-        let logged = self.nginx_log.as_ref().and_then(|log| std::fs::read_to_string(log).ok()).unwrap_or_default();
-        let text = format!("{} {}", printed.trim(), logged.trim());
-        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        // The end says why; keep the message short.
-        let start = text.char_indices().rev().nth(299).map_or(0, |(i, _)| i);
-        text[start..].to_owned()
-    }
-
-    fn stop(&mut self) {
-        let Some(mut process) = self.process.take() else { return };
-        if process.try_wait().is_none() {
-            let _ = Command::new("kill").args(["-TERM", &process.id().to_string()]).status();
-            let deadline = Instant::now() + STOP_GRACE;
-            while process.try_wait().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        drop(process.kill());
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop();
+/// The server's process id, once `/proc/PID/comm` shows that the spawned
+/// process is `program` itself: `ip netns exec` and `taskset` each exec
+/// the next, so the id spawned is the server's, and a wrapper that forked
+/// instead would be measured in its place.
+fn server_pid(running: &ServerProcess, program: &Path) -> Result<u32, String> {
+    let pid = running.id().ok_or("the server is not running")?;
+    let path = format!("/proc/{pid}/comm");
+    let comm = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+    let expected = expected_comm(program);
+    if comm.trim_end() == expected {
+        Ok(pid)
+    } else {
+        Err(format!("{path} is {:?}, not {expected:?}", comm.trim_end()))
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! - [`plan`]: the servers, the cases, the core budget, the command lines;
 //! - [`wrk`]: the pipelining script and wrk's `--latency` report;
-//! - [`site`]: the files the servers serve and nginx's configuration;
+//! - [`site`]: the files of a run (the one nginx module's site, wrk's script);
 //! - [`measure`]: one server started, checked, measured and stopped;
 //! - [`openloop`]: the open-loop load generator for the latency case;
 //! - [`report`]: medians, the tables, the closing line, the result file.

@@ -5,6 +5,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use fairway_tests::nginx;
+
 /// Fairway's address on the testbed.
 pub const SERVER_IP: &str = "10.77.0.1";
 /// The testbed interface the servers use, and its prefix length.
@@ -464,7 +466,8 @@ pub fn cpu_list(cores: &[usize]) -> String {
 /// worker or thread per server core. `program` is the server's binary
 /// ([`Programs::of`]; nginx is `nginx` whatever it is). The built-in
 /// servers serve `site_dir/root` (the directory holding [`STATIC_FILE`]);
-/// nginx reads the configuration [`nginx_config`] wrote in `site_dir`.
+/// nginx reads the configuration its [`Site`](nginx::Site) wrote in
+/// `site_dir`.
 #[must_use]
 pub fn server_command(server: Server, cores: &Cores, program: &Path, site_dir: &Path) -> Vec<String> {
     let shards = cores.server.len().to_string();
@@ -484,12 +487,7 @@ pub fn server_command(server: Server, cores: &Cores, program: &Path, site_dir: &
         Server::AxumAfxdp => owned(&[&[&program], &afxdp, &quiet]),
         Server::AxumKernel => owned(&[&[&program], &kernel, &quiet]),
         Server::AxumTokio => owned(&[&[&program, "--listen", &listen, "--threads", q]]),
-        Server::Nginx | Server::NginxGso => {
-            let dir = format!("{}/", site_dir.display());
-            let log = site_dir.join("error.log").display().to_string();
-            let conf = site_dir.join("nginx.conf").display().to_string();
-            owned(&[&["nginx", "-p", &dir, "-e", &log, "-c", &conf]])
-        }
+        Server::Nginx | Server::NginxGso => nginx::command(site_dir),
     };
     let mut line: Vec<String> = vec!["taskset".into(), "-c".into(), cpu_list(&cores.server)];
     line.extend(words);
@@ -499,55 +497,6 @@ pub fn server_command(server: Server, cores: &Cores, program: &Path, site_dir: &
 /// The words of `parts`, one after the other, owned.
 fn owned(parts: &[&[&str]]) -> Vec<String> {
     parts.iter().flat_map(|part| part.iter()).map(|&word| word.to_owned()).collect()
-}
-
-/// nginx's configuration for the site in `dir` (absolute): `workers`
-/// workers, listening on 10.77.0.1:80 only, `/plaintext` answered by
-/// `return 200`, static files from `dir/root` with sendfile, no access
-/// log, keep-alive without a request limit, and its pid file, error log
-/// and temp paths in `dir`.
-#[must_use]
-pub fn nginx_config(dir: &Path, workers: usize) -> String {
-    let d = dir.display();
-    let port = Server::Nginx.port();
-    format!(
-        "\
-# Written by fairway-benches' `http`: nginx beside Fairway, same cores.
-daemon off;
-master_process on;
-worker_processes {workers};
-user root;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-
-events {{
-    worker_connections 4096;
-}}
-
-http {{
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 100000000;
-    default_type application/octet-stream;
-    client_body_temp_path {d}/client_body;
-    proxy_temp_path {d}/proxy;
-    fastcgi_temp_path {d}/fastcgi;
-    uwsgi_temp_path {d}/uwsgi;
-    scgi_temp_path {d}/scgi;
-
-    server {{
-        listen {SERVER_IP}:{port} reuseport;
-        root {d}/root;
-
-        location = /plaintext {{
-            default_type text/plain;
-            return 200 \"{PLAINTEXT_BODY}\";
-        }}
-    }}
-}}
-"
-    )
 }
 
 /// Parses a comma-separated list of `keys` into the items they name, in
@@ -731,27 +680,6 @@ mod tests {
         assert_eq!(expected_comm(Path::new("nginx")), "nginx");
         // The kernel keeps 15 bytes of the name.
         assert_eq!(expected_comm(Path::new("/x/a-very-long-server-name")), "a-very-long-ser");
-    }
-
-    #[test]
-    fn the_nginx_configuration() {
-        let text = nginx_config(Path::new("/dev/shm/x"), 2);
-        for line in [
-            "worker_processes 2;",
-            "listen 10.77.0.1:80 reuseport;",
-            "return 200 \"Hello, World!\";",
-            "default_type text/plain;",
-            "keepalive_requests 100000000;",
-            "access_log off;",
-            "root /dev/shm/x/root;",
-            "pid /dev/shm/x/nginx.pid;",
-        ] {
-            assert!(text.lines().any(|l| l.trim() == line), "missing {line:?} in\n{text}");
-        }
-        for word in text.split_whitespace().filter(|w| w.starts_with('/') && !w.starts_with("/plaintext")) {
-            assert!(word.starts_with("/dev/shm/x/"), "{word} is outside the site");
-        }
-        assert_eq!(text.matches('{').count(), text.matches('}').count());
     }
 
     #[test]

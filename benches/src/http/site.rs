@@ -1,85 +1,74 @@
-//! The files a run needs, in a directory of its own under `/dev/shm`
-//! (memory, so the static file is served from the page cache): `root/`
-//! with the 1 MB file every server serves, nginx's configuration (its pid
-//! file, log and temp paths go there too), and wrk's pipelining script.
+//! The files a run needs: a [`Site`] of the one nginx module (in
+//! `/dev/shm`, so the static file is served from the page cache) with the
+//! 1 MB file every server serves and nginx set up for the benchmark, and
+//! wrk's pipelining script beside it.
 
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
+use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 
-use fairway_tests::apps::responder::pattern_byte;
+use fairway_tests::nginx::{NginxConfig, Site};
 
-use super::plan::{STATIC_BYTES, STATIC_FILE, nginx_config};
+use super::plan::{PLAINTEXT_BODY, SERVER_IP, STATIC_BYTES, STATIC_FILE, Server};
 use super::wrk::PIPELINE_SCRIPT;
 
-/// Where sites are made.
-pub const SITE_PARENT: &str = "/dev/shm";
-
-/// The directory; removed when dropped.
+/// The site and the script; removed when dropped.
 #[derive(Debug)]
-pub struct Site {
-    dir: PathBuf,
+pub struct RunFiles {
+    site: Site,
+    script: PathBuf,
 }
 
-impl Site {
-    /// Writes the site, nginx with `workers` workers.
+impl RunFiles {
+    /// Writes the files, nginx with `workers` workers.
     ///
     /// # Errors
     ///
-    /// When a file cannot be written (the partial site is removed).
-    pub fn create(workers: usize) -> io::Result<Site> {
-        let dir = Path::new(SITE_PARENT).join(format!("fairway-http-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        // From here on, dropping the site removes whatever was written.
-        let site = Site { dir };
-        fs::create_dir_all(site.dir.join("root"))?;
-        fs::write(site.dir.join("nginx.conf"), nginx_config(&site.dir, workers))?;
-        fs::write(site.script(), PIPELINE_SCRIPT)?;
-        let mut file = File::create(site.dir.join("root").join(STATIC_FILE))?;
-        let body: Vec<u8> = (0..STATIC_BYTES).map(pattern_byte).collect();
-        file.write_all(&body)?;
-        file.sync_all()?;
-        Ok(site)
+    /// When a file cannot be written (what was written is removed).
+    pub fn create(workers: usize) -> io::Result<RunFiles> {
+        let ip = SERVER_IP.parse().map_err(io::Error::other)?;
+        let config = NginxConfig::benchmark(SocketAddrV4::new(ip, Server::Nginx.port()), workers, PLAINTEXT_BODY);
+        let site = Site::new(&config)?.with_pattern(&format!("/{STATIC_FILE}"), STATIC_BYTES)?;
+        let script = site.write("pipeline.lua", PIPELINE_SCRIPT)?;
+        Ok(RunFiles { site, script })
+    }
+
+    /// The site (its directory, the root the built-in servers serve,
+    /// nginx's command line and error log).
+    #[must_use]
+    pub fn site(&self) -> &Site {
+        &self.site
     }
 
     /// The site's directory.
     #[must_use]
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.site.dir()
     }
 
     /// wrk's pipelining script.
     #[must_use]
-    pub fn script(&self) -> PathBuf {
-        self.dir.join("pipeline.lua")
-    }
-
-    /// nginx's error log.
-    #[must_use]
-    pub fn nginx_log(&self) -> PathBuf {
-        self.dir.join("error.log")
-    }
-}
-
-impl Drop for Site {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
+    pub fn script(&self) -> &Path {
+        &self.script
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     #[test]
     fn a_site_holds_everything_and_is_removed_when_dropped() {
-        let site = Site::create(2).unwrap();
-        let dir = site.dir().to_path_buf();
+        let files = RunFiles::create(2).unwrap();
+        let dir = files.dir().to_path_buf();
         let body = fs::read(dir.join("root").join(STATIC_FILE)).unwrap();
         assert_eq!(body.len() as u64, STATIC_BYTES);
         assert!(fs::read_to_string(dir.join("nginx.conf")).unwrap().contains("worker_processes 2;"));
-        assert_eq!(fs::read_to_string(site.script()).unwrap(), PIPELINE_SCRIPT);
-        drop(site);
+        assert!(fs::read_to_string(dir.join("nginx.conf")).unwrap().contains("listen 10.77.0.1:80 reuseport;"));
+        assert_eq!(fs::read_to_string(files.script()).unwrap(), PIPELINE_SCRIPT);
+        drop(files);
         assert!(!dir.exists());
     }
 }

@@ -107,7 +107,7 @@ impl<'a> Bulk<'a> {
         let mut nginx = site.start(&self.tb.server_ns())?;
         let downloaded = self.download(|| nginx.is_running());
         let complaints = nginx.complaints();
-        nginx.stop();
+        drop(nginx.stop());
         let downloaded = downloaded.map_err(|e| io::Error::new(e.kind(), format!("nginx: {e} ({complaints})")))?;
         Ok(downloaded.map(|bits_per_second| Download { bits_per_second, note: complaints }))
     }

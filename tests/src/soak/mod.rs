@@ -51,7 +51,7 @@ use http::Expect;
 use load::{Connections, Failure, Load, Prober, Probes, Tally, fetch};
 
 use crate::platform::metric_samples;
-use crate::testbed::{self, LinkParams, SERVER_IF, Spawned, Testbed, TestbedConfig};
+use crate::testbed::{self, LinkParams, SERVER_IF, ServerProcess, Testbed, TestbedConfig};
 
 /// Every client's link: 1 ms each way at 30 Mbit/s (the emulator's queue
 /// the default, one round trip's worth and at least 64 KiB), which bounds
@@ -410,27 +410,30 @@ fn counters(text: &str) -> Vec<(String, f64)> {
     out
 }
 
-/// The server process.
-struct ServerProcess {
-    spawned: Spawned,
+/// The `fairway` binary under soak, with how long it has to stop
+/// gracefully after SIGTERM.
+struct Soaked {
+    process: ServerProcess,
 }
 
-impl ServerProcess {
-    fn start(tb: &Testbed, config: &SoakConfig) -> Result<ServerProcess, String> {
+/// How long the server has to finish its graceful stop.
+const STOP_GRACE: Duration = Duration::from_secs(20);
+
+impl Soaked {
+    fn start(tb: &Testbed, config: &SoakConfig) -> Result<Soaked, String> {
         let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
         let mut argv: Vec<OsString> = config.server.clone();
         for flag in ["--backend", "afxdp", "--iface", SERVER_IF, "--ip", &ip].iter().chain(SERVER_FLAGS) {
             argv.push(flag.into());
         }
-        let spawned = testbed::spawn(&tb.server_ns(), &argv).map_err(|e| format!("starting the server: {e}"))?;
-        let mut server = ServerProcess { spawned };
+        let process = ServerProcess::spawn(&tb.server_ns(), &argv, STOP_GRACE)
+            .map_err(|e| format!("starting the server: {e}"))?;
+        let mut server = Soaked { process };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Some(status) = server.spawned.try_wait() {
-                return Err(format!(
-                    "the server exited at start ({status}): {}",
-                    String::from_utf8_lossy(&server.spawned.stderr()).trim()
-                ));
+            if !server.process.is_running() {
+                let out = server.process.stop().map(|out| out.status.to_string()).unwrap_or_default();
+                return Err(format!("the server exited at start ({out}): {}", server.process.complaints()));
             }
             if scrape(tb).is_ok() {
                 return Ok(server);
@@ -442,17 +445,18 @@ impl ServerProcess {
         }
     }
 
+    fn id(&self) -> u32 {
+        self.process.id().unwrap_or(0)
+    }
+
     /// VmRSS, KiB.
     fn rss_kib(&self) -> Option<u64> {
-        crate::stats::rss_kib(self.spawned.id())
+        crate::stats::rss_kib(self.id())
     }
 
     /// SIGTERM, and its graceful stop: why it failed, if it did.
-    fn stop(self) -> Result<(), String> {
-        let pid = self.spawned.id().to_string();
-        let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
-        let out =
-            self.spawned.wait_timeout(Duration::from_secs(20)).map_err(|e| format!("stopping the server: {e}"))?;
+    fn stop(mut self) -> Result<(), String> {
+        let out = self.process.stop().ok_or("the server was already stopped")?;
         if out.success() {
             Ok(())
         } else {
@@ -509,7 +513,7 @@ fn wait_for_baseline(tb: &Testbed, baseline: &Connections, limit: Duration) -> (
 /// The quiet point after the warm-up: once only the scrapes' connections
 /// are open and [`POOL_SETTLE`] has passed, the RSS, and the fewest
 /// connections over a few scrapes (a probe may be in flight during one).
-fn quiet_baseline(tb: &Testbed, server: &ServerProcess) -> Result<(Connections, u64), String> {
+fn quiet_baseline(tb: &Testbed, server: &Soaked) -> Result<(Connections, u64), String> {
     // At rest, only the scrape's own connection is open.
     let scrape_only = Connections { app: 1.0, stack: 1.0, time_wait: f64::INFINITY };
     let (_, _) = wait_for_baseline(tb, &scrape_only, drain_limit());
@@ -590,11 +594,11 @@ pub fn run(config: &SoakConfig) -> Result<Report, String> {
         tb_config = tb_config.linkem(linkem.clone());
     }
     let tb = Testbed::up(tb_config).map_err(|e| format!("testbed up: {e}"))?;
-    let server = ServerProcess::start(&tb, config)?;
+    let server = Soaked::start(&tb, config)?;
     let started = Instant::now();
     let mut report = Report::default();
     let first = scrape(&tb)?;
-    let prober = Prober::start(server_addr(&tb), PROBER, tb.client_ns(PROBER), server.spawned.id());
+    let prober = Prober::start(server_addr(&tb), PROBER, tb.client_ns(PROBER), server.id());
     let clients: Vec<(usize, String)> = LOAD_CLIENTS.iter().map(|&c| (c, tb.client_ns(c))).collect();
 
     let (first_round, warm_up) = faults::round(&LOAD_CLIENTS, config.seed);

@@ -5,6 +5,7 @@
 
 use std::ffi::OsStr;
 use std::io::Read;
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -250,6 +251,23 @@ impl Spawned {
         self.finish()
     }
 
+    /// Stops it the way a service manager does: SIGTERM, then SIGKILL if
+    /// it is still running after `grace`. Returns its status (a graceful
+    /// exit, or the kill) and what it printed.
+    pub fn terminate(mut self, grace: Duration) -> ExecOutput {
+        if self.try_wait().is_none() {
+            let pid = libc::pid_t::try_from(self.id()).unwrap_or(libc::pid_t::MAX);
+            // SAFETY: kill(2) on our own child, which is not yet reaped, so
+            // the pid cannot name another process.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let deadline = Instant::now() + grace;
+            while self.try_wait().is_none() && Instant::now() < deadline {
+                std::thread::sleep(POLL);
+            }
+        }
+        self.finish()
+    }
+
     /// Kills, reaps and drains: the output as of now.
     fn finish(&mut self) -> ExecOutput {
         let status = match self.try_wait() {
@@ -287,6 +305,73 @@ impl Drop for Spawned {
         if self.status.is_none() {
             self.finish();
         }
+    }
+}
+
+/// A server under test (nginx, the `fairway` binary, a baseline build)
+/// running in the background: stopped with SIGTERM, then SIGKILL after a
+/// grace period ([`Spawned::terminate`]), by [`stop`](Self::stop) or when
+/// dropped.
+#[derive(Debug)]
+pub struct ServerProcess {
+    process: Option<Spawned>,
+    grace: Duration,
+    log: Option<PathBuf>,
+}
+
+impl ServerProcess {
+    /// Starts `cmd` in namespace `ns`; `grace` is how long it has to exit
+    /// after SIGTERM.
+    ///
+    /// # Errors
+    ///
+    /// When it cannot be started.
+    pub fn spawn<S: AsRef<OsStr>>(ns: &str, cmd: &[S], grace: Duration) -> Result<ServerProcess, TestbedError> {
+        Ok(ServerProcess { process: Some(spawn(ns, cmd)?), grace, log: None })
+    }
+
+    /// The log file it writes its complaints to (nginx's error log), for
+    /// [`complaints`](Self::complaints).
+    #[must_use]
+    pub fn with_log(mut self, log: PathBuf) -> ServerProcess {
+        self.log = Some(log);
+        self
+    }
+
+    /// Whether it is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.process.as_mut().is_some_and(|p| p.try_wait().is_none())
+    }
+
+    /// Its process id, until it is stopped.
+    #[must_use]
+    pub fn id(&self) -> Option<u32> {
+        self.process.as_ref().map(Spawned::id)
+    }
+
+    /// What it printed and logged so far, in one line of at most 300
+    /// characters (the end, which says why), for an error message.
+    #[must_use]
+    pub fn complaints(&self) -> String {
+        let printed =
+            self.process.as_ref().map(|p| String::from_utf8_lossy(&p.stderr()).into_owned()).unwrap_or_default();
+        let logged = self.log.as_ref().and_then(|log| std::fs::read_to_string(log).ok()).unwrap_or_default();
+        let text = format!("{} {}", printed.trim(), logged.trim());
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let start = text.char_indices().rev().nth(299).map_or(0, |(i, _)| i);
+        text[start..].to_owned()
+    }
+
+    /// Stops it (SIGTERM, SIGKILL after the grace period): its status and
+    /// output, or `None` when it was already stopped.
+    pub fn stop(&mut self) -> Option<ExecOutput> {
+        self.process.take().map(|p| p.terminate(self.grace))
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.stop();
     }
 }
 
@@ -387,6 +472,22 @@ mod tests {
         fn wait_for_stderr_owned(mut self, needle: &str) -> Result<(), TestbedError> {
             self.wait_for_stderr(needle, Duration::from_secs(5))
         }
+    }
+
+    #[test]
+    fn terminating_asks_first_and_kills_after_the_grace() {
+        let mut polite = sh("trap 'echo bye; exit 0' TERM; echo up; while :; do sleep 0.05; done");
+        polite.wait_for_stdout("up", Duration::from_secs(5)).unwrap();
+        let out = polite.terminate(Duration::from_secs(5));
+        assert!(out.success(), "{}", describe(out.status));
+        assert_eq!(out.stdout_text(), "up\nbye\n");
+
+        let mut stubborn = sh("trap '' TERM; echo up; while :; do sleep 0.05; done");
+        stubborn.wait_for_stdout("up", Duration::from_secs(5)).unwrap();
+        let started = Instant::now();
+        let out = stubborn.terminate(Duration::from_millis(300));
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert_eq!(describe(out.status), "killed by signal 9");
     }
 
     #[test]
