@@ -59,12 +59,12 @@ use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use sha2::{Digest, Sha256};
 
-use crate::apps::responder::pattern_byte;
 use crate::forge::{Control, Segment, arp_reply, parse_tcp};
 use crate::scenario::{Report, SERVER_IP, SERVER_PORT, client_ip};
 use crate::stats::median;
 use crate::transfers::{Direction, Pattern, Summary, TransferSpec, Transfers, request_header};
 use crate::world::{App, Clock, Meter, RawHost, Stop, World};
+use fairway::http::pattern_byte;
 
 /// The attacker's address.
 pub const ATTACKER_IP: Ipv4Addr = Ipv4Addr::new(10, 2, 0, 1);

@@ -1,7 +1,8 @@
 //! Integration tests and simulated-network scenarios for Fairway.
 //!
 //! - [`world`]: shards on a simulated network, driven in virtual time;
-//! - [`apps`]: an HTTP responder and client on the stack, for kernel peers;
+//! - [`apps`]: the server's HTTP layer on a bare shard and an HTTP client on
+//!   the stack, for kernel peers;
 //! - [`real_peers`]: shards on a testbed against curl and Python, for the
 //!   real-peer tests;
 //! - [`served`]: Fairway's own HTTP server (the userspace backend) on a

@@ -13,8 +13,8 @@ use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::apps::responder::pattern_byte;
 use crate::testbed::ServerProcess;
+use fairway::http::pattern_byte;
 
 /// Where sites are made: memory, so the files are served from the page
 /// cache.

@@ -1,5 +1,5 @@
 //! Fairway against the Linux kernel's own TCP, on a [`testbed`](crate::testbed):
-//! the server side (shards running the responder or the fetcher of [`crate::apps`] over
+//! the server side (shards running the server's HTTP layer or the fetcher of [`crate::apps`] over
 //! AF_XDP or TAP in the server namespace) and the kernel side (curl and
 //! Python in the client namespaces), for the real-peer tests.
 //!
@@ -12,19 +12,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use fairway::runtime::shards::{ShardExit, join_all, spawn};
-use fairway::runtime::{App, LoopConfig};
+use fairway::runtime::shards::{ShardExit, join_all, spawn_with};
+use fairway::runtime::{App, LoopConfig, LoopStats};
 use fairway_nic::steering::{Fabric, SteeringCounts};
 use fairway_nic::{Device, Wait};
 use fairway_stack::steering::Steering;
 use fairway_stack::{Config, Shard};
 use sha2::{Digest, Sha256};
 
-use crate::apps::hex;
-use crate::apps::responder::pattern_byte;
+use fairway::http::pattern_byte;
+
+use crate::apps::{Leaves, hex};
 use crate::testbed::{self, Testbed};
 
-/// The port the responder listens on.
+/// The port the server's HTTP layer listens on.
 pub const HTTP_PORT: u16 = 80;
 
 /// Parses `02:00:0a:4d:00:01`.
@@ -51,15 +52,16 @@ pub fn shard_config(mac: [u8; 6], ip: Ipv4Addr, prefix_len: u8, index: u16, coun
     config
 }
 
-/// Shards running an application in the server namespace until stopped.
-pub struct Shards<A> {
+/// Shards running an application in the server namespace until stopped;
+/// each leaves what the application [`Leaves`].
+pub struct Shards<A: Leaves> {
     stop: Arc<AtomicBool>,
-    handles: Vec<JoinHandle<ShardExit<A>>>,
+    handles: Vec<JoinHandle<ShardExit<A::Left>>>,
     /// The steering fabric, when there are several shards.
     pub fabric: Option<Arc<Fabric>>,
 }
 
-impl<A: App + Send + 'static> Shards<A> {
+impl<A: App + Leaves + 'static> Shards<A> {
     /// Starts `count` shards. Shard `i` is built on its own thread, inside
     /// `ns`, by `build(i, fabric)`.
     ///
@@ -78,10 +80,11 @@ impl<A: App + Send + 'static> Shards<A> {
         let config = LoopConfig { max_sleep: Duration::from_millis(20), ..LoopConfig::default() };
         for index in 0..count {
             let (ns, build, fabric) = (ns.to_owned(), Arc::clone(&build), fabric.clone());
-            handles.push(spawn(index, count > 1, config, Arc::clone(&stop), move || {
+            let build = move || {
                 let _inside = testbed::enter(&ns).map_err(|e| io::Error::other(e.to_string()))?;
                 build(index, fabric)
-            })?);
+            };
+            handles.push(spawn_with(index, count > 1, config, Arc::clone(&stop), build, leave)?);
         }
         Ok(Shards { stop, handles, fabric })
     }
@@ -95,7 +98,7 @@ impl<A: App + Send + 'static> Shards<A> {
 
     /// Stops every shard and returns how each ended.
     #[must_use]
-    pub fn stop(self) -> Vec<ShardExit<A>> {
+    pub fn stop(self) -> Vec<ShardExit<A::Left>> {
         self.stop.store(true, Ordering::Relaxed);
         join_all(self.handles)
     }
@@ -105,6 +108,12 @@ impl<A: App + Send + 'static> Shards<A> {
     pub fn steering(&self, index: u16) -> SteeringCounts {
         self.fabric.as_ref().map_or_else(SteeringCounts::default, |f| f.stats(index).snapshot())
     }
+}
+
+/// A shard's end, on its thread: what its application leaves.
+fn leave<A: Leaves>(index: u16, result: io::Result<LoopStats>, parts: Option<(Shard, A)>) -> ShardExit<A::Left> {
+    let (shard, app) = parts.map_or((None, None), |(shard, app)| (Some(shard), Some(app.leave())));
+    ShardExit { index, result, shard, app }
 }
 
 /// Waits until `client` can ping the server (the shards are up and
@@ -121,7 +130,7 @@ pub fn wait_until_reachable(tb: &Testbed, client: usize, timeout: Duration) {
     }
 }
 
-/// SHA-256 of the first `n` bytes of the responder's pattern, hex.
+/// SHA-256 of the first `n` bytes of the server's pattern, hex.
 #[must_use]
 pub fn pattern_sha256(n: u64) -> String {
     let mut digest = Sha256::new();
@@ -221,7 +230,7 @@ asyncio.run(main())
     ok
 }
 
-/// The server's address as the responder listens on it.
+/// The server's address as its HTTP layer listens on it.
 #[must_use]
 pub fn server_addr(tb: &Testbed) -> SocketAddrV4 {
     SocketAddrV4::new(tb.server_ip(), HTTP_PORT)

@@ -1,5 +1,5 @@
 //! The real-peer tests' applications against each other, in one process:
-//! the responder on one shard, the fetcher on another, joined by a socket
+//! the server's HTTP layer on one shard, the fetcher on another, joined by a socket
 //! pair and driven by the server's runtime in wall-clock time.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -7,13 +7,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use fairway::http::pattern_byte;
 use fairway::runtime::LoopConfig;
-use fairway::runtime::shards::{join_all, spawn};
+use fairway::runtime::shards::{join_all, spawn, spawn_with};
 use fairway_nic::socket_pair::socket_pair;
 use fairway_stack::{Config, Shard};
+use fairway_tests::apps::Leaves;
 use fairway_tests::apps::fetcher::{FetchError, Fetched, Fetcher};
 use fairway_tests::apps::hex;
-use fairway_tests::apps::responder::{Responder, pattern_byte};
+use fairway_tests::apps::http_shard::HttpShard;
 use sha2::{Digest, Sha256};
 
 const SERVER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -30,14 +32,20 @@ fn shard(mac: [u8; 6], ip: Ipv4Addr, peer: (Ipv4Addr, [u8; 6])) -> Shard {
     shard
 }
 
-/// One fetch of `path` from a responder; the responder's request count.
+/// One fetch of `path` from the server's HTTP layer; its request count.
 fn fetch(path: &str) -> (Result<Fetched, FetchError>, u64) {
     let (server_end, client_end) = socket_pair().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let config = LoopConfig::default();
-    let server = spawn(0, false, config, stop.clone(), move || {
-        Ok((shard(SERVER_MAC, SERVER, (CLIENT, CLIENT_MAC)), server_end, Responder::new(80)))
-    })
+    // The server's HTTP layer stays on its thread; its tally comes back.
+    let server = spawn_with(
+        0,
+        false,
+        config,
+        stop.clone(),
+        move || Ok((shard(SERVER_MAC, SERVER, (CLIENT, CLIENT_MAC)), server_end, HttpShard::new(80, 1 << 30))),
+        |_, result, parts: Option<(Shard, HttpShard)>| (result, parts.map(|(_, app)| app.leave())),
+    )
     .unwrap();
     let path = path.to_owned();
     let client_stop = Arc::new(AtomicBool::new(false));
@@ -53,11 +61,11 @@ fn fetch(path: &str) -> (Result<Fetched, FetchError>, u64) {
     });
     let client = join_all(vec![client]).remove(0);
     stop.store(true, Ordering::Relaxed);
-    let server = join_all(vec![server]).remove(0);
-    server.result.unwrap();
+    let (result, tally) = server.join().unwrap();
+    result.unwrap();
     client.result.unwrap();
     let outcome = client.app.unwrap().outcome.expect("the fetch did not finish within 60 s");
-    (outcome, server.app.unwrap().requests)
+    (outcome, tally.unwrap().requests)
 }
 
 fn pattern_sha256(n: u64) -> String {

@@ -17,7 +17,7 @@ use fairway_nic::{Device, Wait};
 use fairway_stack::steering::owner;
 use fairway_stack::{DropReason, Shard};
 use fairway_tests::apps::fetcher::Fetcher;
-use fairway_tests::apps::responder::Responder;
+use fairway_tests::apps::http_shard::HttpShard;
 use fairway_tests::real_peers::{
     HTTP_PORT, Shards, curl_sha256, parse_mac, pattern_sha256, python_concurrent, python_upload, shard_config,
     wait_until_reachable,
@@ -40,12 +40,12 @@ fn open(queue: u32) -> std::io::Result<AfXdp> {
     AfXdp::open(&AfXdpConfig::new(SERVER_IF, queue)).map_err(|e| std::io::Error::other(e.to_string()))
 }
 
-/// The responder on `count` shards, one per queue of `fw0`.
-fn serve(tb: &Testbed, count: u16) -> Shards<Responder> {
+/// The server's HTTP layer on `count` shards, one per queue of `fw0`.
+fn serve(tb: &Testbed, count: u16) -> Shards<HttpShard> {
     let (mac, ip, len) = (parse_mac(&tb.server_mac()), tb.server_ip(), tb.prefix_len());
     let shards = Shards::start(&tb.server_ns(), count, move |index, fabric| {
         let device = Steered::new(open(u32::from(index))?, fabric.unwrap_or_else(single), index);
-        Ok((Shard::new(shard_config(mac, ip, len, index, count)), device, Responder::new(HTTP_PORT)))
+        Ok((Shard::new(shard_config(mac, ip, len, index, count)), device, HttpShard::new(HTTP_PORT, 1 << 30)))
     })
     .unwrap();
     wait_until_reachable(tb, 0, Duration::from_secs(10));
@@ -216,7 +216,7 @@ fn two_shards_on_a_two_queue_veth_share_the_flows_without_mixing_them() {
     let server = Shards::start(&tb.server_ns(), 2, move |index, fabric| {
         let steered = Steered::new(open(u32::from(index))?, fabric.expect("two shards share a fabric"), index);
         let device = Witness { inner: steered, index, count: 2, handed: Arc::clone(&witnesses[usize::from(index)]) };
-        Ok((Shard::new(shard_config(mac, ip, len, index, 2)), device, Responder::new(HTTP_PORT)))
+        Ok((Shard::new(shard_config(mac, ip, len, index, 2)), device, HttpShard::new(HTTP_PORT, 1 << 30)))
     })
     .unwrap();
     wait_until_reachable(&tb, 0, Duration::from_secs(10));
@@ -257,7 +257,7 @@ fn a_pcap_of_a_download_shows_the_handshake() {
     let capture = path.clone();
     let server = Shards::start(&tb.server_ns(), 1, move |_, _| {
         let device = Pcap::create(open(0)?, &capture)?;
-        Ok((Shard::new(shard_config(mac, ip, len, 0, 1)), device, Responder::new(HTTP_PORT)))
+        Ok((Shard::new(shard_config(mac, ip, len, 0, 1)), device, HttpShard::new(HTTP_PORT, 1 << 30)))
     })
     .unwrap();
     wait_until_reachable(&tb, 0, Duration::from_secs(10));

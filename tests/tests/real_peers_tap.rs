@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use fairway_nic::tap::Tap;
 use fairway_stack::{DropReason, Shard};
-use fairway_tests::apps::responder::Responder;
+use fairway_tests::apps::http_shard::HttpShard;
 use fairway_tests::real_peers::{
     HTTP_PORT, Shards, curl_sha256, parse_mac, pattern_sha256, python_concurrent, python_upload, shard_config,
     wait_until_reachable,
@@ -24,12 +24,12 @@ fn prefix() -> String {
 
 const T: Duration = Duration::from_secs(60);
 
-fn serve(tb: &Testbed) -> Shards<Responder> {
+fn serve(tb: &Testbed) -> Shards<HttpShard> {
     // Over TAP the stack has its own MAC: the bridge keeps fwtap0's.
     let (mac, ip, len) = (parse_mac(&tb.tap_stack_mac()), tb.server_ip(), tb.prefix_len());
     let shards = Shards::start(&tb.server_ns(), 1, move |_, _| {
         let tap = Tap::open(TAP_IF).map_err(|e| std::io::Error::other(e.to_string()))?;
-        Ok((Shard::new(shard_config(mac, ip, len, 0, 1)), tap, Responder::new(HTTP_PORT)))
+        Ok((Shard::new(shard_config(mac, ip, len, 0, 1)), tap, HttpShard::new(HTTP_PORT, 1 << 30)))
     })
     .unwrap();
     wait_until_reachable(tb, 0, Duration::from_secs(10));

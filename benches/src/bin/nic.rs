@@ -42,7 +42,7 @@ counts and drops:
 
 Bulk download: kernel curl in the client downloads --bulk-bytes from the
 fairway server (one shard, AF_XDP on fw0, /bytes/N), from a bare shard
-running the test responder, and from nginx (one worker, sendfile, the
+running the server's HTTP layer, and from nginx (one worker, sendfile, the
 kernel stack on fw0 with the address 10.77.0.1/24), alternating.";
 
 // `--help` groups the options under these headings, after --verbose.
@@ -343,7 +343,7 @@ fn bulk_download(args: &Args, tb: &Testbed, interrupted: &AtomicBool) -> Result<
         args.mtu,
         if args.mtu > 1500 { "multi-buffer, 4096-byte UMEM frames" } else { "one 2048-byte UMEM frame per frame" }
     );
-    println!("  shard:   one bare shard running the test responder (the stack alone), the same way");
+    println!("  shard:   one bare shard running the server's HTTP layer (no server set-up), the same way");
     println!("  nginx:   one worker, sendfile, from /dev/shm, the kernel stack on {SERVER_IF} with 10.77.0.1/24");
     println!("  offloads as the testbed sets them: {}", offloads(tb));
     let listen: SocketAddrV4 = server_addr(tb);

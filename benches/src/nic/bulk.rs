@@ -1,6 +1,7 @@
 //! A bulk download by kernel `curl` in client 0's namespace: from Fairway's
 //! server (one shard, AF_XDP on `fw0` queue 0), from a bare shard running
-//! the test responder (the stack alone), and from nginx
+//! the server's HTTP layer (`HttpShard`: the shard loop without the
+//! server's set-up), and from nginx
 //! over the kernel stack on the same `fw0`, which gets the kernel address
 //! 10.77.0.1/24 only while nginx runs (and Fairway, with its XDP program,
 //! is stopped).
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use fairway_nic::afxdp::{AfXdp, AfXdpConfig};
 use fairway_stack::Shard;
-use fairway_tests::apps::responder::Responder;
+use fairway_tests::apps::http_shard::HttpShard;
 use fairway_tests::real_peers::{HTTP_PORT, Shards, parse_mac, server_addr, shard_config};
 use fairway_tests::testbed::{self, SERVER_IF, Testbed};
 
@@ -60,9 +61,8 @@ impl<'a> Bulk<'a> {
         let (mac, ip, len, bytes) = (parse_mac(&tb.server_mac()), tb.server_ip(), tb.prefix_len(), self.bytes);
         let shards = Shards::start(&tb.server_ns(), 1, move |_, _| {
             let device = AfXdp::open(&AfXdpConfig::new(SERVER_IF, 0)).map_err(io::Error::other)?;
-            let mut responder = Responder::new(HTTP_PORT);
-            responder.max_bytes = responder.max_bytes.max(bytes);
-            Ok((Shard::new(shard_config(mac, ip, len, 0, 1)), device, responder))
+            let app = HttpShard::new(HTTP_PORT, bytes.max(1 << 30));
+            Ok((Shard::new(shard_config(mac, ip, len, 0, 1)), device, app))
         })?;
         let downloaded = self.download(|| !shards.any_finished());
         let exit = shards.stop().remove(0);

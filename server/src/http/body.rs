@@ -7,7 +7,8 @@ use crate::http::static_files::OpenFile;
 
 /// Byte `i` of every `/bytes/{n}` body: `i mod 251`, so a client can check
 /// a body without the server's help (`bytes(i % 251 for i in range(n))`).
-/// The test responder serves the same (it uses this one).
+/// nginx's sites in the benchmarks and labs hold the same (they use this
+/// one).
 #[must_use]
 pub fn pattern_byte(i: u64) -> u8 {
     (i % PERIOD as u64) as u8

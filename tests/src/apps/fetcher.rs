@@ -96,6 +96,14 @@ impl Fetcher {
     }
 }
 
+impl super::Leaves for Fetcher {
+    type Left = Fetcher;
+
+    fn leave(self) -> Fetcher {
+        self
+    }
+}
+
 impl App for Fetcher {
     fn start(&mut self, shard: &mut Shard, now: Instant) {
         match shard.connect(now, self.server) {

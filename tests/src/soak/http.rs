@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use crate::apps::hex;
-use crate::apps::responder::pattern_byte;
+use fairway::http::pattern_byte;
 
 /// The longest response head read.
 const MAX_HEAD: usize = 16 * 1024;
