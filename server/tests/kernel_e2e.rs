@@ -1,7 +1,7 @@
 //! End to end on the kernel backend: the real `fairway` binary on
 //! 127.0.0.1 (a free port, two shards), driven by curl, a Python client,
 //! wrk and plain sockets. Each test starts its own server and kills it when
-//! done, also when it fails (see [`Server`]).
+//! done, also when it fails (see [`FairwayProcess`]).
 //!
 //! Needs `curl`, `python3` and `wrk` on the PATH; `cargo xtask test`
 //! installs them.
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use fairway::http::pattern_byte;
 use sha2::{Digest, Sha256};
-use support::Server;
+use support::FairwayProcess;
 
 // ---------------------------------------------------------------------------
 // The server under test
@@ -167,7 +167,7 @@ fn metric(text: &str, prefix: &str) -> f64 {
 
 #[test]
 fn curl_plaintext_json_and_bytes() {
-    let server = Server::start(&[]);
+    let server = FairwayProcess::start(&[]);
     let r = curl(&[&server.url("/plaintext")]);
     assert_eq!((r.status, r.body.as_slice()), (200, &b"Hello, World!"[..]));
     assert_eq!(r.header("Content-Type"), Some("text/plain"));
@@ -239,7 +239,7 @@ if response() == (200, b"ok\n"):
 
 #[test]
 fn python_keep_alive_and_pipelining() {
-    let server = Server::start(&[]);
+    let server = FairwayProcess::start(&[]);
     let paths = [
         "/plaintext",
         "/json",
@@ -289,7 +289,7 @@ fn static_files_byte_exact_and_304() {
     std::fs::write(root.0.join("big.bin"), &big).unwrap();
     std::fs::create_dir(root.0.join("docs")).unwrap();
     std::fs::write(root.0.join("docs/page.html"), b"<h1>hi</h1>\n").unwrap();
-    let server = Server::start(&["--root", root.0.to_str().unwrap()]);
+    let server = FairwayProcess::start(&["--root", root.0.to_str().unwrap()]);
 
     let r = curl(&[&server.url("/big.bin")]);
     assert_eq!(r.status, 200);
@@ -320,7 +320,7 @@ fn uploads_answer_count_and_sha256() {
     let data = noise(5 * 1024 * 1024 + 3, 11);
     let file = dir.0.join("data.bin");
     std::fs::write(&file, &data).unwrap();
-    let server = Server::start(&[]);
+    let server = FairwayProcess::start(&[]);
     let expected = format!("{} {}\n", data.len(), sha_hex(&data));
     let at_file = format!("@{}", file.display());
 
@@ -336,7 +336,7 @@ fn uploads_answer_count_and_sha256() {
 
 #[test]
 fn metrics_and_healthz() {
-    let server = Server::start(&[]);
+    let server = FairwayProcess::start(&[]);
     let r = curl(&[&server.url("/healthz")]);
     assert_eq!((r.status, r.body.as_slice()), (200, &b"ok\n"[..]));
     for _ in 0..5 {
@@ -376,7 +376,7 @@ fn metrics_and_healthz() {
 
 #[test]
 fn wrk_short_run() {
-    let server = Server::start(&[]);
+    let server = FairwayProcess::start(&[]);
     let url = server.url("/plaintext");
     let out = run("wrk", &["-t1", "-c16", "-d2s", "--timeout", "2s", &url]);
     let report = String::from_utf8_lossy(&out.stdout);
@@ -393,7 +393,7 @@ fn wrk_short_run() {
 
 #[test]
 fn the_connection_limit_refuses_the_fifth() {
-    let server = Server::start(&["--max-connections", "4"]);
+    let server = FairwayProcess::start(&["--max-connections", "4"]);
     let held: Vec<TcpStream> = (0..4).map(|_| server.connect()).collect();
     for stream in &held {
         assert_eq!(get(stream, "/plaintext").0, 200, "each of the first four is served");
@@ -440,7 +440,7 @@ fn get_or_refused(stream: &TcpStream, path: &str) -> Option<u16> {
 /// lingers instead: this response arrives whole and then a clean EOF.
 #[test]
 fn a_closing_connection_delivers_its_response_despite_unread_input() {
-    let server = Server::start(&["--max-body", "1MiB"]);
+    let server = FairwayProcess::start(&["--max-body", "1MiB"]);
 
     // `Connection: close`, followed in the same write by far more than the
     // server reads ahead (its input buffer is 16 KiB).
@@ -485,7 +485,7 @@ fn a_closing_connection_delivers_its_response_despite_unread_input() {
 
 #[test]
 fn slowloris_gets_408() {
-    let server = Server::start(&["--header-timeout", "1s"]);
+    let server = FairwayProcess::start(&["--header-timeout", "1s"]);
     let stream = server.connect();
     let start = Instant::now();
     (&stream).write_all(b"GET /plaintext HTTP/1.1\r\nHost: test\r\n").unwrap();
@@ -505,7 +505,7 @@ fn slowloris_gets_408() {
 
 #[test]
 fn graceful_shutdown_lets_a_download_finish() {
-    let mut server = Server::start(&["--shutdown-grace", "10s"]);
+    let mut server = FairwayProcess::start(&["--shutdown-grace", "10s"]);
     let idle = server.connect();
     assert_eq!(get(&idle, "/plaintext").0, 200);
 
@@ -563,7 +563,7 @@ fn graceful_shutdown_lets_a_download_finish() {
 
 #[test]
 fn a_busy_port_is_one_clear_line_and_a_failure() {
-    let server = Server::start(&[]);
+    let server = FairwayProcess::start(&[]);
     let out = Command::new(env!("CARGO_BIN_EXE_fairway"))
         .args(["--listen", &server.addr.to_string(), "--shards", "2", "--log", "warn"])
         .output()

@@ -17,15 +17,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use support::{Server, series, total};
+use support::{FairwayProcess, series, total};
 
 /// The kernel backend with bodies and downloads that never end within a
 /// test, plus `extra`.
 #[track_caller]
-fn start(extra: &[&str]) -> Server {
+fn start(extra: &[&str]) -> FairwayProcess {
     let mut args = vec!["--max-body", "100gb", "--max-bytes", "100gb"];
     args.extend_from_slice(extra);
-    Server::start(&args)
+    FairwayProcess::start(&args)
 }
 
 /// Two uploads and two downloads, running until dropped. Each download
@@ -98,7 +98,7 @@ impl Drop for Traffic {
 
 /// Scrapes until `done` says yes, or panics with the last scrape after 15 s.
 #[track_caller]
-fn scrape_until(server: &Server, what: &str, done: impl Fn(&str) -> bool) -> String {
+fn scrape_until(server: &FairwayProcess, what: &str, done: impl Fn(&str) -> bool) -> String {
     let start = Instant::now();
     loop {
         let text = server.scrape();

@@ -63,7 +63,7 @@ use crate::forge::{Control, Segment, arp_reply, parse_tcp};
 use crate::scenario::{Report, SERVER_IP, SERVER_PORT, client_ip};
 use crate::stats::median;
 use crate::transfers::{Direction, Pattern, Summary, TransferSpec, Transfers, request_header};
-use crate::world::{App, Clock, Meter, RawHost, Stop, World};
+use crate::world::{Clock, Meter, RawHost, SimApp, Stop, World};
 use fairway::http::pattern_byte;
 
 /// The attacker's address.
@@ -1064,7 +1064,7 @@ struct Run {
     attacker: Rc<RefCell<Attacker>>,
 }
 
-impl App for Run {
+impl SimApp for Run {
     fn on_host(&mut self, host: usize, shard: &mut fairway_stack::Shard, now: Instant) {
         self.transfers.on_host(host, shard, now);
     }
@@ -1081,7 +1081,7 @@ impl App for Run {
 /// Drives an application past its end.
 struct Linger<'a, A>(&'a mut A);
 
-impl<A: App> App for Linger<'_, A> {
+impl<A: SimApp> SimApp for Linger<'_, A> {
     fn on_host(&mut self, host: usize, shard: &mut fairway_stack::Shard, now: Instant) {
         self.0.on_host(host, shard, now);
     }

@@ -46,7 +46,7 @@ use fairway_stack::{Event, Handle, Listener, RecvError, SendError, Shard};
 
 use crate::plot::{self, Panel, Series};
 use crate::scenario::{SERVER_IP, SERVER_PORT, client_ip};
-use crate::world::{App, Stop, World};
+use crate::world::{SimApp, Stop, World};
 
 const MTU: usize = 1500;
 const ID_LEN: usize = 8;
@@ -416,7 +416,7 @@ impl FairnessApp {
     }
 }
 
-impl App for FairnessApp {
+impl SimApp for FairnessApp {
     fn on_host(&mut self, host: usize, shard: &mut Shard, now: Instant) {
         self.last_now = self.last_now.max(now);
         if host == self.server {

@@ -51,7 +51,7 @@ use fairway::config::Config;
 use fairway_stack::fairness::{jain_index, wire_factor};
 
 use crate::fairness::Chart;
-use crate::nginx::{Site, bytes_path};
+use crate::nginx::{SiteDir, bytes_path};
 use crate::plot::{self, Panel, Series};
 use crate::real_peers::HTTP_PORT;
 use crate::served::{Served, curl_status};
@@ -100,7 +100,7 @@ impl Transfer {
 
 /// The server the clients talk to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Server {
+pub enum LabServer {
     /// Fairway over AF_XDP (one shard) with this `--fairness` policy.
     Afxdp(&'static str),
     /// Fairway on the kernel backend (one shard) with this policy.
@@ -109,15 +109,15 @@ pub enum Server {
     Nginx,
 }
 
-impl Server {
+impl LabServer {
     /// Parses `afxdp:POLICY`, `kernel:POLICY` or `nginx`.
     #[must_use]
-    pub fn parse(text: &str) -> Option<Server> {
+    pub fn parse(text: &str) -> Option<LabServer> {
         let policy = |p: &str| ["off", "seed", "equal-rate"].into_iter().find(|known| *known == p);
         match text.split_once(':') {
-            Some(("afxdp", p)) => policy(p).map(Server::Afxdp),
-            Some(("kernel", p)) => policy(p).map(Server::Kernel),
-            None if text == "nginx" => Some(Server::Nginx),
+            Some(("afxdp", p)) => policy(p).map(LabServer::Afxdp),
+            Some(("kernel", p)) => policy(p).map(LabServer::Kernel),
+            None if text == "nginx" => Some(LabServer::Nginx),
             _ => None,
         }
     }
@@ -126,9 +126,9 @@ impl Server {
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
-            Server::Afxdp(_) => "fairway/afxdp",
-            Server::Kernel(_) => "fairway/kernel",
-            Server::Nginx => "nginx",
+            LabServer::Afxdp(_) => "fairway/afxdp",
+            LabServer::Kernel(_) => "fairway/kernel",
+            LabServer::Nginx => "nginx",
         }
     }
 
@@ -136,7 +136,7 @@ impl Server {
     #[must_use]
     pub fn label(self) -> String {
         match self {
-            Server::Nginx => "nginx".to_owned(),
+            LabServer::Nginx => "nginx".to_owned(),
             _ => format!("{} {}", self.name(), self.policy()),
         }
     }
@@ -145,9 +145,9 @@ impl Server {
     #[must_use]
     pub fn slug(self) -> String {
         match self {
-            Server::Afxdp(p) => format!("afxdp-{p}"),
-            Server::Kernel(p) => format!("kernel-{p}"),
-            Server::Nginx => "nginx".to_owned(),
+            LabServer::Afxdp(p) => format!("afxdp-{p}"),
+            LabServer::Kernel(p) => format!("kernel-{p}"),
+            LabServer::Nginx => "nginx".to_owned(),
         }
     }
 
@@ -155,8 +155,8 @@ impl Server {
     #[must_use]
     pub fn policy(self) -> &'static str {
         match self {
-            Server::Afxdp(p) | Server::Kernel(p) => p,
-            Server::Nginx => "off",
+            LabServer::Afxdp(p) | LabServer::Kernel(p) => p,
+            LabServer::Nginx => "off",
         }
     }
 
@@ -164,8 +164,8 @@ impl Server {
     #[must_use]
     pub fn download_sender(self) -> &'static str {
         match self {
-            Server::Afxdp(_) => "fairway cubic",
-            Server::Kernel(_) | Server::Nginx => "kernel default",
+            LabServer::Afxdp(_) => "fairway cubic",
+            LabServer::Kernel(_) | LabServer::Nginx => "kernel default",
         }
     }
 }
@@ -620,13 +620,13 @@ fn steady_goodput(client: usize, exp: &Experiment, samples: Vec<Sample>) -> Resu
 enum Running {
     Fairway(Box<Served>),
     Kernel { stop: Arc<AtomicBool>, thread: JoinHandle<std::io::Result<()>>, _address: KernelAddress },
-    Nginx { nginx: ServerProcess, _site: Site, _address: KernelAddress },
+    Nginx { nginx: ServerProcess, _site: SiteDir, _address: KernelAddress },
 }
 
 impl Running {
     /// Starts `server` in `tb`'s server namespace, sharing `bottleneck_bps`
     /// (its `--capacity`), and waits until client 0 gets an HTTP answer.
-    fn start(tb: &Testbed, server: Server, bottleneck_bps: u64) -> Result<Running, String> {
+    fn start(tb: &Testbed, server: LabServer, bottleneck_bps: u64) -> Result<Running, String> {
         let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
         let capacity = format!("{bottleneck_bps}bit");
         let listen = format!("{}:{HTTP_PORT}", tb.server_ip());
@@ -647,11 +647,11 @@ impl Running {
             ]
         };
         let running = match server {
-            Server::Afxdp(policy) => {
+            LabServer::Afxdp(policy) => {
                 let own = ["--backend", "afxdp", "--iface", SERVER_IF, "--ip", &ip, "--queues", "1"];
                 Running::Fairway(Box::new(Served::start(tb, &[own.as_slice(), &common(policy)].concat())))
             }
-            Server::Kernel(policy) => {
+            LabServer::Kernel(policy) => {
                 let address = KernelAddress::add(tb).map_err(|e| e.to_string())?;
                 let own = ["fairway", "--backend", "kernel", "--listen", &listen];
                 let args = [own.as_slice(), &common(policy)].concat();
@@ -665,10 +665,10 @@ impl Running {
                 .map_err(|e| e.to_string())?;
                 Running::Kernel { stop, thread, _address: address }
             }
-            Server::Nginx => {
+            LabServer::Nginx => {
                 let address = KernelAddress::add(tb).map_err(|e| e.to_string())?;
                 let addr = listen.parse().map_err(|e| format!("{listen}: {e}"))?;
-                let site = Site::create_sparse(ENDLESS, addr).map_err(|e| format!("nginx site: {e}"))?;
+                let site = SiteDir::create_sparse(ENDLESS, addr).map_err(|e| format!("nginx site: {e}"))?;
                 let nginx = site.start(&tb.server_ns()).map_err(|e| format!("starting nginx: {e}"))?;
                 Running::Nginx { nginx, _site: site, _address: address }
             }
@@ -712,7 +712,7 @@ impl Running {
 /// # Panics
 ///
 /// When Fairway over AF_XDP does not start (see [`Served::start`]).
-pub fn run_on_fresh_testbed(prefix: &str, exp: &Experiment, server: Server) -> Result<Outcome, String> {
+pub fn run_on_fresh_testbed(prefix: &str, exp: &Experiment, server: LabServer) -> Result<Outcome, String> {
     testbed::require_root().map_err(|e| e.to_string())?;
     let tb = Testbed::up(exp.testbed_config(prefix)).map_err(|e| format!("testbed up: {e}"))?;
     let running = Running::start(&tb, server, exp.bottleneck_bps)?;
@@ -724,8 +724,8 @@ pub fn run_on_fresh_testbed(prefix: &str, exp: &Experiment, server: Server) -> R
 /// The kernel senders the testbed grid's uploads run.
 pub const GRID_SENDERS: [&str; 2] = ["cubic", "bbr"];
 /// The servers the testbed grid compares by default.
-pub const GRID_SERVERS: [Server; 4] =
-    [Server::Nginx, Server::Afxdp("off"), Server::Afxdp("equal-rate"), Server::Kernel("equal-rate")];
+pub const GRID_SERVERS: [LabServer; 4] =
+    [LabServer::Nginx, LabServer::Afxdp("off"), LabServer::Afxdp("equal-rate"), LabServer::Kernel("equal-rate")];
 
 /// One cell of the testbed grid.
 #[derive(Debug, Clone)]
@@ -733,7 +733,7 @@ pub struct GridCell {
     /// The experiment.
     pub experiment: Experiment,
     /// The server.
-    pub server: Server,
+    pub server: LabServer,
 }
 
 impl GridCell {
@@ -781,7 +781,7 @@ pub struct GridPlan {
     /// The uploaders' congestion controls.
     pub senders: Vec<&'static str>,
     /// The servers.
-    pub servers: Vec<Server>,
+    pub servers: Vec<LabServer>,
     /// The bottleneck, bits per second.
     pub bottleneck_bps: u64,
     /// Its drop-tail queue, in time at that rate.
@@ -862,14 +862,14 @@ pub fn verdict(results: &[(GridCell, Result<Outcome, String>)]) -> Option<String
     let cubic_up =
         |c: &GridCell| c.experiment.transfer == Transfer::Upload && c.experiment.congestion_control == "cubic";
     let n = results.iter().filter(|(c, r)| cubic_up(c) && r.is_ok()).map(|(c, _)| c.experiment.rtts.len()).max()?;
-    let find = |server: Server| {
+    let find = |server: LabServer| {
         results.iter().find_map(|(c, r)| match r {
             Ok(o) if cubic_up(c) && c.server == server && c.experiment.rtts.len() == n => Some((c, o)),
             _ => None,
         })
     };
-    let (cell, equal) = find(Server::Afxdp("equal-rate"))?;
-    let (_, off) = find(Server::Afxdp("off"))?;
+    let (cell, equal) = find(LabServer::Afxdp("equal-rate"))?;
+    let (_, off) = find(LabServer::Afxdp("off"))?;
     Some(format!(
         "fairness: J={:.3} with equal-rate vs J={:.3} off, utilisation {:.1} %, N={n}, RTT 4–256 ms, kernel CUBIC senders",
         equal.jain(),
@@ -1080,7 +1080,7 @@ mod tests {
             ns: vec![2, 4],
             transfers: vec![Transfer::Upload, Transfer::Download],
             senders: vec!["cubic"],
-            servers: vec![Server::Nginx, Server::Afxdp("equal-rate")],
+            servers: vec![LabServer::Nginx, LabServer::Afxdp("equal-rate")],
             bottleneck_bps: 20_000_000,
             queue: QUEUE,
             duration: Duration::from_secs(4),
@@ -1127,14 +1127,14 @@ mod tests {
 
     #[test]
     fn servers_parse_from_their_names() {
-        assert_eq!(Server::parse("afxdp:equal-rate"), Some(Server::Afxdp("equal-rate")));
-        assert_eq!(Server::parse("kernel:seed"), Some(Server::Kernel("seed")));
-        assert_eq!(Server::parse("nginx"), Some(Server::Nginx));
-        assert_eq!(Server::parse("kernel:fast"), None);
-        assert_eq!(Server::parse("apache"), None);
-        assert_eq!(Server::Kernel("off").policy(), "off");
-        assert_eq!(Server::Nginx.policy(), "off");
-        assert_eq!(Server::Afxdp("off").label(), "fairway/afxdp off");
-        assert_eq!(Server::Kernel("equal-rate").slug(), "kernel-equal-rate");
+        assert_eq!(LabServer::parse("afxdp:equal-rate"), Some(LabServer::Afxdp("equal-rate")));
+        assert_eq!(LabServer::parse("kernel:seed"), Some(LabServer::Kernel("seed")));
+        assert_eq!(LabServer::parse("nginx"), Some(LabServer::Nginx));
+        assert_eq!(LabServer::parse("kernel:fast"), None);
+        assert_eq!(LabServer::parse("apache"), None);
+        assert_eq!(LabServer::Kernel("off").policy(), "off");
+        assert_eq!(LabServer::Nginx.policy(), "off");
+        assert_eq!(LabServer::Afxdp("off").label(), "fairway/afxdp off");
+        assert_eq!(LabServer::Kernel("equal-rate").slug(), "kernel-equal-rate");
     }
 }

@@ -1,7 +1,7 @@
 //! nginx over the kernel stack, the baseline every benchmark and lab
 //! compares Fairway with: its configuration ([`NginxConfig`]: the bulk
 //! download's and the fairness lab's [`baseline`](NginxConfig::baseline),
-//! the HTTP benchmark's [`benchmark`](NginxConfig::benchmark)), a [`Site`]
+//! the HTTP benchmark's [`benchmark`](NginxConfig::benchmark)), a [`SiteDir`]
 //! (a directory of our own holding the files to serve, the configuration,
 //! the pid file, the error log and nginx's temp paths, so that nothing of
 //! the system's nginx set-up is used or touched), and nginx running on it
@@ -153,24 +153,24 @@ pub fn command(dir: &Path) -> Vec<String> {
 /// A directory under [`SITE_PARENT`] with nginx's configuration and the
 /// files it serves from `root/`. Removed when dropped.
 #[derive(Debug)]
-pub struct Site {
+pub struct SiteDir {
     dir: PathBuf,
 }
 
-impl Site {
+impl SiteDir {
     /// Writes a site with nginx set up as `config` and nothing to serve
     /// yet.
     ///
     /// # Errors
     ///
     /// When a file cannot be written (the partial site is removed).
-    pub fn new(config: &NginxConfig) -> io::Result<Site> {
+    pub fn new(config: &NginxConfig) -> io::Result<SiteDir> {
         static SITES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let number = SITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = Path::new(SITE_PARENT).join(format!("fairway-nginx-{}-{number}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         // From here on, dropping the site removes whatever was written.
-        let site = Site { dir };
+        let site = SiteDir { dir };
         fs::create_dir_all(site.root())?;
         fs::write(site.config_path(), config.text(&site.dir))?;
         Ok(site)
@@ -182,18 +182,18 @@ impl Site {
     /// # Errors
     ///
     /// When a file cannot be written (the partial site is removed).
-    pub fn create(n: u64, listen: SocketAddrV4) -> io::Result<Site> {
-        Site::new(&NginxConfig::baseline(listen))?.with_pattern(&bytes_path(n), n)
+    pub fn create(n: u64, listen: SocketAddrV4) -> io::Result<SiteDir> {
+        SiteDir::new(&NginxConfig::baseline(listen))?.with_pattern(&bytes_path(n), n)
     }
 
-    /// [`Site::create`] with a sparse file: zeros that take no memory, for
+    /// [`SiteDir::create`] with a sparse file: zeros that take no memory, for
     /// endless downloads whose content nobody checks.
     ///
     /// # Errors
     ///
     /// When a file cannot be written (the partial site is removed).
-    pub fn create_sparse(n: u64, listen: SocketAddrV4) -> io::Result<Site> {
-        Site::new(&NginxConfig::baseline(listen))?.with_sparse(&bytes_path(n), n)
+    pub fn create_sparse(n: u64, listen: SocketAddrV4) -> io::Result<SiteDir> {
+        SiteDir::new(&NginxConfig::baseline(listen))?.with_sparse(&bytes_path(n), n)
     }
 
     /// Adds the first `n` bytes of Fairway's pattern at URL path `path`.
@@ -201,7 +201,7 @@ impl Site {
     /// # Errors
     ///
     /// When the file cannot be written (the site is removed).
-    pub fn with_pattern(self, path: &str, n: u64) -> io::Result<Site> {
+    pub fn with_pattern(self, path: &str, n: u64) -> io::Result<SiteDir> {
         write_pattern(&self.file(path)?, n)?;
         Ok(self)
     }
@@ -211,7 +211,7 @@ impl Site {
     /// # Errors
     ///
     /// When the file cannot be written (the site is removed).
-    pub fn with_sparse(self, path: &str, n: u64) -> io::Result<Site> {
+    pub fn with_sparse(self, path: &str, n: u64) -> io::Result<SiteDir> {
         File::create(self.file(path)?)?.set_len(n)?;
         Ok(self)
     }
@@ -288,7 +288,7 @@ impl Site {
     }
 }
 
-impl Drop for Site {
+impl Drop for SiteDir {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.dir);
     }
@@ -373,7 +373,7 @@ mod tests {
     #[test]
     fn a_site_holds_the_pattern_and_is_removed_when_dropped() {
         let n = 251 * 4096 + 1000;
-        let site = Site::create(n, SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080)).unwrap();
+        let site = SiteDir::create(n, SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080)).unwrap();
         let dir = site.dir().to_path_buf();
         let body = fs::read(dir.join("root").join("bytes").join(n.to_string())).unwrap();
         assert_eq!(body.len() as u64, n);
@@ -397,7 +397,7 @@ mod tests {
     #[test]
     fn files_go_where_their_url_path_says() {
         let config = NginxConfig::benchmark(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080), 1, "hi");
-        let site = Site::new(&config).unwrap().with_pattern("/1mb.bin", 1_000_000).unwrap();
+        let site = SiteDir::new(&config).unwrap().with_pattern("/1mb.bin", 1_000_000).unwrap();
         let body = fs::read(site.root().join("1mb.bin")).unwrap();
         assert_eq!(body.len(), 1_000_000);
         assert!(body.iter().enumerate().all(|(i, &b)| b == pattern_byte(i as u64)));
@@ -407,12 +407,12 @@ mod tests {
     #[test]
     fn a_sparse_site_has_the_length_without_the_bytes() {
         let n = 100_000_000_000;
-        let site = Site::create_sparse(n, SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080)).unwrap();
+        let site = SiteDir::create_sparse(n, SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080)).unwrap();
         let path = site.dir().join("root").join("bytes").join(n.to_string());
         let meta = fs::metadata(&path).unwrap();
         assert_eq!(meta.len(), n);
         assert!(std::os::unix::fs::MetadataExt::blocks(&meta) < 8, "the file is not sparse");
-        let other = Site::create_sparse(1, SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8081)).unwrap();
+        let other = SiteDir::create_sparse(1, SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8081)).unwrap();
         assert_ne!(other.dir(), site.dir(), "two sites of one process share a directory");
     }
 

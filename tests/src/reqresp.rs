@@ -13,7 +13,7 @@ use core::net::{Ipv4Addr, SocketAddrV4};
 use fairway_stack::time::Instant;
 use fairway_stack::{Event, Handle, Listener, RecvError, SendError, Shard};
 
-use crate::world::App;
+use crate::world::SimApp;
 
 /// How requests use connections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -319,7 +319,7 @@ impl RequestResponse {
     }
 }
 
-impl App for RequestResponse {
+impl SimApp for RequestResponse {
     fn on_host(&mut self, host: usize, shard: &mut Shard, now: Instant) {
         if host == self.server {
             self.on_server(shard);

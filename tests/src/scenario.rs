@@ -13,7 +13,7 @@ use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::transfers::{Direction, Summary, TransferSpec, Transfers};
-use crate::world::{App, Meter, Stop, World};
+use crate::world::{Meter, SimApp, Stop, World};
 
 /// The scenarios, with a line each for `--list`.
 pub const SCENARIOS: &[(&str, &str)] = &[
@@ -373,7 +373,7 @@ struct ManyIdle {
     failures: usize,
 }
 
-impl App for ManyIdle {
+impl SimApp for ManyIdle {
     fn on_host(&mut self, host: usize, shard: &mut Shard, now: Instant) {
         if host == self.server {
             let l = *self.listener.get_or_insert_with(|| {

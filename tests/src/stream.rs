@@ -17,7 +17,7 @@ use fairway_stack::time::{Duration, Instant};
 use fairway_stack::{Event, FlowStats, Handle, Listener, RecvError, SendError, Shard};
 
 use crate::transfers::Pattern;
-use crate::world::App;
+use crate::world::SimApp;
 
 const ID_LEN: usize = 8;
 /// How much of the pattern the server produces per `send` attempt; the send
@@ -287,7 +287,7 @@ impl Streams {
     }
 }
 
-impl App for Streams {
+impl SimApp for Streams {
     fn on_host(&mut self, host: usize, shard: &mut Shard, now: Instant) {
         self.last_now = self.last_now.max(now);
         if host == self.server {

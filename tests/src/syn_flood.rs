@@ -37,7 +37,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use crate::forge::{Control, Segment};
 use crate::scenario::{Report, SERVER_IP, SERVER_PORT, client_ip};
 use crate::transfers::{Summary, TransferSpec, Transfers};
-use crate::world::{App, Meter, Stop, World};
+use crate::world::{Meter, SimApp, Stop, World};
 
 /// The attacker's own address.
 pub const ATTACKER_IP: Ipv4Addr = Ipv4Addr::new(10, 2, 0, 1);
@@ -143,7 +143,7 @@ struct Watched {
     flood_over: bool,
 }
 
-impl App for Watched {
+impl SimApp for Watched {
     fn on_host(&mut self, host: usize, shard: &mut Shard, now: Instant) {
         self.transfers.on_host(host, shard, now);
         if host == self.server {

@@ -16,7 +16,7 @@ use fairway_stack::time::{Duration, Instant};
 use fairway_stack::{Event, Handle, Listener, RecvError, SendError, Shard};
 use sha2::{Digest, Sha256};
 
-use crate::world::App;
+use crate::world::SimApp;
 
 /// Which way the data flows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -522,7 +522,7 @@ impl Transfers {
     }
 }
 
-impl App for Transfers {
+impl SimApp for Transfers {
     fn on_host(&mut self, host: usize, shard: &mut Shard, now: Instant) {
         self.last_now = self.last_now.max(now);
         if host == self.server {

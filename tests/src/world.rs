@@ -17,7 +17,7 @@ use fairway_stack::{Config, Shard};
 
 /// What runs on the hosts: called once per host per step, after the host's
 /// frames and timers were handled and before its output is sent.
-pub trait App {
+pub trait SimApp {
     /// Acts on `host`'s events and drives its shard.
     fn on_host(&mut self, host: usize, shard: &mut Shard, now: Instant);
     /// Whether the run is complete.
@@ -200,7 +200,7 @@ impl World {
 
     /// Runs until the application is done, nothing is left to do, `until`
     /// passes, or `max_steps` steps were taken.
-    pub fn run(&mut self, app: &mut impl App, until: Instant, max_steps: u64) -> Stop {
+    pub fn run(&mut self, app: &mut impl SimApp, until: Instant, max_steps: u64) -> Stop {
         // Let every host act once at the start (listen, first connects).
         let now = self.now();
         self.visit_all(app, now);
@@ -229,7 +229,7 @@ impl World {
 
     /// The earliest time anything happens: a frame hop, a shard deadline or
     /// an application wake-up.
-    fn next_time(&self, app: &impl App) -> Option<Instant> {
+    fn next_time(&self, app: &impl SimApp) -> Option<Instant> {
         let shards = self.hosts.iter().filter_map(|h| match &h.raw {
             None => h.shard.poll_timeout(),
             Some(raw) => raw.borrow().next_wakeup(),
@@ -237,7 +237,7 @@ impl World {
         self.net.next_event().into_iter().chain(shards).chain(app.next_wakeup()).min()
     }
 
-    fn visit_all(&mut self, app: &mut impl App, now: Instant) {
+    fn visit_all(&mut self, app: &mut impl SimApp, now: Instant) {
         for i in 0..self.hosts.len() {
             if let Some(raw) = self.hosts[i].raw.clone() {
                 self.visit_raw(i, &raw, now);

@@ -21,7 +21,7 @@ use fairway::site::ShardSite;
 use fairway_nic::sim::{LinkConfig, Side};
 use fairway_stack::time::{Duration, Instant};
 use fairway_stack::{Event, Handle, RecvError, Shard};
-use fairway_tests::world::{App, Stop, World};
+use fairway_tests::world::{SimApp, Stop, World};
 
 #[path = "../../server/examples/axum_app.rs"]
 #[allow(dead_code)]
@@ -140,7 +140,7 @@ impl Sim {
     }
 }
 
-impl App for Sim {
+impl SimApp for Sim {
     fn on_host(&mut self, host: usize, shard: &mut Shard, now: Instant) {
         if host == 0 { self.serve(shard, now) } else { self.client(shard, now) }
     }

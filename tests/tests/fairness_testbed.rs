@@ -9,7 +9,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use fairway_tests::fairness_testbed::{Experiment, Outcome, Server, run_on_fresh_testbed};
+use fairway_tests::fairness_testbed::{Experiment, LabServer, Outcome, run_on_fresh_testbed};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -20,7 +20,7 @@ fn experiment() -> Experiment {
 }
 
 /// One run against `server` on a fresh testbed.
-fn run(tag: &str, server: Server) -> Outcome {
+fn run(tag: &str, server: LabServer) -> Outcome {
     let exp = experiment();
     let prefix = format!("fx{}{tag}", std::process::id() % 100_000);
     let outcome = run_on_fresh_testbed(&prefix, &exp, server).unwrap_or_else(|e| panic!("{server:?}: {e}"));
@@ -39,7 +39,7 @@ fn assert_within_10_percent(outcome: &Outcome) {
 #[test]
 fn without_a_policy_the_short_rtt_cubic_flow_takes_more() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let outcome = run("o", Server::Afxdp("off"));
+    let outcome = run("o", LabServer::Afxdp("off"));
     // Sanity only: both flows moved data and together they used the link.
     assert!(outcome.flows.iter().all(|f| f.bytes > 0), "{}", outcome.describe());
     assert!(outcome.utilisation(experiment().bottleneck_bps) > 0.5, "{}", outcome.describe());
@@ -48,11 +48,11 @@ fn without_a_policy_the_short_rtt_cubic_flow_takes_more() {
 #[test]
 fn equal_rate_evens_out_cubic_uploads_at_4_and_256_ms() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    assert_within_10_percent(&run("e", Server::Afxdp("equal-rate")));
+    assert_within_10_percent(&run("e", LabServer::Afxdp("equal-rate")));
 }
 
 #[test]
 fn equal_rate_on_the_kernel_backend_evens_them_out_too() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    assert_within_10_percent(&run("k", Server::Kernel("equal-rate")));
+    assert_within_10_percent(&run("k", LabServer::Kernel("equal-rate")));
 }

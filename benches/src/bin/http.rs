@@ -20,7 +20,7 @@ use fairway::runtime::signals::stop_on_signals;
 use fairway_benches::cli::{at_least_one, seconds, testbed_prefix};
 use fairway_benches::http::measure::{Bench, Outcome, Stop};
 use fairway_benches::http::openloop;
-use fairway_benches::http::plan::{Case, Cores, Group, Programs, Server, cpu_list, select};
+use fairway_benches::http::plan::{Case, Cores, Group, Programs, Subject, cpu_list, select};
 use fairway_benches::http::report::{Report, Row, Summary, result_path, today};
 use fairway_benches::http::site::RunFiles;
 use fairway_tests::testbed::{self, Testbed, TestbedConfig};
@@ -110,7 +110,7 @@ struct Cli {
     // `std::vec::Vec`, not `Vec`, which clap would take for a repeated
     // option: this is one value, the list `select` makes of it.
     #[arg(long, value_name = "LIST", value_parser = servers, verbatim_doc_comment)]
-    servers: Option<std::vec::Vec<Server>>,
+    servers: Option<std::vec::Vec<Subject>>,
     /// Which cases run, comma-separated (default: all)
     ///
     /// Some of the cases below.
@@ -170,9 +170,9 @@ fn wrk_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// `--servers`: some of `Server::ALL` by key, in its order.
-fn servers(list: &str) -> Result<Vec<Server>, String> {
-    select(list, &Server::ALL, Server::key)
+/// `--servers`: some of `Subject::ALL` by key, in its order.
+fn servers(list: &str) -> Result<Vec<Subject>, String> {
+    select(list, &Subject::ALL, Subject::key)
 }
 
 /// `--cases`: some of `Case::ALL` by key, in its order.
@@ -221,7 +221,7 @@ struct Args {
     duration: Duration,
     rounds: usize,
     warm_up: Duration,
-    servers: Vec<Server>,
+    servers: Vec<Subject>,
     cases: Vec<Case>,
     server_cores: Option<usize>,
     fairway: Option<PathBuf>,
@@ -235,8 +235,8 @@ struct Args {
 
 /// The servers that run without `--servers`: every one but those of the
 /// baseline build, unless there is one.
-fn default_servers(baseline: bool) -> Vec<Server> {
-    Server::ALL.into_iter().filter(|s| baseline || !s.is_baseline_build()).collect()
+fn default_servers(baseline: bool) -> Vec<Subject> {
+    Subject::ALL.into_iter().filter(|s| baseline || !s.is_baseline_build()).collect()
 }
 
 /// The server binary: `--fairway`, else `$FAIRWAY_BIN`, else `fairway`
@@ -268,17 +268,17 @@ fn programs(args: &Args) -> Result<Programs, String> {
 }
 
 /// How to get the binary `server` runs, when it is missing.
-fn build_hint(server: Server) -> &'static str {
+fn build_hint(server: Subject) -> &'static str {
     match server {
-        Server::FairwayAfxdp | Server::FairwayKernel => {
+        Subject::FairwayAfxdp | Subject::FairwayKernel => {
             "cargo build --release -p fairway --features afxdp, or --fairway PATH"
         }
-        Server::BaselineAfxdp | Server::BaselineKernel => "--baseline PATH: another build's fairway binary",
-        Server::AxumAfxdp | Server::AxumKernel => {
+        Subject::BaselineAfxdp | Subject::BaselineKernel => "--baseline PATH: another build's fairway binary",
+        Subject::AxumAfxdp | Subject::AxumKernel => {
             "cargo build --release -p fairway --features afxdp --example axum_app, or --axum PATH"
         }
-        Server::AxumTokio => "cargo build --release -p fairway-benches --bin axum_tokio",
-        Server::Nginx | Server::NginxGso => "apt-get install nginx",
+        Subject::AxumTokio => "cargo build --release -p fairway-benches --bin axum_tokio",
+        Subject::Nginx | Subject::NginxGso => "apt-get install nginx",
     }
 }
 
@@ -422,7 +422,7 @@ fn run(args: &Args) -> Result<(), Failure> {
 /// server's open-loop cases; then the medians.
 fn measure(args: &Args, bench: &Bench<'_>) -> Result<Report, Failure> {
     let (open_loop, wrk): (Vec<Case>, Vec<Case>) = args.cases.iter().partition(|c| c.is_open_loop());
-    let mut runs: Vec<(Server, Case, Vec<Outcome>)> = Vec::new();
+    let mut runs: Vec<(Subject, Case, Vec<Outcome>)> = Vec::new();
     measure_cases(args, bench, &wrk, &|_| Err(String::new()), &mut runs)?;
     let (built_in, axum) = (latency_rate(&runs, Group::BuiltIn), latency_rate(&runs, Group::Axum));
     let rate_of = |group| match group {
@@ -445,7 +445,7 @@ fn measure_cases(
     bench: &Bench<'_>,
     cases: &[Case],
     rate_of: &dyn Fn(Group) -> Result<f64, String>,
-    runs: &mut Vec<(Server, Case, Vec<Outcome>)>,
+    runs: &mut Vec<(Subject, Case, Vec<Outcome>)>,
 ) -> Result<(), Failure> {
     for round in 1..=args.rounds {
         for &server in &args.servers {
@@ -485,7 +485,7 @@ fn measure_cases(
 
 /// Half the median of the keep-alive-256 rounds of `group`'s baseline
 /// (nginx, or axum/tokio), or why there is none.
-fn latency_rate(runs: &[(Server, Case, Vec<Outcome>)], group: Group) -> Result<f64, String> {
+fn latency_rate(runs: &[(Subject, Case, Vec<Outcome>)], group: Group) -> Result<f64, String> {
     let baseline = group.baseline();
     let rounds = runs.iter().find(|(s, c, _)| *s == baseline && *c == Case::KeepAlive256);
     let figures: Vec<f64> = rounds
@@ -503,7 +503,7 @@ fn latency_rate(runs: &[(Server, Case, Vec<Outcome>)], group: Group) -> Result<f
 
 /// A row per server and case: the medians of the rounds that ran, or the
 /// last reason none did.
-fn summarise(runs: Vec<(Server, Case, Vec<Outcome>)>) -> Report {
+fn summarise(runs: Vec<(Subject, Case, Vec<Outcome>)>) -> Report {
     let rows = runs
         .into_iter()
         .map(|(server, case, outcomes)| {
@@ -533,7 +533,7 @@ fn shown(path: &Path) -> String {
 /// What the table was measured on.
 fn setup_lines(args: &Args, cores: &Cores, total: usize, programs: &Programs) -> Vec<String> {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let ran = |pick: fn(Server) -> bool| args.servers.iter().any(|&s| pick(s));
+    let ran = |pick: fn(Subject) -> bool| args.servers.iter().any(|&s| pick(s));
     let mut lines = vec![
         format!(
             "cores: {total}; every server on {} ({} shards, workers or threads), wrk on {} ({} threads)",
@@ -571,7 +571,7 @@ fn setup_lines(args: &Args, cores: &Cores, total: usize, programs: &Programs) ->
         ),
         format!("fairway: {}", shown(&programs.fairway)),
     ];
-    if let Some(baseline) = programs.baseline.as_ref().filter(|_| ran(Server::is_baseline_build)) {
+    if let Some(baseline) = programs.baseline.as_ref().filter(|_| ran(Subject::is_baseline_build)) {
         lines.push(format!("baseline (baseline/*): {}", shown(baseline)));
     }
     if ran(|s| s.group() == Group::Axum) {
@@ -642,13 +642,13 @@ mod tests {
         assert_eq!(
             a.servers,
             [
-                Server::FairwayAfxdp,
-                Server::FairwayKernel,
-                Server::Nginx,
-                Server::NginxGso,
-                Server::AxumAfxdp,
-                Server::AxumKernel,
-                Server::AxumTokio
+                Subject::FairwayAfxdp,
+                Subject::FairwayKernel,
+                Subject::Nginx,
+                Subject::NginxGso,
+                Subject::AxumAfxdp,
+                Subject::AxumKernel,
+                Subject::AxumTokio
             ]
         );
         assert_eq!(a.cases, Case::ALL);
@@ -692,7 +692,7 @@ mod tests {
                 duration: Duration::from_secs(3),
                 rounds: 2,
                 warm_up: Duration::ZERO,
-                servers: vec![Server::FairwayAfxdp, Server::Nginx],
+                servers: vec![Subject::FairwayAfxdp, Subject::Nginx],
                 cases: vec![Case::KeepAlive256, Case::Close],
                 server_cores: Some(1),
                 fairway: Some("/x/fairway".into()),
@@ -706,17 +706,17 @@ mod tests {
         );
         assert_eq!(fairway_binary(&a), Some(PathBuf::from("/x/fairway")));
         let programs = programs(&a).unwrap();
-        assert_eq!(programs.of(Server::BaselineKernel), Some(Path::new("/old/fairway")));
-        assert_eq!(programs.of(Server::AxumKernel), Some(Path::new("/x/axum_app")));
+        assert_eq!(programs.of(Subject::BaselineKernel), Some(Path::new("/old/fairway")));
+        assert_eq!(programs.of(Subject::AxumKernel), Some(Path::new("/x/axum_app")));
         assert!(programs.axum_tokio.ends_with("axum_tokio"), "{programs:?}");
     }
 
     #[test]
     fn the_baseline_build_runs_only_when_given() {
         let with = parse_strs(&["--baseline", "/old/fairway"]).unwrap();
-        assert_eq!(with.servers, Server::ALL);
+        assert_eq!(with.servers, Subject::ALL);
         let chosen = parse_strs(&["--servers", "baseline-afxdp,afxdp", "--baseline", "/old/fairway"]).unwrap();
-        assert_eq!(chosen.servers, [Server::FairwayAfxdp, Server::BaselineAfxdp]);
+        assert_eq!(chosen.servers, [Subject::FairwayAfxdp, Subject::BaselineAfxdp]);
         let without = parse_strs(&["--servers", "nginx,baseline-kernel"]).unwrap_err();
         assert_eq!(without.exit_code(), 2);
         // clap's message starts with "error: ".
@@ -732,7 +732,7 @@ mod tests {
         assert_eq!(axum_binary(&a, Path::new("fairway")), Path::new("examples/axum_app"));
         let chosen = parse_strs(&["--axum", "/x/app"]).unwrap();
         assert_eq!(axum_binary(&chosen, Path::new("/t/release/fairway")), Path::new("/x/app"));
-        for server in Server::ALL {
+        for server in Subject::ALL {
             assert!(!build_hint(server).is_empty());
         }
     }
@@ -778,7 +778,7 @@ mod tests {
                 "--no-rx-steering",
             ],
         );
-        for server in Server::ALL {
+        for server in Subject::ALL {
             assert!(long.contains(&format!("  {}  ", server.key())), "{server} is not explained");
         }
         for case in Case::ALL {
@@ -800,13 +800,13 @@ mod tests {
             })
         };
         let runs = vec![
-            (Server::FairwayAfxdp, Case::KeepAlive256, vec![run(500.0)]),
-            (Server::Nginx, Case::KeepAlive64, vec![run(900.0)]),
-            (Server::Nginx, Case::KeepAlive256, vec![run(100.0), Err("x".into()), run(300.0), run(200.0)]),
+            (Subject::FairwayAfxdp, Case::KeepAlive256, vec![run(500.0)]),
+            (Subject::Nginx, Case::KeepAlive64, vec![run(900.0)]),
+            (Subject::Nginx, Case::KeepAlive256, vec![run(100.0), Err("x".into()), run(300.0), run(200.0)]),
         ];
         assert_eq!(latency_rate(&runs, Group::BuiltIn), Ok(100.0));
         assert!(latency_rate(&runs[..2], Group::BuiltIn).unwrap_err().contains("keepalive-256"));
-        let failed = vec![(Server::Nginx, Case::KeepAlive256, vec![Err("x".into())])];
+        let failed = vec![(Subject::Nginx, Case::KeepAlive256, vec![Err("x".into())])];
         assert!(latency_rate(&failed, Group::BuiltIn).is_err());
     }
 
@@ -824,9 +824,9 @@ mod tests {
             })
         };
         let runs = vec![
-            (Server::Nginx, Case::KeepAlive256, vec![run(100.0)]),
-            (Server::AxumAfxdp, Case::KeepAlive256, vec![run(500.0)]),
-            (Server::AxumTokio, Case::KeepAlive256, vec![run(80.0), run(60.0)]),
+            (Subject::Nginx, Case::KeepAlive256, vec![run(100.0)]),
+            (Subject::AxumAfxdp, Case::KeepAlive256, vec![run(500.0)]),
+            (Subject::AxumTokio, Case::KeepAlive256, vec![run(80.0), run(60.0)]),
         ];
         assert_eq!(latency_rate(&runs, Group::Axum), Ok(35.0));
         assert_eq!(latency_rate(&runs, Group::BuiltIn), Ok(50.0));
@@ -850,9 +850,9 @@ mod tests {
             server_cpu: None,
         };
         let report = summarise(vec![
-            (Server::FairwayAfxdp, Case::KeepAlive256, vec![Ok(run(300.0)), Err("x".into()), Ok(run(100.0))]),
-            (Server::Nginx, Case::KeepAlive256, vec![Ok(run(100.0))]),
-            (Server::FairwayKernel, Case::KeepAlive256, vec![Err("first".into()), Err("last".into())]),
+            (Subject::FairwayAfxdp, Case::KeepAlive256, vec![Ok(run(300.0)), Err("x".into()), Ok(run(100.0))]),
+            (Subject::Nginx, Case::KeepAlive256, vec![Ok(run(100.0))]),
+            (Subject::FairwayKernel, Case::KeepAlive256, vec![Err("first".into()), Err("last".into())]),
         ]);
         let afxdp = report.rows[0].outcome.as_ref().unwrap();
         assert_eq!((afxdp.requests_per_second, afxdp.rounds), (200.0, 2));

@@ -18,7 +18,7 @@ use fairway_benches::nic::bulk::Bulk;
 use fairway_benches::nic::pps::{Bench, Rate, SHARD_BATCH, TX_BUDGET, Window};
 use fairway_benches::stats::median;
 use fairway_benches::udp_frames::MIN_FRAME_LEN;
-use fairway_tests::nginx::Site;
+use fairway_tests::nginx::SiteDir;
 use fairway_tests::real_peers::server_addr;
 use fairway_tests::testbed::{self, SERVER_IF, Testbed, TestbedConfig};
 
@@ -347,7 +347,7 @@ fn bulk_download(args: &Args, tb: &Testbed, interrupted: &AtomicBool) -> Result<
     println!("  nginx:   one worker, sendfile, from /dev/shm, the kernel stack on {SERVER_IF} with 10.77.0.1/24");
     println!("  offloads as the testbed sets them: {}", offloads(tb));
     let listen: SocketAddrV4 = server_addr(tb);
-    let site = Site::create(args.bulk_bytes, listen).map_err(failed)?;
+    let site = SiteDir::create(args.bulk_bytes, listen).map_err(failed)?;
     let bulk = Bulk::new(tb, args.bulk_bytes, interrupted);
     println!("{:>10}{:>16}{:>16}{:>16}  (Gbit/s)", "round", "fairway", "shard", "nginx");
     let (mut server, mut shard, mut nginx) = (Vec::new(), Vec::new(), Vec::new());

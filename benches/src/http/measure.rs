@@ -13,7 +13,7 @@ use fairway_tests::testbed::{self, ServerProcess, Testbed};
 
 use super::openloop::outcome::OpenLoopOutcome;
 use super::openloop::server_cpu::ProcessTree;
-use super::plan::{Case, Cores, PLAINTEXT_BODY, Programs, STATIC_BYTES, Server, expected_comm, server_command};
+use super::plan::{Case, Cores, PLAINTEXT_BODY, Programs, STATIC_BYTES, Subject, expected_comm, server_command};
 use super::site::RunFiles;
 use super::wrk::{self, WrkResult};
 use fairway_tests::testbed::KernelAddress;
@@ -68,7 +68,7 @@ impl Bench<'_> {
     /// [`Stop::Interrupted`] on Ctrl-C; the server is stopped.
     pub fn server(
         &self,
-        server: Server,
+        server: Subject,
         cases: &[Case],
         open_loop_rate: Result<f64, String>,
     ) -> Result<Vec<(Case, Outcome)>, Stop> {
@@ -127,7 +127,7 @@ impl Bench<'_> {
     }
 
     /// Waits until `/plaintext` answers 200 from the client.
-    fn ready(&self, server: Server, running: &mut ServerProcess) -> Result<Result<(), String>, Stop> {
+    fn ready(&self, server: Subject, running: &mut ServerProcess) -> Result<Result<(), String>, Stop> {
         let url = server.url("/plaintext");
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
@@ -149,7 +149,7 @@ impl Bench<'_> {
 
     /// Whether the server serves what the cases expect: the plaintext body,
     /// and the whole static file from those that serve it.
-    fn check(&self, server: Server) -> Result<(), String> {
+    fn check(&self, server: Subject) -> Result<(), String> {
         let plaintext = (Case::KeepAlive64, PLAINTEXT_BODY.len() as u64);
         let file = server.serves_static().then_some((Case::StaticFile, STATIC_BYTES));
         for (case, bytes) in std::iter::once(plaintext).chain(file) {
@@ -176,7 +176,7 @@ impl Bench<'_> {
     /// per request over the run when `server_pid` is known (its process
     /// tree's utime + stime from `/proc`, before and after, over the
     /// responses wrk counted).
-    fn measured_wrk(&self, case: Case, server: Server, server_pid: Option<u32>) -> Result<Outcome, Stop> {
+    fn measured_wrk(&self, case: Case, server: Subject, server_pid: Option<u32>) -> Result<Outcome, Stop> {
         let tree = server_pid.and_then(|pid| ProcessTree::of(pid).ok());
         let before = tree.as_ref().and_then(|t| t.cpu_time().ok());
         let mut outcome = self.wrk(case, server, self.duration)?;
@@ -190,7 +190,7 @@ impl Bench<'_> {
     }
 
     /// One wrk run of `case` for `duration`.
-    fn wrk(&self, case: Case, server: Server, duration: Duration) -> Result<Outcome, Stop> {
+    fn wrk(&self, case: Case, server: Subject, duration: Duration) -> Result<Outcome, Stop> {
         let line = case.wrk_command(server, &self.cores, duration, self.files.script());
         let out = testbed::exec_timeout(&self.tb.client_ns(0), &line, duration + WRK_SLACK);
         if self.interrupted.load(Ordering::Relaxed) {
@@ -208,7 +208,7 @@ impl Bench<'_> {
     /// One open-loop run of `case` at `rate` for the case duration, after
     /// a warm-up of its own; with `server_pid`, the generator measures the
     /// server's CPU time too.
-    fn open_loop(&self, case: Case, server: Server, rate: f64, server_pid: Option<u32>) -> Result<Outcome, Stop> {
+    fn open_loop(&self, case: Case, server: Subject, rate: f64, server_pid: Option<u32>) -> Result<Outcome, Stop> {
         let warm_up = Duration::from_secs(1);
         let mut line = case.openloop_command(server, &self.cores, self.openloop, rate, self.duration, warm_up);
         // The namespaces share the PID namespace and /proc: the generator
@@ -232,7 +232,7 @@ impl Bench<'_> {
     }
 }
 
-/// tx checksum, TSO and GSO on `fw0` (see [`Server::NginxGso`]), off
+/// tx checksum, TSO and GSO on `fw0` (see [`Subject::NginxGso`]), off
 /// again as the testbed has them when dropped.
 struct Offloads<'a> {
     tb: &'a Testbed,

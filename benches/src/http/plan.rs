@@ -24,7 +24,7 @@ pub const PIPELINE_DEPTH: usize = 16;
 
 /// A server under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Server {
+pub enum Subject {
     /// Fairway over AF_XDP on `fw0`, which has no kernel address.
     FairwayAfxdp,
     /// Fairway on kernel sockets, `fw0` with the kernel address 10.77.0.1/24.
@@ -36,10 +36,10 @@ pub enum Server {
     /// veth, so that no frame exceeds the MTU), so its segments leave as
     /// packets of up to 64 KB.
     NginxGso,
-    /// [`Server::FairwayAfxdp`] from another build of Fairway (`--baseline
+    /// [`Subject::FairwayAfxdp`] from another build of Fairway (`--baseline
     /// PATH`): the server before a change, beside it after.
     BaselineAfxdp,
-    /// [`Server::FairwayKernel`] from that other build, on its own port.
+    /// [`Subject::FairwayKernel`] from that other build, on its own port.
     BaselineKernel,
     /// The axum example (server/examples/axum_app.rs) on Fairway's async
     /// runtime over AF_XDP.
@@ -51,36 +51,36 @@ pub enum Server {
     AxumTokio,
 }
 
-impl Server {
+impl Subject {
     /// Every server, in the order they run and are listed: the built-in
     /// server's group, then the axum group. Each server gets the kernel
     /// address on `fw0` for its own run only, so the AF_XDP ones may come
     /// anywhere.
-    pub const ALL: [Server; 9] = [
-        Server::FairwayAfxdp,
-        Server::FairwayKernel,
-        Server::Nginx,
-        Server::NginxGso,
-        Server::BaselineAfxdp,
-        Server::BaselineKernel,
-        Server::AxumAfxdp,
-        Server::AxumKernel,
-        Server::AxumTokio,
+    pub const ALL: [Subject; 9] = [
+        Subject::FairwayAfxdp,
+        Subject::FairwayKernel,
+        Subject::Nginx,
+        Subject::NginxGso,
+        Subject::BaselineAfxdp,
+        Subject::BaselineKernel,
+        Subject::AxumAfxdp,
+        Subject::AxumKernel,
+        Subject::AxumTokio,
     ];
 
     /// The name in tables and in `--servers`.
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
-            Server::FairwayAfxdp => "fairway/afxdp",
-            Server::FairwayKernel => "fairway/kernel",
-            Server::Nginx => "nginx",
-            Server::NginxGso => "nginx/gso",
-            Server::BaselineAfxdp => "baseline/afxdp",
-            Server::BaselineKernel => "baseline/kernel",
-            Server::AxumAfxdp => "axum/afxdp",
-            Server::AxumKernel => "axum/kernel",
-            Server::AxumTokio => "axum/tokio",
+            Subject::FairwayAfxdp => "fairway/afxdp",
+            Subject::FairwayKernel => "fairway/kernel",
+            Subject::Nginx => "nginx",
+            Subject::NginxGso => "nginx/gso",
+            Subject::BaselineAfxdp => "baseline/afxdp",
+            Subject::BaselineKernel => "baseline/kernel",
+            Subject::AxumAfxdp => "axum/afxdp",
+            Subject::AxumKernel => "axum/kernel",
+            Subject::AxumTokio => "axum/tokio",
         }
     }
 
@@ -88,15 +88,15 @@ impl Server {
     #[must_use]
     pub fn key(self) -> &'static str {
         match self {
-            Server::FairwayAfxdp => "afxdp",
-            Server::FairwayKernel => "kernel",
-            Server::Nginx => "nginx",
-            Server::NginxGso => "nginx-gso",
-            Server::BaselineAfxdp => "baseline-afxdp",
-            Server::BaselineKernel => "baseline-kernel",
-            Server::AxumAfxdp => "axum-afxdp",
-            Server::AxumKernel => "axum-kernel",
-            Server::AxumTokio => "axum-tokio",
+            Subject::FairwayAfxdp => "afxdp",
+            Subject::FairwayKernel => "kernel",
+            Subject::Nginx => "nginx",
+            Subject::NginxGso => "nginx-gso",
+            Subject::BaselineAfxdp => "baseline-afxdp",
+            Subject::BaselineKernel => "baseline-kernel",
+            Subject::AxumAfxdp => "axum-afxdp",
+            Subject::AxumKernel => "axum-kernel",
+            Subject::AxumTokio => "axum-tokio",
         }
     }
 
@@ -105,11 +105,15 @@ impl Server {
     #[must_use]
     pub fn port(self) -> u16 {
         match self {
-            Server::FairwayKernel => 8080,
-            Server::AxumKernel => 8081,
-            Server::AxumTokio => 8082,
-            Server::BaselineKernel => 8083,
-            Server::FairwayAfxdp | Server::Nginx | Server::NginxGso | Server::BaselineAfxdp | Server::AxumAfxdp => 80,
+            Subject::FairwayKernel => 8080,
+            Subject::AxumKernel => 8081,
+            Subject::AxumTokio => 8082,
+            Subject::BaselineKernel => 8083,
+            Subject::FairwayAfxdp
+            | Subject::Nginx
+            | Subject::NginxGso
+            | Subject::BaselineAfxdp
+            | Subject::AxumAfxdp => 80,
         }
     }
 
@@ -117,40 +121,40 @@ impl Server {
     /// have it otherwise: the kernel would answer for Fairway).
     #[must_use]
     pub fn needs_kernel_address(self) -> bool {
-        !matches!(self, Server::FairwayAfxdp | Server::BaselineAfxdp | Server::AxumAfxdp)
+        !matches!(self, Subject::FairwayAfxdp | Subject::BaselineAfxdp | Subject::AxumAfxdp)
     }
 
     /// The servers it is compared with.
     #[must_use]
     pub fn group(self) -> Group {
         match self {
-            Server::FairwayAfxdp
-            | Server::FairwayKernel
-            | Server::Nginx
-            | Server::NginxGso
-            | Server::BaselineAfxdp
-            | Server::BaselineKernel => Group::BuiltIn,
-            Server::AxumAfxdp | Server::AxumKernel | Server::AxumTokio => Group::Axum,
+            Subject::FairwayAfxdp
+            | Subject::FairwayKernel
+            | Subject::Nginx
+            | Subject::NginxGso
+            | Subject::BaselineAfxdp
+            | Subject::BaselineKernel => Group::BuiltIn,
+            Subject::AxumAfxdp | Subject::AxumKernel | Subject::AxumTokio => Group::Axum,
         }
     }
 
     /// Whether it is nginx, in either of its set-ups.
     #[must_use]
     pub fn is_nginx(self) -> bool {
-        matches!(self, Server::Nginx | Server::NginxGso)
+        matches!(self, Subject::Nginx | Subject::NginxGso)
     }
 
     /// Whether `fw0` has tx checksum, TSO and GSO on while it runs.
     #[must_use]
     pub fn segmentation_offload(self) -> bool {
-        self == Server::NginxGso
+        self == Subject::NginxGso
     }
 
     /// Whether it runs the `--baseline` build, and so runs only when one
     /// is given.
     #[must_use]
     pub fn is_baseline_build(self) -> bool {
-        matches!(self, Server::BaselineAfxdp | Server::BaselineKernel)
+        matches!(self, Subject::BaselineAfxdp | Subject::BaselineKernel)
     }
 
     /// Whether it serves [`STATIC_FILE`]: the axum application has no
@@ -183,7 +187,7 @@ impl Server {
     }
 }
 
-impl fmt::Display for Server {
+impl fmt::Display for Subject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -206,19 +210,19 @@ impl Group {
     /// What the group's ratios are to, and whose keep-alive-256 rate sets
     /// its open-loop rate.
     #[must_use]
-    pub fn baseline(self) -> Server {
+    pub fn baseline(self) -> Subject {
         match self {
-            Group::BuiltIn => Server::Nginx,
-            Group::Axum => Server::AxumTokio,
+            Group::BuiltIn => Subject::Nginx,
+            Group::Axum => Subject::AxumTokio,
         }
     }
 
     /// The server the group's closing lines are about.
     #[must_use]
-    pub fn lead(self) -> Server {
+    pub fn lead(self) -> Subject {
         match self {
-            Group::BuiltIn => Server::FairwayAfxdp,
-            Group::Axum => Server::AxumAfxdp,
+            Group::BuiltIn => Subject::FairwayAfxdp,
+            Group::Axum => Subject::AxumAfxdp,
         }
     }
 }
@@ -241,13 +245,13 @@ impl Programs {
     /// The binary `server` runs: `nginx` for nginx, `None` for a baseline
     /// server without `--baseline`.
     #[must_use]
-    pub fn of(&self, server: Server) -> Option<&Path> {
+    pub fn of(&self, server: Subject) -> Option<&Path> {
         match server {
-            Server::FairwayAfxdp | Server::FairwayKernel => Some(&self.fairway),
-            Server::BaselineAfxdp | Server::BaselineKernel => self.baseline.as_deref(),
-            Server::AxumAfxdp | Server::AxumKernel => Some(&self.axum),
-            Server::AxumTokio => Some(&self.axum_tokio),
-            Server::Nginx | Server::NginxGso => Some(Path::new("nginx")),
+            Subject::FairwayAfxdp | Subject::FairwayKernel => Some(&self.fairway),
+            Subject::BaselineAfxdp | Subject::BaselineKernel => self.baseline.as_deref(),
+            Subject::AxumAfxdp | Subject::AxumKernel => Some(&self.axum),
+            Subject::AxumTokio => Some(&self.axum_tokio),
+            Subject::Nginx | Subject::NginxGso => Some(Path::new("nginx")),
         }
     }
 }
@@ -360,7 +364,7 @@ impl Case {
     #[must_use]
     pub fn openloop_command(
         self,
-        server: Server,
+        server: Subject,
         cores: &Cores,
         program: &Path,
         rate: f64,
@@ -390,7 +394,7 @@ impl Case {
     /// client's cores, `--latency` for the percentiles; the pipelined case
     /// runs `script` with the depth as its argument.
     #[must_use]
-    pub fn wrk_command(self, server: Server, cores: &Cores, duration: Duration, script: &Path) -> Vec<String> {
+    pub fn wrk_command(self, server: Subject, cores: &Cores, duration: Duration, script: &Path) -> Vec<String> {
         let mut line: Vec<String> = vec!["taskset".into(), "-c".into(), cpu_list(&cores.client), "wrk".into()];
         let threads = cores.client.len().min(self.connections());
         line.extend([
@@ -469,7 +473,7 @@ pub fn cpu_list(cores: &[usize]) -> String {
 /// nginx reads the configuration its [`Site`](nginx::Site) wrote in
 /// `site_dir`.
 #[must_use]
-pub fn server_command(server: Server, cores: &Cores, program: &Path, site_dir: &Path) -> Vec<String> {
+pub fn server_command(server: Subject, cores: &Cores, program: &Path, site_dir: &Path) -> Vec<String> {
     let shards = cores.server.len().to_string();
     let root = site_dir.join("root").display().to_string();
     let program = program.display().to_string();
@@ -482,12 +486,12 @@ pub fn server_command(server: Server, cores: &Cores, program: &Path, site_dir: &
     let served = ["--root", root.as_str()];
     let quiet = ["--log", "warn"];
     let words = match server {
-        Server::FairwayAfxdp | Server::BaselineAfxdp => owned(&[&[&program], &afxdp, &served, &quiet]),
-        Server::FairwayKernel | Server::BaselineKernel => owned(&[&[&program], &kernel, &served, &quiet]),
-        Server::AxumAfxdp => owned(&[&[&program], &afxdp, &quiet]),
-        Server::AxumKernel => owned(&[&[&program], &kernel, &quiet]),
-        Server::AxumTokio => owned(&[&[&program, "--listen", &listen, "--threads", q]]),
-        Server::Nginx | Server::NginxGso => nginx::command(site_dir),
+        Subject::FairwayAfxdp | Subject::BaselineAfxdp => owned(&[&[&program], &afxdp, &served, &quiet]),
+        Subject::FairwayKernel | Subject::BaselineKernel => owned(&[&[&program], &kernel, &served, &quiet]),
+        Subject::AxumAfxdp => owned(&[&[&program], &afxdp, &quiet]),
+        Subject::AxumKernel => owned(&[&[&program], &kernel, &quiet]),
+        Subject::AxumTokio => owned(&[&[&program, "--listen", &listen, "--threads", q]]),
+        Subject::Nginx | Subject::NginxGso => nginx::command(site_dir),
     };
     let mut line: Vec<String> = vec!["taskset".into(), "-c".into(), cpu_list(&cores.server)];
     line.extend(words);
@@ -543,29 +547,29 @@ mod tests {
         let cores = two_cores();
         let script = PathBuf::from("/dev/shm/s/pipeline.lua");
         let line =
-            |case: Case, server: Server| case.wrk_command(server, &cores, Duration::from_secs(10), &script).join(" ");
+            |case: Case, server: Subject| case.wrk_command(server, &cores, Duration::from_secs(10), &script).join(" ");
         assert_eq!(
-            line(Case::KeepAlive256, Server::FairwayAfxdp),
+            line(Case::KeepAlive256, Subject::FairwayAfxdp),
             "taskset -c 1 wrk -t 1 -c 256 -d 10s --latency http://10.77.0.1/plaintext"
         );
         assert_eq!(
-            line(Case::Close, Server::FairwayKernel),
+            line(Case::Close, Subject::FairwayKernel),
             "taskset -c 1 wrk -t 1 -c 64 -d 10s --latency -H Connection: close http://10.77.0.1:8080/plaintext"
         );
         assert_eq!(
-            line(Case::Pipelined, Server::Nginx),
+            line(Case::Pipelined, Subject::Nginx),
             "taskset -c 1 wrk -t 1 -c 256 -d 10s --latency -s /dev/shm/s/pipeline.lua http://10.77.0.1/plaintext -- 16"
         );
         assert_eq!(
-            line(Case::StaticFile, Server::Nginx),
+            line(Case::StaticFile, Subject::Nginx),
             "taskset -c 1 wrk -t 1 -c 64 -d 10s --latency http://10.77.0.1/1mb.bin"
         );
         // The header is one argument.
-        let close = Case::Close.wrk_command(Server::Nginx, &cores, Duration::from_secs(10), &script);
+        let close = Case::Close.wrk_command(Subject::Nginx, &cores, Duration::from_secs(10), &script);
         assert!(close.contains(&"Connection: close".to_owned()));
         // Short runs still last a second; threads follow the client cores.
         let wide = Cores::split(8, Some(2)).unwrap();
-        let short = Case::KeepAlive64.wrk_command(Server::Nginx, &wide, Duration::from_millis(300), &script).join(" ");
+        let short = Case::KeepAlive64.wrk_command(Subject::Nginx, &wide, Duration::from_millis(300), &script).join(" ");
         assert!(short.starts_with("taskset -c 2,3,4,5,6,7 wrk -t 6 -c 64 -d 1s "), "{short}");
     }
 
@@ -575,17 +579,17 @@ mod tests {
         let (fairway, site) = (Path::new("/t/release/fairway"), Path::new("/dev/shm/site"));
         let line = |server| server_command(server, &cores, fairway, site).join(" ");
         assert_eq!(
-            line(Server::FairwayAfxdp),
+            line(Subject::FairwayAfxdp),
             "taskset -c 0,1 /t/release/fairway --backend afxdp --iface fw0 --ip 10.77.0.1/24 --queues 2 --shards 2 \
              --root /dev/shm/site/root --log warn"
         );
         assert_eq!(
-            line(Server::FairwayKernel),
+            line(Subject::FairwayKernel),
             "taskset -c 0,1 /t/release/fairway --backend kernel --listen 10.77.0.1:8080 --shards 2 \
              --root /dev/shm/site/root --log warn"
         );
         assert_eq!(
-            line(Server::Nginx),
+            line(Subject::Nginx),
             "taskset -c 0,1 nginx -p /dev/shm/site/ -e /dev/shm/site/error.log -c /dev/shm/site/nginx.conf"
         );
     }
@@ -602,36 +606,39 @@ mod tests {
         let site = Path::new("/dev/shm/site");
         let line = |server| server_command(server, &cores, programs.of(server).unwrap(), site).join(" ");
         assert_eq!(
-            line(Server::AxumAfxdp),
+            line(Subject::AxumAfxdp),
             "taskset -c 0,1 /t/release/examples/axum_app --backend afxdp --iface fw0 --ip 10.77.0.1/24 --queues 2 \
              --shards 2 --log warn"
         );
         assert_eq!(
-            line(Server::AxumKernel),
+            line(Subject::AxumKernel),
             "taskset -c 0,1 /t/release/examples/axum_app --backend kernel --listen 10.77.0.1:8081 --shards 2 --log warn"
         );
-        assert_eq!(line(Server::AxumTokio), "taskset -c 0,1 /t/release/axum_tokio --listen 10.77.0.1:8082 --threads 2");
         assert_eq!(
-            line(Server::BaselineAfxdp),
+            line(Subject::AxumTokio),
+            "taskset -c 0,1 /t/release/axum_tokio --listen 10.77.0.1:8082 --threads 2"
+        );
+        assert_eq!(
+            line(Subject::BaselineAfxdp),
             "taskset -c 0,1 /old/release/fairway --backend afxdp --iface fw0 --ip 10.77.0.1/24 --queues 2 --shards 2 \
              --root /dev/shm/site/root --log warn"
         );
         assert_eq!(
-            line(Server::BaselineKernel),
+            line(Subject::BaselineKernel),
             "taskset -c 0,1 /old/release/fairway --backend kernel --listen 10.77.0.1:8083 --shards 2 \
              --root /dev/shm/site/root --log warn"
         );
         // The built-in ones run the `fairway` binary, nginx nginx.
-        assert!(line(Server::FairwayKernel).starts_with("taskset -c 0,1 /t/release/fairway --backend kernel"));
-        assert!(line(Server::Nginx).starts_with("taskset -c 0,1 nginx -p /dev/shm/site/"));
+        assert!(line(Subject::FairwayKernel).starts_with("taskset -c 0,1 /t/release/fairway --backend kernel"));
+        assert!(line(Subject::Nginx).starts_with("taskset -c 0,1 nginx -p /dev/shm/site/"));
         let without = Programs { baseline: None, ..programs.clone() };
-        assert_eq!(without.of(Server::BaselineKernel), None);
-        assert_eq!(without.of(Server::AxumTokio), Some(Path::new("/t/release/axum_tokio")));
+        assert_eq!(without.of(Subject::BaselineKernel), None);
+        assert_eq!(without.of(Subject::AxumTokio), Some(Path::new("/t/release/axum_tokio")));
     }
 
     #[test]
     fn groups_and_the_cases_each_server_runs() {
-        for server in Server::ALL {
+        for server in Subject::ALL {
             let group = server.group();
             assert!(Group::ALL.contains(&group));
             assert_eq!(group.baseline().group(), group, "{server}");
@@ -639,7 +646,7 @@ mod tests {
             // Every server on kernel sockets has a port of its own; nginx's
             // two set-ups share its configuration, and so port 80.
             if server.needs_kernel_address() {
-                let same_port = Server::ALL.iter().filter(|s| {
+                let same_port = Subject::ALL.iter().filter(|s| {
                     s.needs_kernel_address() && s.port() == server.port() && !(s.is_nginx() && server.is_nginx())
                 });
                 assert_eq!(same_port.count(), usize::from(!server.is_nginx()), "{server}");
@@ -647,20 +654,20 @@ mod tests {
                 assert_eq!(server.port(), 80, "{server}");
             }
         }
-        assert_eq!((Group::BuiltIn.baseline(), Group::Axum.baseline()), (Server::Nginx, Server::AxumTokio));
-        assert_eq!(Server::BaselineAfxdp.group(), Group::BuiltIn);
-        assert!(!Server::AxumAfxdp.needs_kernel_address() && !Server::BaselineAfxdp.needs_kernel_address());
-        assert!(Server::AxumKernel.needs_kernel_address() && Server::AxumTokio.needs_kernel_address());
-        let axum_cases: Vec<Case> = Case::ALL.into_iter().filter(|&c| Server::AxumTokio.runs(c)).collect();
+        assert_eq!((Group::BuiltIn.baseline(), Group::Axum.baseline()), (Subject::Nginx, Subject::AxumTokio));
+        assert_eq!(Subject::BaselineAfxdp.group(), Group::BuiltIn);
+        assert!(!Subject::AxumAfxdp.needs_kernel_address() && !Subject::BaselineAfxdp.needs_kernel_address());
+        assert!(Subject::AxumKernel.needs_kernel_address() && Subject::AxumTokio.needs_kernel_address());
+        let axum_cases: Vec<Case> = Case::ALL.into_iter().filter(|&c| Subject::AxumTokio.runs(c)).collect();
         assert_eq!(axum_cases, [Case::KeepAlive64, Case::KeepAlive256, Case::Close, Case::LatencyHalf]);
-        for server in [Server::FairwayAfxdp, Server::Nginx, Server::BaselineKernel] {
+        for server in [Subject::FairwayAfxdp, Subject::Nginx, Subject::BaselineKernel] {
             assert!(Case::ALL.iter().all(|&c| server.runs(c)), "{server}");
             assert!(server.serves_static());
         }
-        assert!(!Server::AxumKernel.serves_static());
-        let baselines: Vec<Server> = Server::ALL.into_iter().filter(|s| s.is_baseline_build()).collect();
-        assert_eq!(baselines, [Server::BaselineAfxdp, Server::BaselineKernel]);
-        assert_eq!(Server::AxumTokio.url("/plaintext"), "http://10.77.0.1:8082/plaintext");
+        assert!(!Subject::AxumKernel.serves_static());
+        let baselines: Vec<Subject> = Subject::ALL.into_iter().filter(|s| s.is_baseline_build()).collect();
+        assert_eq!(baselines, [Subject::BaselineAfxdp, Subject::BaselineKernel]);
+        assert_eq!(Subject::AxumTokio.url("/plaintext"), "http://10.77.0.1:8082/plaintext");
     }
 
     #[test]
@@ -684,10 +691,10 @@ mod tests {
 
     #[test]
     fn servers_and_cases() {
-        assert_eq!(Server::FairwayAfxdp.url("/plaintext"), "http://10.77.0.1/plaintext");
-        assert_eq!(Server::FairwayKernel.url("/1mb.bin"), "http://10.77.0.1:8080/1mb.bin");
-        assert!(!Server::FairwayAfxdp.needs_kernel_address());
-        assert!(Server::FairwayKernel.needs_kernel_address() && Server::Nginx.needs_kernel_address());
+        assert_eq!(Subject::FairwayAfxdp.url("/plaintext"), "http://10.77.0.1/plaintext");
+        assert_eq!(Subject::FairwayKernel.url("/1mb.bin"), "http://10.77.0.1:8080/1mb.bin");
+        assert!(!Subject::FairwayAfxdp.needs_kernel_address());
+        assert!(Subject::FairwayKernel.needs_kernel_address() && Subject::Nginx.needs_kernel_address());
         assert_eq!(Case::HEADLINE.describe(), "keep-alive plaintext, 256 connections");
         assert_eq!(Case::StaticFile.path(), "/1mb.bin");
         assert!(Case::LatencyHalf.is_open_loop() && !Case::KeepAlive256.is_open_loop());
@@ -697,7 +704,7 @@ mod tests {
     fn the_open_loop_command_line() {
         let line = Case::LatencyHalf
             .openloop_command(
-                Server::FairwayKernel,
+                Subject::FairwayKernel,
                 &two_cores(),
                 Path::new("/t/release/http"),
                 88_123.4,
@@ -714,9 +721,9 @@ mod tests {
 
     #[test]
     fn lists_select_in_the_canonical_order() {
-        assert_eq!(select("nginx,afxdp", &Server::ALL, Server::key), Ok(vec![Server::FairwayAfxdp, Server::Nginx]));
+        assert_eq!(select("nginx,afxdp", &Subject::ALL, Subject::key), Ok(vec![Subject::FairwayAfxdp, Subject::Nginx]));
         assert_eq!(select("close,close", &Case::ALL, Case::key), Ok(vec![Case::Close]));
-        assert!(select("apache", &Server::ALL, Server::key).unwrap_err().contains("afxdp,kernel,nginx"));
+        assert!(select("apache", &Subject::ALL, Subject::key).unwrap_err().contains("afxdp,kernel,nginx"));
         assert!(select("", &Case::ALL, Case::key).is_err());
     }
 }

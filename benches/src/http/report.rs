@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::plan::{Case, Group, Server};
+use super::plan::{Case, Group, Subject};
 use super::wrk::{WrkResult, format_latency};
 use crate::stats::median;
 
@@ -13,7 +13,7 @@ use crate::stats::median;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     /// The server measured.
-    pub server: Server,
+    pub server: Subject,
     /// The load.
     pub case: Case,
     /// The medians over the rounds, or why there are none.
@@ -76,7 +76,7 @@ pub struct Report {
 }
 
 impl Report {
-    fn summary(&self, server: Server, case: Case) -> Option<&Summary> {
+    fn summary(&self, server: Subject, case: Case) -> Option<&Summary> {
         let row = self.rows.iter().find(|r| r.server == server && r.case == case)?;
         row.outcome.as_ref().ok()
     }
@@ -93,12 +93,12 @@ impl Report {
     /// `server`'s requests per second over its group baseline's (nginx,
     /// or axum/tokio) on `case`.
     #[must_use]
-    pub fn ratio(&self, server: Server, case: Case) -> Option<f64> {
+    pub fn ratio(&self, server: Subject, case: Case) -> Option<f64> {
         self.ratio_to(server, server.group().baseline(), case)
     }
 
     /// `server`'s requests per second over `against`'s on `case`.
-    fn ratio_to(&self, server: Server, against: Server, case: Case) -> Option<f64> {
+    fn ratio_to(&self, server: Subject, against: Subject, case: Case) -> Option<f64> {
         let against = self.summary(against, case)?.requests_per_second;
         let this = self.summary(server, case)?.requests_per_second;
         (against > 0.0).then_some(this / against)
@@ -107,7 +107,7 @@ impl Report {
     /// `server`'s p99 over its group baseline's on `case` (for the
     /// latency case: lower is better).
     #[must_use]
-    pub fn p99_ratio(&self, server: Server, case: Case) -> Option<f64> {
+    pub fn p99_ratio(&self, server: Subject, case: Case) -> Option<f64> {
         let baseline = self.summary(server.group().baseline(), case)?.p99?.as_secs_f64();
         let this = self.summary(server, case)?.p99?.as_secs_f64();
         (baseline > 0.0).then_some(this / baseline)
@@ -255,8 +255,8 @@ impl Report {
     /// `against` on `case`, or what is missing for it.
     fn comparison(
         &self,
-        (server, label): (Server, &str),
-        (against, against_label): (Server, &str),
+        (server, label): (Subject, &str),
+        (against, against_label): (Subject, &str),
         case: Case,
         what: &str,
     ) -> String {
@@ -276,7 +276,7 @@ impl Report {
     /// connections)`, or what is missing for it.
     #[must_use]
     pub fn headline(&self) -> String {
-        let (afxdp, nginx, case) = (Server::FairwayAfxdp, Server::Nginx, Case::HEADLINE);
+        let (afxdp, nginx, case) = (Subject::FairwayAfxdp, Subject::Nginx, Case::HEADLINE);
         self.comparison((afxdp, afxdp.name()), (nginx, nginx.name()), case, case.describe())
     }
 
@@ -288,7 +288,7 @@ impl Report {
         if !self.rows.iter().any(|r| r.case == case) {
             return None;
         }
-        let (afxdp, nginx) = (Server::FairwayAfxdp, Server::Nginx);
+        let (afxdp, nginx) = (Subject::FairwayAfxdp, Subject::Nginx);
         let label = format!("static 1MB {}", afxdp.name());
         let what = format!("MTU {}", self.mtu);
         Some(self.comparison((afxdp, &label), (nginx, nginx.name()), case, &what))
@@ -316,7 +316,7 @@ impl Report {
         if !self.rows.iter().any(|r| r.server.group() == Group::Axum) {
             return Vec::new();
         }
-        let (ours, theirs) = ((Server::AxumAfxdp, "axum on fairway/afxdp"), (Server::AxumTokio, "axum on tokio"));
+        let (ours, theirs) = ((Subject::AxumAfxdp, "axum on fairway/afxdp"), (Subject::AxumTokio, "axum on tokio"));
         vec![
             self.comparison(ours, theirs, Case::KeepAlive256, "keep-alive, 256 connections"),
             self.comparison(ours, theirs, Case::Close, "Connection: close, 64 connections"),
@@ -329,7 +329,7 @@ impl Report {
     #[must_use]
     pub fn baseline_lines(&self) -> Vec<String> {
         let case = Case::HEADLINE;
-        [(Server::FairwayAfxdp, Server::BaselineAfxdp), (Server::FairwayKernel, Server::BaselineKernel)]
+        [(Subject::FairwayAfxdp, Subject::BaselineAfxdp), (Subject::FairwayKernel, Subject::BaselineKernel)]
             .into_iter()
             .filter(|&(_, baseline)| self.rows.iter().any(|r| r.server == baseline))
             .map(|(ours, baseline)| {
@@ -523,16 +523,16 @@ mod tests {
         }
     }
 
-    fn row(server: Server, case: Case, rps: f64) -> Row {
+    fn row(server: Subject, case: Case, rps: f64) -> Row {
         Row { server, case, outcome: Ok(Summary::of(&[run(rps, 900, 2500)]).unwrap()) }
     }
 
     fn sample() -> Report {
         Report {
             rows: vec![
-                row(Server::FairwayAfxdp, Case::KeepAlive256, 195_000.0),
-                Row { server: Server::FairwayKernel, case: Case::KeepAlive256, outcome: Err("did not\nstart".into()) },
-                row(Server::Nginx, Case::KeepAlive256, 130_000.0),
+                row(Subject::FairwayAfxdp, Case::KeepAlive256, 195_000.0),
+                Row { server: Subject::FairwayKernel, case: Case::KeepAlive256, outcome: Err("did not\nstart".into()) },
+                row(Subject::Nginx, Case::KeepAlive256, 130_000.0),
             ],
             latency_rate: None,
             axum_latency_rate: None,
@@ -564,7 +564,7 @@ mod tests {
         let s = Summary::of(&runs).unwrap();
         assert_eq!((s.p50, s.p99), (Some(Duration::from_micros(20)), None));
         let report = Report {
-            rows: vec![Row { server: Server::Nginx, case: Case::Pipelined, outcome: Ok(s) }],
+            rows: vec![Row { server: Subject::Nginx, case: Case::Pipelined, outcome: Ok(s) }],
             latency_rate: None,
             axum_latency_rate: None,
             mtu: 1500,
@@ -577,22 +577,22 @@ mod tests {
     #[test]
     fn ratios_are_to_nginx_on_the_same_case() {
         let report = sample();
-        assert_eq!(report.ratio(Server::FairwayAfxdp, Case::KeepAlive256), Some(1.5));
-        assert_eq!(report.ratio(Server::Nginx, Case::KeepAlive256), Some(1.0));
-        assert_eq!(report.ratio(Server::FairwayKernel, Case::KeepAlive256), None);
-        assert_eq!(report.ratio(Server::FairwayAfxdp, Case::Close), None);
+        assert_eq!(report.ratio(Subject::FairwayAfxdp, Case::KeepAlive256), Some(1.5));
+        assert_eq!(report.ratio(Subject::Nginx, Case::KeepAlive256), Some(1.0));
+        assert_eq!(report.ratio(Subject::FairwayKernel, Case::KeepAlive256), None);
+        assert_eq!(report.ratio(Subject::FairwayAfxdp, Case::Close), None);
     }
 
     #[test]
     fn the_static_line_when_the_static_case_ran() {
         assert_eq!(sample().static_line(), None);
         let mut report = sample();
-        report.rows.push(row(Server::FairwayAfxdp, Case::StaticFile, 300.0));
+        report.rows.push(row(Subject::FairwayAfxdp, Case::StaticFile, 300.0));
         assert_eq!(
             report.static_line().as_deref(),
             Some("bench: static 1MB fairway/afxdp 300 req/s, no nginx figure to compare (MTU 1500)")
         );
-        report.rows.push(row(Server::Nginx, Case::StaticFile, 250.0));
+        report.rows.push(row(Subject::Nginx, Case::StaticFile, 250.0));
         assert_eq!(
             report.static_line().as_deref(),
             Some("bench: static 1MB fairway/afxdp 300 req/s = 1.20 × nginx (MTU 1500)")
@@ -667,7 +667,7 @@ mod tests {
         ));
         assert!(text.trim_end().ends_with("× nginx (keep-alive plaintext, 256 connections)"), "{text}");
         let pipes = Report {
-            rows: vec![Row { server: Server::Nginx, case: Case::Close, outcome: Err("a|b".into()) }],
+            rows: vec![Row { server: Subject::Nginx, case: Case::Close, outcome: Err("a|b".into()) }],
             latency_rate: None,
             axum_latency_rate: None,
             mtu: 1500,
@@ -682,9 +682,9 @@ mod tests {
             case: Case::LatencyHalf,
             outcome: Ok(Summary::of(&[run(65_000.0, p50_us, p99_us)]).unwrap()),
         };
-        report.rows.push(latency(Server::FairwayAfxdp, 80, 600));
-        report.rows.push(Row { server: Server::FairwayKernel, case: Case::LatencyHalf, outcome: Err("gone".into()) });
-        report.rows.push(latency(Server::Nginx, 120, 1_500));
+        report.rows.push(latency(Subject::FairwayAfxdp, 80, 600));
+        report.rows.push(Row { server: Subject::FairwayKernel, case: Case::LatencyHalf, outcome: Err("gone".into()) });
+        report.rows.push(latency(Subject::Nginx, 120, 1_500));
         report.latency_rate = Some(65_000.0);
         report
     }
@@ -692,7 +692,7 @@ mod tests {
     #[test]
     fn latency_rows_get_their_own_table_with_the_p99_ratio() {
         let report = with_latency();
-        let ratio = report.p99_ratio(Server::FairwayAfxdp, Case::LatencyHalf).unwrap();
+        let ratio = report.p99_ratio(Subject::FairwayAfxdp, Case::LatencyHalf).unwrap();
         assert!((ratio - 0.4).abs() < 1e-9, "{ratio}");
         let table = report.text_table();
         let lines: Vec<&str> = table.lines().collect();
@@ -725,7 +725,7 @@ mod tests {
         assert_eq!(sample().closing_lines(), [sample().headline()]);
         let mut none = with_latency();
         none.latency_rate = None;
-        none.rows.retain(|r| r.server == Server::FairwayKernel || r.case != Case::LatencyHalf);
+        none.rows.retain(|r| r.server == Subject::FairwayKernel || r.case != Case::LatencyHalf);
         assert_eq!(
             none.latency_line().unwrap(),
             "bench: p99 at half nginx's rate (no rate): fairway/afxdp no figure vs nginx no figure"
@@ -736,13 +736,13 @@ mod tests {
     /// axum group, throughput and latency with CPU time per request.
     fn both_groups() -> Report {
         let mut report = with_latency();
-        report.rows.push(row(Server::BaselineAfxdp, Case::KeepAlive256, 150_000.0));
-        report.rows.push(row(Server::BaselineKernel, Case::KeepAlive256, 104_000.0));
-        report.rows[1] = row(Server::FairwayKernel, Case::KeepAlive256, 104_000.0);
+        report.rows.push(row(Subject::BaselineAfxdp, Case::KeepAlive256, 150_000.0));
+        report.rows.push(row(Subject::BaselineKernel, Case::KeepAlive256, 104_000.0));
+        report.rows[1] = row(Subject::FairwayKernel, Case::KeepAlive256, 104_000.0);
         for (server, keep_alive, close) in [
-            (Server::AxumAfxdp, 120_000.0, 30_000.0),
-            (Server::AxumKernel, 90_000.0, 20_000.0),
-            (Server::AxumTokio, 80_000.0, 15_000.0),
+            (Subject::AxumAfxdp, 120_000.0, 30_000.0),
+            (Subject::AxumKernel, 90_000.0, 20_000.0),
+            (Subject::AxumTokio, 80_000.0, 15_000.0),
         ] {
             report.rows.push(row(server, Case::KeepAlive256, keep_alive));
             report.rows.push(row(server, Case::Close, close));
@@ -752,11 +752,11 @@ mod tests {
             run.server_cpu = Some(Duration::from_nanos(cpu_ns));
             Row { server, case: Case::LatencyHalf, outcome: Ok(Summary::of(&[run]).unwrap()) }
         };
-        report.rows.push(latency(Server::AxumAfxdp, 700, 4_250));
-        report.rows.push(latency(Server::AxumTokio, 1_400, 9_500));
+        report.rows.push(latency(Subject::AxumAfxdp, 700, 4_250));
+        report.rows.push(latency(Subject::AxumTokio, 1_400, 9_500));
         report.axum_latency_rate = Some(40_000.0);
         for row in &mut report.rows {
-            if let (Server::FairwayAfxdp, Case::LatencyHalf, Ok(s)) = (row.server, row.case, &mut row.outcome) {
+            if let (Subject::FairwayAfxdp, Case::LatencyHalf, Ok(s)) = (row.server, row.case, &mut row.outcome) {
                 s.server_cpu = Some(Duration::from_nanos(2_130));
             }
         }
@@ -766,12 +766,12 @@ mod tests {
     #[test]
     fn ratios_are_to_the_baseline_of_each_group() {
         let report = both_groups();
-        assert_eq!(report.ratio(Server::AxumAfxdp, Case::KeepAlive256), Some(1.5));
-        assert_eq!(report.ratio(Server::AxumTokio, Case::Close), Some(1.0));
-        assert_eq!(report.ratio(Server::AxumKernel, Case::Close).map(|r| (r * 100.0).round()), Some(133.0));
+        assert_eq!(report.ratio(Subject::AxumAfxdp, Case::KeepAlive256), Some(1.5));
+        assert_eq!(report.ratio(Subject::AxumTokio, Case::Close), Some(1.0));
+        assert_eq!(report.ratio(Subject::AxumKernel, Case::Close).map(|r| (r * 100.0).round()), Some(133.0));
         // The baseline build is compared with nginx, like the server it is.
-        assert_eq!(report.ratio(Server::BaselineKernel, Case::KeepAlive256), Some(0.8));
-        assert_eq!(report.p99_ratio(Server::AxumAfxdp, Case::LatencyHalf), Some(0.5));
+        assert_eq!(report.ratio(Subject::BaselineKernel, Case::KeepAlive256), Some(0.8));
+        assert_eq!(report.p99_ratio(Subject::AxumAfxdp, Case::LatencyHalf), Some(0.5));
         assert_eq!((report.rate(Group::BuiltIn), report.rate(Group::Axum)), (Some(65_000.0), Some(40_000.0)));
     }
 
@@ -836,8 +836,8 @@ mod tests {
         assert!(report.markdown("2026-01-02", &[]).trim_end().ends_with(&report.headline()));
         // What is missing is said.
         let mut missing = both_groups();
-        missing.rows.retain(|r| !(r.server == Server::AxumTokio && r.case == Case::Close));
-        missing.rows.retain(|r| !(r.server == Server::AxumAfxdp && r.case == Case::KeepAlive256));
+        missing.rows.retain(|r| !(r.server == Subject::AxumTokio && r.case == Case::Close));
+        missing.rows.retain(|r| !(r.server == Subject::AxumAfxdp && r.case == Case::KeepAlive256));
         missing.axum_latency_rate = None;
         let lines = missing.axum_lines();
         assert_eq!(lines[0], "bench: axum on fairway/afxdp: no figure (keep-alive, 256 connections)");

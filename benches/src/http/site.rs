@@ -1,4 +1,4 @@
-//! The files a run needs: a [`Site`] of the one nginx module (in
+//! The files a run needs: a [`SiteDir`] of the one nginx module (in
 //! `/dev/shm`, so the static file is served from the page cache) with the
 //! 1 MB file every server serves and nginx set up for the benchmark, and
 //! wrk's pipelining script beside it.
@@ -7,15 +7,15 @@ use std::io;
 use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 
-use fairway_tests::nginx::{NginxConfig, Site};
+use fairway_tests::nginx::{NginxConfig, SiteDir};
 
-use super::plan::{PLAINTEXT_BODY, SERVER_IP, STATIC_BYTES, STATIC_FILE, Server};
+use super::plan::{PLAINTEXT_BODY, SERVER_IP, STATIC_BYTES, STATIC_FILE, Subject};
 use super::wrk::PIPELINE_SCRIPT;
 
 /// The site and the script; removed when dropped.
 #[derive(Debug)]
 pub struct RunFiles {
-    site: Site,
+    site: SiteDir,
     script: PathBuf,
 }
 
@@ -27,8 +27,8 @@ impl RunFiles {
     /// When a file cannot be written (what was written is removed).
     pub fn create(workers: usize) -> io::Result<RunFiles> {
         let ip = SERVER_IP.parse().map_err(io::Error::other)?;
-        let config = NginxConfig::benchmark(SocketAddrV4::new(ip, Server::Nginx.port()), workers, PLAINTEXT_BODY);
-        let site = Site::new(&config)?.with_pattern(&format!("/{STATIC_FILE}"), STATIC_BYTES)?;
+        let config = NginxConfig::benchmark(SocketAddrV4::new(ip, Subject::Nginx.port()), workers, PLAINTEXT_BODY);
+        let site = SiteDir::new(&config)?.with_pattern(&format!("/{STATIC_FILE}"), STATIC_BYTES)?;
         let script = site.write("pipeline.lua", PIPELINE_SCRIPT)?;
         Ok(RunFiles { site, script })
     }
@@ -36,7 +36,7 @@ impl RunFiles {
     /// The site (its directory, the root the built-in servers serve,
     /// nginx's command line and error log).
     #[must_use]
-    pub fn site(&self) -> &Site {
+    pub fn site(&self) -> &SiteDir {
         &self.site
     }
 

@@ -16,7 +16,7 @@ use fairway_tests::apps::http_shard::HttpShard;
 use fairway_tests::real_peers::{HTTP_PORT, Shards, parse_mac, server_addr, shard_config};
 use fairway_tests::testbed::{self, SERVER_IF, Testbed};
 
-use fairway_tests::nginx::{Site, bytes_path};
+use fairway_tests::nginx::{SiteDir, bytes_path};
 use fairway_tests::served::Served;
 use fairway_tests::testbed::KernelAddress;
 
@@ -102,7 +102,7 @@ impl<'a> Bulk<'a> {
     ///
     /// When the address cannot be set, nginx does not answer, or curl
     /// fails.
-    pub fn nginx(&self, site: &Site) -> io::Result<Option<Download>> {
+    pub fn nginx(&self, site: &SiteDir) -> io::Result<Option<Download>> {
         let _address = KernelAddress::add(self.tb)?;
         let mut nginx = site.start(&self.tb.server_ns())?;
         let downloaded = self.download(|| nginx.is_running());

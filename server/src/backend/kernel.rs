@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use socket2::{Domain, Protocol, Socket, Type};
 use tracing::info;
 
-pub use fairness::{Controller, FlowSense};
+pub use fairness::{Controller, SocketFlowState};
 pub use sockets::{KernelConn, KernelEvent, KernelListener, KernelPoll, KernelSockets};
 
 use super::connection_limit::ConnectionLimit;

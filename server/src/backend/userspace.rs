@@ -45,7 +45,7 @@ use fairway_stack::Shard;
 use fairway_stack::steering::Steering;
 
 pub use app::HttpApp;
-pub use fairness::{FlowSense, SENSE_INTERVAL, WindowControl};
+pub use fairness::{SENSE_INTERVAL, StackFlowState, WindowControl};
 
 use super::connection_limit::ConnectionLimit;
 use super::fairness::{ShareBoard, policy_for};

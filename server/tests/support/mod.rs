@@ -1,5 +1,5 @@
 //! What the server's integration tests share: the real `fairway` binary
-//! started on the kernel backend ([`Server`]), and reading `/metrics`
+//! started on the kernel backend ([`FairwayProcess`]), and reading `/metrics`
 //! ([`series`], [`total`]).
 
 #![allow(dead_code, reason = "each test binary uses part of it")]
@@ -11,18 +11,18 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 /// A running `fairway`; killed on drop unless it has exited.
-pub struct Server {
+pub struct FairwayProcess {
     child: Child,
     pub addr: SocketAddr,
     /// Everything it wrote to standard error so far.
     log: Arc<Mutex<String>>,
 }
 
-impl Server {
+impl FairwayProcess {
     /// Starts `fairway --backend kernel --listen 127.0.0.1:0 --shards 2
     /// --log info` plus `extra`, and waits for the address it serves on.
     #[track_caller]
-    pub fn start(extra: &[&str]) -> Server {
+    pub fn start(extra: &[&str]) -> FairwayProcess {
         let mut child = Command::new(env!("CARGO_BIN_EXE_fairway"))
             .args(["--backend", "kernel", "--listen", "127.0.0.1:0", "--shards", "2", "--log", "info"])
             .args(extra)
@@ -47,7 +47,7 @@ impl Server {
                 log.push('\n');
             }
         });
-        let mut server = Server { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)), log };
+        let mut server = FairwayProcess { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)), log };
         match rx.recv_timeout(Duration::from_secs(20)) {
             Ok(Ok(addr)) => server.addr = addr,
             other => panic!("fairway did not say where it serves ({other:?}); its log:\n{}", server.log()),
@@ -106,7 +106,7 @@ impl Server {
     }
 }
 
-impl Drop for Server {
+impl Drop for FairwayProcess {
     fn drop(&mut self) {
         if self.child.try_wait().ok().flatten().is_none() {
             let _ = self.child.kill();

@@ -57,7 +57,7 @@ enum Experiment {
         /// With --testbed: the servers, each `nginx`, `afxdp:POLICY` or
         /// `kernel:POLICY` [default: nginx,afxdp:off,afxdp:equal-rate,kernel:equal-rate].
         #[arg(long, value_delimiter = ',', value_parser = parse_server)]
-        servers: Vec<fairness_testbed::Server>,
+        servers: Vec<fairness_testbed::LabServer>,
         /// With --testbed: only uploads (`up`) or only downloads (`down`).
         #[arg(long, value_parser = ["up", "down"])]
         way: Option<String>,
@@ -185,8 +185,8 @@ fn main() -> ExitCode {
 }
 
 /// `--servers`' parser.
-fn parse_server(text: &str) -> Result<fairness_testbed::Server, String> {
-    fairness_testbed::Server::parse(text)
+fn parse_server(text: &str) -> Result<fairness_testbed::LabServer, String> {
+    fairness_testbed::LabServer::parse(text)
         .ok_or_else(|| format!("{text:?} is not nginx, afxdp:POLICY or kernel:POLICY (POLICY: off, seed, equal-rate)"))
 }
 
@@ -194,7 +194,7 @@ fn parse_server(text: &str) -> Result<fairness_testbed::Server, String> {
 /// (the Markdown's path), its charts written next to it.
 #[cfg(target_os = "linux")]
 fn testbed_grid(plan: &fairness_testbed::GridPlan, charts_beside: Option<&Path>) -> Result<String, String> {
-    if !cfg!(feature = "afxdp") && plan.servers.iter().any(|s| matches!(s, fairness_testbed::Server::Afxdp(_))) {
+    if !cfg!(feature = "afxdp") && plan.servers.iter().any(|s| matches!(s, fairness_testbed::LabServer::Afxdp(_))) {
         return Err("Fairway over AF_XDP needs a build with the afxdp feature (--features afxdp)".to_owned());
     }
     fairway_tests::testbed::require_root().map_err(|e| e.to_string())?;

@@ -235,7 +235,7 @@ fn serve_afxdp(cargo: &Cargo, server: &Path, args: &RunArgs, stop: &AtomicBool) 
 
     let mut line: Vec<OsString> = vec!["netns".into(), "exec".into(), SERVER_NS.into(), server.into()];
     line.extend(afxdp_args(queues, &args.fairway));
-    let mut server = Server::start(Invocation::new("ip", line))?;
+    let mut server = Foreground::start(Invocation::new("ip", line))?;
     let url = format!("http://{SERVER_IP}{PROBE_PATH}");
     let answered = wait_until(&mut server, stop, || curl_from_client(&url));
     match answered {
@@ -269,7 +269,7 @@ fn serve_kernel(server: &Path, args: &RunArgs, stop: &AtomicBool) -> Result<(), 
     line.extend(kernel_args(&args.fairway));
     let listen = flag_value(&args.fairway, "--listen").unwrap_or_else(|| KERNEL_LISTEN.to_owned());
     let address = reachable(&listen);
-    let mut server = Server::start(Invocation::new(&server.to_string_lossy(), line))?;
+    let mut server = Foreground::start(Invocation::new(&server.to_string_lossy(), line))?;
     match wait_until(&mut server, stop, || http_get_ok(&address)) {
         Wait::Answered => {}
         Wait::Stopped => {
@@ -329,7 +329,7 @@ enum Wait {
 
 /// Asks `answers` until it says yes, the server exits, Ctrl-C, or
 /// [`READY_TIMEOUT`].
-fn wait_until(server: &mut Server, stop: &AtomicBool, mut answers: impl FnMut() -> bool) -> Wait {
+fn wait_until(server: &mut Foreground, stop: &AtomicBool, mut answers: impl FnMut() -> bool) -> Wait {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         if stop.load(Ordering::SeqCst) {
@@ -375,17 +375,17 @@ fn http_get_ok(address: &str) -> bool {
     stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
 }
 
-/// The running server: its stdout goes to ours; its stderr is copied to
+/// The server `run` started in the foreground: its stdout goes to ours; its stderr is copied to
 /// ours line by line, the last line kept for a one-line error.
-struct Server {
+struct Foreground {
     child: Option<Child>,
     command: String,
     last_line: Arc<Mutex<String>>,
     copier: Option<JoinHandle<()>>,
 }
 
-impl Server {
-    fn start(invocation: Invocation) -> Result<Server, Failure> {
+impl Foreground {
+    fn start(invocation: Invocation) -> Result<Foreground, Failure> {
         let command = invocation.display();
         eprintln!("xtask run: $ {command}");
         let mut child = invocation
@@ -400,7 +400,7 @@ impl Server {
             let last_line = Arc::clone(&last_line);
             std::thread::spawn(move || copy_lines(stderr, &last_line))
         });
-        Ok(Server { child: Some(child), command, last_line, copier })
+        Ok(Foreground { child: Some(child), command, last_line, copier })
     }
 
     fn try_wait(&mut self) -> Option<ExitStatus> {
@@ -470,7 +470,7 @@ impl Server {
     }
 }
 
-impl Drop for Server {
+impl Drop for Foreground {
     fn drop(&mut self) {
         self.stop();
     }

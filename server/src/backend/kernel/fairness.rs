@@ -116,7 +116,7 @@ pub(super) struct KernelCaps {
 
 /// Window control's state of one connection, kept in its slot.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct FlowSense {
+pub struct SocketFlowState {
     /// 0 until the controller first looks at this connection.
     id: u64,
     /// Did I/O since the controller last looked.
@@ -151,10 +151,10 @@ pub struct FlowSense {
     weight: Weight,
 }
 
-impl FlowSense {
+impl SocketFlowState {
     /// A new connection from `peer` in the slot: forget the last one.
     pub(super) fn reset(&mut self, peer: IpAddr) {
-        *self = FlowSense { touched: true, peer: Some(peer), ..FlowSense::default() };
+        *self = SocketFlowState { touched: true, peer: Some(peer), ..SocketFlowState::default() };
     }
 
     /// The connection did I/O.
@@ -168,7 +168,7 @@ pub(super) trait Flows {
     /// Slots, free ones included.
     fn slots(&self) -> usize;
     /// Slot `i`'s socket and window-control state, if it serves a connection.
-    fn flow(&mut self, i: usize) -> Option<(&TcpStream, &mut FlowSense)>;
+    fn flow(&mut self, i: usize) -> Option<(&TcpStream, &mut SocketFlowState)>;
 }
 
 /// One shard's window control: `TCP_INFO` read, the window clamp and the
@@ -296,7 +296,7 @@ impl Controller {
 struct HostFlows<'a> {
     sockets: &'a KernelSockets,
     conns: &'a [Option<KernelConn>],
-    senses: &'a mut [FlowSense],
+    senses: &'a mut [SocketFlowState],
 }
 
 impl Flows for HostFlows<'_> {
@@ -304,20 +304,20 @@ impl Flows for HostFlows<'_> {
         self.conns.len()
     }
 
-    fn flow(&mut self, i: usize) -> Option<(&TcpStream, &mut FlowSense)> {
+    fn flow(&mut self, i: usize) -> Option<(&TcpStream, &mut SocketFlowState)> {
         let stream = self.sockets.stream((*self.conns.get(i)?)?)?;
         Some((stream, self.senses.get_mut(i)?))
     }
 }
 
 impl Windows<KernelSockets> for Controller {
-    type Sense = FlowSense;
+    type Sense = SocketFlowState;
 
-    fn opened(&mut self, sense: &mut FlowSense, peer: SocketAddr) {
+    fn opened(&mut self, sense: &mut SocketFlowState, peer: SocketAddr) {
         sense.reset(peer.ip());
     }
 
-    fn touch(sense: &mut FlowSense) {
+    fn touch(sense: &mut SocketFlowState) {
         sense.touch();
     }
 
@@ -330,7 +330,7 @@ impl Windows<KernelSockets> for Controller {
         now: Instant,
         sockets: &mut KernelSockets,
         conns: &[Option<KernelConn>],
-        senses: &mut [FlowSense],
+        senses: &mut [SocketFlowState],
         metrics: &mut ShardMetrics,
     ) {
         if now >= self.next_run {
@@ -339,7 +339,7 @@ impl Windows<KernelSockets> for Controller {
     }
 
     /// Nothing to undo: the socket's caps go with it.
-    fn release(&mut self, _: &mut KernelSockets, _: KernelConn, _: &mut FlowSense) {}
+    fn release(&mut self, _: &mut KernelSockets, _: KernelConn, _: &mut SocketFlowState) {}
 
     /// Its `run` reports the flows as it senses them.
     fn observe(&self, _: &KernelSockets, _: &mut ShardMetrics) {}
@@ -347,7 +347,7 @@ impl Windows<KernelSockets> for Controller {
 
 /// Updates `s` from `info` read at `now`; returns the flow's sample if it
 /// is active and its RTT known.
-fn observe(s: &mut FlowSense, info: &TcpInfo, now: Instant) -> Option<FlowSample> {
+fn observe(s: &mut SocketFlowState, info: &TcpInfo, now: Instant) -> Option<FlowSample> {
     let (received, acked) = (info.bytes_received, info.bytes_acked);
     if !s.looked {
         // First look: what came before counts towards the direction only.
@@ -435,7 +435,7 @@ fn plan(want: KernelCaps, applied: KernelCaps, kernel_clamp: Option<u32>, kernel
 }
 
 /// Moves the kernel's caps of `stream` to `want`.
-fn enforce(stream: &TcpStream, s: &mut FlowSense, want: KernelCaps) {
+fn enforce(stream: &TcpStream, s: &mut SocketFlowState, want: KernelCaps) {
     let fd = stream.as_fd();
     // A clamp in force is read back: autotuning may have raised it.
     let kernel_clamp =
@@ -486,8 +486,8 @@ mod tests {
         Instant::from_millis(1_000 + n)
     }
 
-    fn fresh(id: u64) -> FlowSense {
-        FlowSense { id, ..FlowSense::default() }
+    fn fresh(id: u64) -> SocketFlowState {
+        SocketFlowState { id, ..SocketFlowState::default() }
     }
 
     #[test]
@@ -588,14 +588,14 @@ mod tests {
     }
 
     /// Flows for the controller: socket pairs' server ends.
-    struct Pairs(Vec<(TcpStream, FlowSense)>);
+    struct Pairs(Vec<(TcpStream, SocketFlowState)>);
 
     impl Flows for Pairs {
         fn slots(&self) -> usize {
             self.0.len()
         }
 
-        fn flow(&mut self, i: usize) -> Option<(&TcpStream, &mut FlowSense)> {
+        fn flow(&mut self, i: usize) -> Option<(&TcpStream, &mut SocketFlowState)> {
             self.0.get_mut(i).map(|(stream, sense)| (&*stream, sense))
         }
     }
@@ -624,7 +624,7 @@ mod tests {
             0,
             ClientWeights::default(),
         );
-        let mut flows = Pairs(vec![(TcpStream::from_std(server.try_clone().unwrap()), FlowSense::default())]);
+        let mut flows = Pairs(vec![(TcpStream::from_std(server.try_clone().unwrap()), SocketFlowState::default())]);
         flows.0[0].1.reset(peer.ip());
         let mut metrics = ShardMetrics::new(0, 4);
         let (mut buf, mut left, mut clamps) = (vec![0; 1 << 20], 3_000 * 64 * 1024, Vec::new());
@@ -681,7 +681,7 @@ mod tests {
         for from in [[127, 0, 0, 2], [127, 0, 0, 3]] {
             let (mut client, server, peer) = connect_from(&listener, from);
             assert_eq!(peer, IpAddr::from(from));
-            let mut sense = FlowSense::default();
+            let mut sense = SocketFlowState::default();
             sense.reset(peer);
             flows.0.push((server, sense));
             let stop = Arc::clone(&stop);

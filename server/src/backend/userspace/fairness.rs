@@ -60,7 +60,7 @@ pub const SENSE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Window control's state of one connection, kept in the app's slot.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct FlowSense {
+pub struct StackFlowState {
     /// Did I/O since the last look.
     touched: bool,
     /// The direction the driver has it under, if it does.
@@ -72,10 +72,10 @@ pub struct FlowSense {
     mark_acked: u64,
 }
 
-impl FlowSense {
+impl StackFlowState {
     /// A new connection in the slot: forget the last one.
     pub(super) fn reset(&mut self) {
-        *self = FlowSense { touched: true, ..FlowSense::default() };
+        *self = StackFlowState { touched: true, ..StackFlowState::default() };
     }
 
     /// The connection did I/O.
@@ -147,7 +147,7 @@ impl WindowControl {
 
     /// Looks at connection `h` if it did I/O: tells its direction and puts
     /// it under control once it is a flow.
-    pub(super) fn sense(&mut self, now: Instant, shard: &mut Shard, h: Handle, s: &mut FlowSense) {
+    pub(super) fn sense(&mut self, now: Instant, shard: &mut Shard, h: Handle, s: &mut StackFlowState) {
         if !std::mem::take(&mut s.touched) {
             return;
         }
@@ -174,7 +174,7 @@ impl WindowControl {
     }
 
     /// Connection `h` was reset: releases it now.
-    pub(super) fn release(&mut self, shard: &mut Shard, h: Handle, s: &mut FlowSense) {
+    pub(super) fn release(&mut self, shard: &mut Shard, h: Handle, s: &mut StackFlowState) {
         if s.tracked.take().is_some() {
             self.driver.untrack(shard, h);
         }
@@ -215,13 +215,13 @@ impl WindowControl {
 }
 
 impl Windows<Shard> for WindowControl {
-    type Sense = FlowSense;
+    type Sense = StackFlowState;
 
-    fn opened(&mut self, sense: &mut FlowSense, _peer: SocketAddr) {
+    fn opened(&mut self, sense: &mut StackFlowState, _peer: SocketAddr) {
         sense.reset();
     }
 
-    fn touch(sense: &mut FlowSense) {
+    fn touch(sense: &mut StackFlowState) {
         sense.touch();
     }
 
@@ -234,7 +234,7 @@ impl Windows<Shard> for WindowControl {
         now: Instant,
         shard: &mut Shard,
         conns: &[Option<Handle>],
-        senses: &mut [FlowSense],
+        senses: &mut [StackFlowState],
         _: &mut ShardMetrics,
     ) {
         if self.sense_due(now) {
@@ -248,7 +248,7 @@ impl Windows<Shard> for WindowControl {
         self.run_if_due(now, shard);
     }
 
-    fn release(&mut self, shard: &mut Shard, h: Handle, sense: &mut FlowSense) {
+    fn release(&mut self, shard: &mut Shard, h: Handle, sense: &mut StackFlowState) {
         WindowControl::release(self, shard, h, sense);
     }
 
