@@ -80,7 +80,7 @@ impl Connection {
         self.retries = 0;
         self.cc = Congestion::new(env.cfg.congestion, self.mss());
         if let Some(ka) = env.cfg.keepalive {
-            self.linger_at = now + ka.idle;
+            self.arm_state_timer(StateTimer::KeepAlive, now + ka.idle);
         }
         env.counters.established += 1;
         if !self.is_passive() {
@@ -135,7 +135,7 @@ impl Connection {
                     self.note_duplicate(seg.seq, end);
                 }
                 if self.state == State::TimeWait && seg.flags.fin {
-                    self.linger_at = now + env.cfg.time_wait;
+                    self.arm_state_timer(StateTimer::TimeWait, now + env.cfg.time_wait);
                 }
             }
             return Outcome::KEEP;
@@ -207,7 +207,7 @@ impl Connection {
                 State::FinWait1 => {
                     self.state = State::FinWait2;
                     if self.is_orphan() {
-                        self.linger_at = now + env.cfg.fin_wait2_timeout;
+                        self.arm_state_timer(StateTimer::FinWait2, now + env.cfg.fin_wait2_timeout);
                     }
                 }
                 State::Closing => return self.enter_time_wait(now, env),
@@ -662,7 +662,7 @@ impl Connection {
         }
         env.time_wait += 1;
         self.set(flag::IN_TIME_WAIT);
-        self.linger_at = now + env.cfg.time_wait;
+        self.arm_state_timer(StateTimer::TimeWait, now + env.cfg.time_wait);
         // The final ACK still has to go out.
         Outcome::KEEP
     }

@@ -26,6 +26,7 @@ use crate::flow_table::FourTuple;
 use crate::pool::{BufferPool, Key, StoragePool};
 use crate::ring::Ring;
 use crate::tcp::assembler::Assembler;
+use timers::StateTimer;
 use crate::tcp::congestion::{AckSample, Congestion, CongestionControl};
 use crate::tcp::rtt::{MinRtt, RttEstimator};
 use crate::tcp::segment::Segment;
@@ -297,8 +298,10 @@ pub(crate) struct Connection {
     /// Retransmission, or persist when nothing is in flight.
     rto_at: Instant,
     delack_at: Instant,
-    /// TIME-WAIT, FIN-WAIT-2 and keep-alive deadline.
-    linger_at: Instant,
+    /// TIME-WAIT's, FIN-WAIT-2's or keep-alive's deadline: the one
+    /// [`StateTimer`] running.
+    state_timer_at: Instant,
+    state_timer: StateTimer,
     /// When the oldest unacknowledged data was sent (user timeout); in
     /// persist, when that began.
     unacked_since: Instant,
@@ -424,7 +427,8 @@ impl Connection {
             rcv_mss: DEFAULT_PEER_MSS.min(env.mss),
             rto_at: NEVER,
             delack_at: NEVER,
-            linger_at: NEVER,
+            state_timer_at: NEVER,
+            state_timer: StateTimer::Off,
             unacked_since: now,
             last_rx: now,
             wheel_at: NEVER,
@@ -735,7 +739,7 @@ impl Connection {
     /// The earliest of the connection's deadlines.
     pub fn next_deadline(&self, cfg: &TcpConfig) -> Instant {
         let mut at =
-            self.rto_at.min(self.delack_at).min(self.linger_at).min(self.pace_at).min(self.rack_at).min(self.tlp_at);
+            self.rto_at.min(self.delack_at).min(self.state_timer_at).min(self.pace_at).min(self.rack_at).min(self.tlp_at);
         if self.outstanding() > 0 && self.state.is_synchronized() {
             at = at.min(self.unacked_since + cfg.user_timeout);
         }
@@ -913,7 +917,7 @@ impl Connection {
                 Outcome::KEEP
             }
             State::FinWait2 => {
-                self.linger_at = now + env.cfg.fin_wait2_timeout;
+                self.arm_state_timer(StateTimer::FinWait2, now + env.cfg.fin_wait2_timeout);
                 Outcome::KEEP
             }
             State::FinWait1 | State::Closing | State::LastAck | State::TimeWait => Outcome::KEEP,
@@ -1059,6 +1063,7 @@ mod size {
     #[test]
     fn a_control_block_fits_in_ten_cache_lines() {
         let size = core::mem::size_of::<super::Connection>();
+        eprintln!("SIZE {size}");
         assert!(size <= 10 * 64, "Connection grew to {size} bytes");
     }
 }

@@ -3,19 +3,49 @@
 
 use super::*;
 
+/// The one timer a connection's state holds besides retransmission: its
+/// TIME-WAIT, its FIN-WAIT-2 timeout, or keep-alive. No connection needs
+/// two of them at once (TIME-WAIT and FIN-WAIT-2 are states of their own,
+/// keep-alive runs in ESTABLISHED and CLOSE-WAIT), so they share one
+/// deadline (`state_timer_at`); this says whose it is, in a byte the
+/// control block had spare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StateTimer {
+    /// None running.
+    Off,
+    /// 2 MSL in TIME-WAIT (RFC 9293 §3.4.2): the connection is finished
+    /// when it fires.
+    TimeWait,
+    /// An orphan's wait in FIN-WAIT-2 for the peer's FIN (Linux's
+    /// `tcp_fin_timeout`): the connection is removed when it fires.
+    FinWait2,
+    /// Keep-alive (RFC 9293 §3.8.4): the end of the idle time, or the
+    /// next probe.
+    KeepAlive,
+}
+
 impl Connection {
     // ---------------------------------------------------------------------
     // Timers
     // ---------------------------------------------------------------------
 
+    /// Sets the state's timer to fire at `at`, in place of whichever ran.
+    pub(super) fn arm_state_timer(&mut self, timer: StateTimer, at: Instant) {
+        self.state_timer = timer;
+        self.state_timer_at = if timer == StateTimer::Off { NEVER } else { at };
+    }
+
     /// Handles every deadline that has passed.
     pub fn on_timer(&mut self, now: Instant, env: &mut Env) -> Outcome {
-        if now >= self.linger_at {
-            self.linger_at = NEVER;
-            match self.state {
-                State::TimeWait => return self.finish(env),
-                State::FinWait2 => return self.remove(env),
-                State::Established | State::CloseWait => {
+        if now >= self.state_timer_at {
+            let fired = self.state_timer;
+            self.arm_state_timer(StateTimer::Off, NEVER);
+            // A timer outlives the state that set it (keep-alive's, when
+            // the application closes): then it is only cleared.
+            match (fired, self.state) {
+                (StateTimer::TimeWait, State::TimeWait) => return self.finish(env),
+                (StateTimer::FinWait2, State::FinWait2) => return self.remove(env),
+                (StateTimer::KeepAlive, State::Established | State::CloseWait) => {
                     if let Some(out) = self.on_keepalive(now, env) {
                         return out;
                     }
@@ -102,10 +132,10 @@ impl Connection {
     pub(super) fn arm_keepalive(&mut self, now: Instant, env: &Env) {
         if let Some(ka) = env.cfg.keepalive
             && matches!(self.state, State::Established | State::CloseWait)
-            && self.linger_at == NEVER
+            && self.state_timer == StateTimer::Off
         {
             let _ = now;
-            self.linger_at = self.last_rx + ka.idle;
+            self.arm_state_timer(StateTimer::KeepAlive, self.last_rx + ka.idle);
         }
     }
 
@@ -113,7 +143,7 @@ impl Connection {
         let ka = env.cfg.keepalive?;
         let idle = now - self.last_rx;
         if idle < ka.idle {
-            self.linger_at = self.last_rx + ka.idle;
+            self.arm_state_timer(StateTimer::KeepAlive, self.last_rx + ka.idle);
             self.retries = 0;
             return None;
         }
@@ -122,7 +152,7 @@ impl Connection {
             return Some(self.fail(ConnectionError::TimedOut, env));
         }
         self.set(flag::KEEPALIVE_PROBE);
-        self.linger_at = now + ka.interval;
+        self.arm_state_timer(StateTimer::KeepAlive, now + ka.interval);
         None
     }
 }

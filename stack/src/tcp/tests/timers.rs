@@ -76,3 +76,23 @@ fn delayed_ack_can_be_turned_off() {
     t.send(t.seg_in().data(b"x"));
     t.recv(&[t.seg_out().ack(IRS + 2).window(RX_BUFFER as u16 - 1)]);
 }
+
+#[test]
+fn a_keepalive_deadline_left_from_established_does_not_end_a_held_half_close() {
+    // The application half-closes (it still holds the connection and
+    // reads); the peer acknowledges our FIN and keeps its side open. The
+    // keep-alive deadline armed in ESTABLISHED passes in FIN-WAIT-2: that
+    // is no FIN-WAIT-2 timeout (only an orphan has one), so the connection
+    // stays, and still receives.
+    let mut c = config();
+    c.tcp.keepalive = Some(KeepAlive { idle: Duration::from_secs(10), interval: Duration::from_secs(2), probes: 3 });
+    let mut t = T::established_with(c);
+    t.shard.shutdown(t.h());
+    t.recv(&[t.seg_out().fin()]);
+    t.send(t.seg_in().ack(t.iss.wrapping_add(2)));
+    t.advance(Duration::from_secs(11));
+    assert_eq!(t.shard.connection_count(), 1, "removed by keep-alive's deadline");
+    assert_eq!(t.event(), None);
+    t.send(t.seg_in().ack(t.iss.wrapping_add(2)).data(b"late"));
+    assert_eq!(t.read_all(), b"late");
+}
