@@ -17,7 +17,9 @@
 //! - [`fairness`]: RTT fairness under the window-control policies (`cargo xtask lab fairness`);
 //! - [`fairness_testbed`]: the same with kernel TCP senders on the testbed;
 //! - [`nginx`]: nginx over the kernel stack in a testbed namespace, the
-//!   uncontrolled baseline of the benchmarks and the fairness lab;
+//!   uncontrolled baseline of every benchmark and lab: one configuration,
+//!   one site directory, run as a [`testbed::ServerProcess`] (the process
+//!   every benchmark starts its servers as);
 //! - [`plot`]: PNG charts of the lab's results (goodput over time, J against N);
 //! - [`scenario`]: the named scenarios of `cargo xtask sim`.
 //! - [`soak`]: the server over AF_XDP under a checked mixed load and link faults (`cargo xtask soak`);
