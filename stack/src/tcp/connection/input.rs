@@ -52,7 +52,7 @@ impl Connection {
                 if self.has(flag::RTT_TIMING) && ack.ge(self.rtt_seq) {
                     let _ = self.take_rtt_sample(now, env);
                 }
-                self.rto_at = NEVER;
+                self.timers[Timer::Retransmit] = NEVER;
                 self.establish(now, env);
                 self.set(flag::ACK_NOW);
                 // Data on a SYN-ACK is rare but legal.
@@ -427,7 +427,7 @@ impl Connection {
             self.cc.on_ack(&sample);
         }
         if advanced {
-            self.rto_at = if self.outstanding() > 0 { now + self.rtt.rto() } else { NEVER };
+            self.timers[Timer::Retransmit] = if self.outstanding() > 0 { now + self.rtt.rto() } else { NEVER };
             if self.has(flag::WANT_WRITABLE) && self.tx.free() > 0 {
                 self.clear(flag::WANT_WRITABLE);
                 let h = self.handle();
@@ -461,7 +461,7 @@ impl Connection {
                 self.unacked_since = now;
             }
             if opened && self.outstanding() == 0 {
-                self.rto_at = NEVER; // persist is over
+                self.timers[Timer::Retransmit] = NEVER; // persist is over
             }
         }
         fin_acked
@@ -601,8 +601,8 @@ impl Connection {
                 // RFC 5681 §4.2: an ACK for at least every second full-sized
                 // segment (full-sized: the largest the peer has sent).
                 self.set(flag::ACK_NOW);
-            } else if self.delack_at == NEVER {
-                self.delack_at = now + delay;
+            } else if self.timers[Timer::DelayedAck] == NEVER {
+                self.timers[Timer::DelayedAck] = now + delay;
             }
         }
     }
@@ -654,7 +654,7 @@ impl Connection {
         if self.rx.is_empty() {
             self.release_rx(env);
         }
-        self.rto_at = NEVER;
+        self.timers[Timer::Retransmit] = NEVER;
         self.state = State::TimeWait;
         if env.time_wait >= env.max_time_wait {
             // Too many already: skip TIME-WAIT, as Linux does past tcp_max_tw_buckets.

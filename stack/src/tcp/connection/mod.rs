@@ -26,7 +26,6 @@ use crate::flow_table::FourTuple;
 use crate::pool::{BufferPool, Key, StoragePool};
 use crate::ring::Ring;
 use crate::tcp::assembler::Assembler;
-use timers::StateTimer;
 use crate::tcp::congestion::{AckSample, Congestion, CongestionControl};
 use crate::tcp::rtt::{MinRtt, RttEstimator};
 use crate::tcp::segment::Segment;
@@ -35,6 +34,7 @@ use crate::tcp::seq::SeqNumber;
 use crate::tcp::syn_cookie::CookieOptions;
 use crate::time::{Duration, Instant};
 use crate::wire::{Flags, TCP_HEADER_LEN, TcpHeader};
+use timers::{StateTimer, Timer, TimerTable};
 
 /// RFC 9293 connection states (LISTEN belongs to listeners, not connections).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -294,13 +294,9 @@ pub(crate) struct Connection {
     /// The largest segment the peer has sent: "full-sized" for delayed ACKs.
     rcv_mss: u16,
 
-    // Timers, as deadlines; the shard keeps the wheel at their minimum.
-    /// Retransmission, or persist when nothing is in flight.
-    rto_at: Instant,
-    delack_at: Instant,
-    /// TIME-WAIT's, FIN-WAIT-2's or keep-alive's deadline: the one
-    /// [`StateTimer`] running.
-    state_timer_at: Instant,
+    // Timers; the shard keeps the wheel at their minimum.
+    timers: TimerTable,
+    /// Whose [`Timer::State`] runs.
     state_timer: StateTimer,
     /// When the oldest unacknowledged data was sent (user timeout); in
     /// persist, when that began.
@@ -362,8 +358,6 @@ pub(crate) struct Connection {
     /// Earliest time the pacer lets the next data segment go, in
     /// nanoseconds since the origin: spacings are rarely whole microseconds.
     pace_next_ns: u64,
-    /// Wake-up for data held back by the pacer (NEVER when nothing is held).
-    pace_at: Instant,
     /// When data was last sent (restart after idle).
     last_tx: Instant,
 
@@ -384,10 +378,6 @@ pub(crate) struct Connection {
     undo_retrans: u16,
     /// Our TSval when the last timeout's retransmission went out.
     rto_ts: u32,
-    /// RACK's reordering timer.
-    rack_at: Instant,
-    /// The tail-loss probe timer.
-    tlp_at: Instant,
 
     tx: Ring,
     rx: Ring,
@@ -425,9 +415,7 @@ impl Connection {
             rcv_fin: SeqNumber::default(),
             unacked_rx: 0,
             rcv_mss: DEFAULT_PEER_MSS.min(env.mss),
-            rto_at: NEVER,
-            delack_at: NEVER,
-            state_timer_at: NEVER,
+            timers: TimerTable::new(),
             state_timer: StateTimer::Off,
             unacked_since: now,
             last_rx: now,
@@ -456,7 +444,6 @@ impl Connection {
             cwnd_cap: u32::MAX,
             pacing_cap: u64::MAX,
             pace_next_ns: now.total_micros().saturating_mul(1000),
-            pace_at: NEVER,
             last_tx: now,
             sentq: SentQueue::new(),
             rack_xmit: Instant::ZERO,
@@ -467,8 +454,6 @@ impl Connection {
             recoveries_since_dsack: 0,
             undo_retrans: 0,
             rto_ts: 0,
-            rack_at: NEVER,
-            tlp_at: NEVER,
             tx: Ring::new(),
             rx: Ring::new(),
             reasm: Assembler::new(),
@@ -738,8 +723,7 @@ impl Connection {
 
     /// The earliest of the connection's deadlines.
     pub fn next_deadline(&self, cfg: &TcpConfig) -> Instant {
-        let mut at =
-            self.rto_at.min(self.delack_at).min(self.state_timer_at).min(self.pace_at).min(self.rack_at).min(self.tlp_at);
+        let mut at = self.timers.next_timeout();
         if self.outstanding() > 0 && self.state.is_synchronized() {
             at = at.min(self.unacked_since + cfg.user_timeout);
         }

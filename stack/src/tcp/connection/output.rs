@@ -81,7 +81,7 @@ impl Connection {
         self.last_ack_sent = self.rcv_nxt;
         self.clear(flag::ACK_NOW);
         self.unacked_rx = 0;
-        self.delack_at = NEVER;
+        self.timers[Timer::DelayedAck] = NEVER;
     }
 
     pub(super) fn emit_syn(&mut self, now: Instant, env: &mut Env, out: &mut [u8]) -> usize {
@@ -118,8 +118,8 @@ impl Connection {
             env.counters.retransmits += 1;
             self.totals.retransmits += 1;
         }
-        if self.rto_at == NEVER {
-            self.rto_at = now + self.rtt.rto();
+        if self.timers[Timer::Retransmit] == NEVER {
+            self.timers[Timer::Retransmit] = now + self.rtt.rto();
         }
         self.acked_now();
         len
@@ -162,7 +162,7 @@ impl Connection {
             // old sequence number draws an ACK that carries the window, and
             // no data is put at risk in a window the peer has closed.
             self.clear(flag::FORCE);
-            self.rto_at = now + self.rtt.rto(); // the next probe, backed off
+            self.timers[Timer::Retransmit] = now + self.rtt.rto(); // the next probe, backed off
             return Some(Emitted::header_only(self.emit_ack(now, self.snd_una - 1u32, env, out)));
         }
 
@@ -225,16 +225,16 @@ impl Connection {
             if probe && let Some((start, end)) = self.sentq.last() {
                 return Some(self.emit_retransmission(now, env, out, start, end, max_seg, paced, eff_mss));
             }
-            if avail > 0 && self.outstanding() == 0 && self.rto_at == NEVER && !pacing_blocked {
+            if avail > 0 && self.outstanding() == 0 && self.timers[Timer::Retransmit] == NEVER && !pacing_blocked {
                 // Blocked by the window with nothing in flight: persist.
-                self.rto_at = now + self.rtt.rto();
+                self.timers[Timer::Retransmit] = now + self.rtt.rto();
                 if !self.has(flag::PERSIST) {
                     self.set(flag::PERSIST);
                     self.unacked_since = now;
                 }
             }
             if pacing_blocked {
-                self.pace_at = Instant::from_micros(self.pace_next_ns.div_ceil(1000));
+                self.timers[Timer::Pacing] = Instant::from_micros(self.pace_next_ns.div_ceil(1000));
             }
             return self.has(flag::ACK_NOW).then(|| Emitted::header_only(self.emit_ack(now, self.snd_nxt, env, out)));
         }
@@ -318,8 +318,8 @@ impl Connection {
 
     /// Timers and the pacer after a data segment went out.
     fn after_data_sent(&mut self, now: Instant, len: usize, hlen: usize, paced: Option<u64>, eff_mss: usize) {
-        if self.rto_at == NEVER {
-            self.rto_at = now + self.rtt.rto();
+        if self.timers[Timer::Retransmit] == NEVER {
+            self.timers[Timer::Retransmit] = now + self.rtt.rto();
         }
         if let Some(rate) = paced {
             // The next segment may leave once this one's time at the paced

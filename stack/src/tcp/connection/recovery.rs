@@ -185,7 +185,7 @@ impl Connection {
     /// if that found anything. Also arms RACK's reordering timer.
     pub(super) fn detect_losses(&mut self, now: Instant, env: &mut Env) {
         if self.sentq.is_empty() {
-            self.rack_at = NEVER;
+            self.timers[Timer::Reorder] = NEVER;
             return;
         }
         let mut lost = 0;
@@ -202,7 +202,7 @@ impl Connection {
             let rtt = Duration::from_micros(self.rack_rtt_us as u64);
             let (more, pending) = self.sentq.mark_lost_by_rack(now, self.rack_xmit, self.rack_end, rtt, self.reo_wnd());
             lost += more;
-            self.rack_at = pending.unwrap_or(NEVER);
+            self.timers[Timer::Reorder] = pending.unwrap_or(NEVER);
         }
         if lost > 0 {
             // RFC 6675 §5 step 4.2: FlightSize, SACKed data included.
@@ -217,7 +217,7 @@ impl Connection {
         }
         self.set(flag::RECOVERY | flag::FAST_REXMIT | flag::UNDO_ARMED);
         self.clear(flag::TLP_OUT);
-        self.tlp_at = NEVER;
+        self.timers[Timer::TailLossProbe] = NEVER;
         self.recover = self.snd_max;
         self.undo_retrans = 0;
         self.cc.on_congestion(now, in_flight, self.mss());
@@ -272,7 +272,7 @@ impl Connection {
         if self.sentq.front_is_sacked() {
             let srtt = self.rtt.srtt().unwrap_or(MIN_RENEGING_WAIT);
             let half = Duration::from_micros(srtt.total_micros() / 2);
-            self.rto_at = self.rto_at.min(now + half.max(MIN_RENEGING_WAIT));
+            self.timers[Timer::Retransmit] = self.timers[Timer::Retransmit].min(now + half.max(MIN_RENEGING_WAIT));
         }
     }
 
@@ -283,18 +283,18 @@ impl Connection {
         // outstanding data is already being repaired.
         let recovering = self.has(flag::RECOVERY) || self.snd_una.lt(self.recover);
         if !self.has(flag::SACK) || recovering || self.has(flag::TLP_OUT) || self.outstanding() == 0 {
-            self.tlp_at = NEVER;
+            self.timers[Timer::TailLossProbe] = NEVER;
             return;
         }
         let Some(srtt) = self.rtt.srtt() else {
-            self.tlp_at = NEVER;
+            self.timers[Timer::TailLossProbe] = NEVER;
             return;
         };
         let mut pto = srtt * 2;
         if self.pipe() <= self.mss() {
             pto += WC_DEL_ACK;
         }
-        self.tlp_at = (now + pto.max(MIN_PTO)).min(self.rto_at);
+        self.timers[Timer::TailLossProbe] = (now + pto.max(MIN_PTO)).min(self.timers[Timer::Retransmit]);
     }
 
     /// The probe timer fired: send a probe (new data, or the last segment
@@ -304,10 +304,10 @@ impl Connection {
     /// time (the PTO is capped at the RTO, §7.2): the RTO restarts from the
     /// probe, as after any transmission.
     pub(super) fn on_tlp(&mut self, now: Instant) {
-        self.tlp_at = NEVER;
+        self.timers[Timer::TailLossProbe] = NEVER;
         if self.outstanding() > 0 && !self.has(flag::RECOVERY | flag::TLP_OUT) {
             self.set(flag::TLP_NOW);
-            self.rto_at = now + self.rtt.rto();
+            self.timers[Timer::Retransmit] = now + self.rtt.rto();
         }
     }
 
@@ -334,10 +334,10 @@ impl Connection {
         self.inflation = 0;
         self.dupacks = 0;
         self.recover = self.snd_max;
-        self.tlp_at = NEVER;
-        self.rack_at = NEVER;
+        self.timers[Timer::TailLossProbe] = NEVER;
+        self.timers[Timer::Reorder] = NEVER;
         self.rtt.back_off(env.cfg.max_rto);
-        self.rto_at = now + self.rtt.rto();
+        self.timers[Timer::Retransmit] = now + self.rtt.rto();
         env.counters.timeouts += 1;
         self.totals.timeouts += 1;
     }

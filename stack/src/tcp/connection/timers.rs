@@ -1,13 +1,72 @@
 //! The connection's timers: retransmission and persist, delayed ACK,
 //! TIME-WAIT, FIN-WAIT-2, keep-alive and the user timeout.
 
+use core::ops::{Index, IndexMut};
+
 use super::*;
+
+/// A connection's timers, by name. Each is a deadline in the
+/// [`TimerTable`], [`NEVER`] when it is not running; the user timeout is
+/// not one of them (it runs from `unacked_since`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Timer {
+    /// Retransmission, or persist when nothing is in flight (RFC 6298,
+    /// RFC 9293 §3.8.6.1).
+    Retransmit,
+    /// The delayed ACK (RFC 9293 §3.8.6.3).
+    DelayedAck,
+    /// The one [`StateTimer`] running: TIME-WAIT, FIN-WAIT-2 or
+    /// keep-alive.
+    State,
+    /// The pacer lets held data go.
+    Pacing,
+    /// RACK's reordering window has passed for some segment (RFC 8985).
+    Reorder,
+    /// The tail-loss probe (RFC 8985 §7).
+    TailLossProbe,
+}
+
+impl Timer {
+    /// How many there are.
+    const COUNT: usize = 6;
+}
+
+/// Every [`Timer`]'s deadline; the shard keeps its timer wheel at
+/// [`next_timeout`](Self::next_timeout) (with the user timeout).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TimerTable([Instant; Timer::COUNT]);
+
+impl TimerTable {
+    /// No timer running.
+    pub(crate) const fn new() -> TimerTable {
+        TimerTable([NEVER; Timer::COUNT])
+    }
+
+    /// The earliest deadline ([`NEVER`] when none runs).
+    pub(crate) fn next_timeout(&self) -> Instant {
+        self.0.iter().copied().fold(NEVER, Instant::min)
+    }
+}
+
+impl Index<Timer> for TimerTable {
+    type Output = Instant;
+
+    fn index(&self, timer: Timer) -> &Instant {
+        &self.0[timer as usize]
+    }
+}
+
+impl IndexMut<Timer> for TimerTable {
+    fn index_mut(&mut self, timer: Timer) -> &mut Instant {
+        &mut self.0[timer as usize]
+    }
+}
 
 /// The one timer a connection's state holds besides retransmission: its
 /// TIME-WAIT, its FIN-WAIT-2 timeout, or keep-alive. No connection needs
 /// two of them at once (TIME-WAIT and FIN-WAIT-2 are states of their own,
 /// keep-alive runs in ESTABLISHED and CLOSE-WAIT), so they share one
-/// deadline (`state_timer_at`); this says whose it is, in a byte the
+/// deadline ([`Timer::State`]); this says whose it is, in a byte the
 /// control block had spare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StateTimer {
@@ -32,12 +91,12 @@ impl Connection {
     /// Sets the state's timer to fire at `at`, in place of whichever ran.
     pub(super) fn arm_state_timer(&mut self, timer: StateTimer, at: Instant) {
         self.state_timer = timer;
-        self.state_timer_at = if timer == StateTimer::Off { NEVER } else { at };
+        self.timers[Timer::State] = if timer == StateTimer::Off { NEVER } else { at };
     }
 
     /// Handles every deadline that has passed.
     pub fn on_timer(&mut self, now: Instant, env: &mut Env) -> Outcome {
-        if now >= self.state_timer_at {
+        if now >= self.timers[Timer::State] {
             let fired = self.state_timer;
             self.arm_state_timer(StateTimer::Off, NEVER);
             // A timer outlives the state that set it (keep-alive's, when
@@ -65,24 +124,24 @@ impl Connection {
             env.counters.orphans_given_up += 1;
             return self.fail(ConnectionError::TimedOut, env);
         }
-        if now >= self.rack_at {
+        if now >= self.timers[Timer::Reorder] {
             // RACK's reordering window has passed for some segment.
-            self.rack_at = NEVER;
+            self.timers[Timer::Reorder] = NEVER;
             self.detect_losses(now, env);
         }
-        if now >= self.tlp_at {
+        if now >= self.timers[Timer::TailLossProbe] {
             self.on_tlp(now);
         }
-        if now >= self.pace_at {
+        if now >= self.timers[Timer::Pacing] {
             // The pacer lets held data go; the shard offers a turn after this.
-            self.pace_at = NEVER;
+            self.timers[Timer::Pacing] = NEVER;
         }
-        if now >= self.delack_at {
-            self.delack_at = NEVER;
+        if now >= self.timers[Timer::DelayedAck] {
+            self.timers[Timer::DelayedAck] = NEVER;
             self.set(flag::ACK_NOW);
         }
-        if now >= self.rto_at {
-            self.rto_at = NEVER;
+        if now >= self.timers[Timer::Retransmit] {
+            self.timers[Timer::Retransmit] = NEVER;
             return self.on_rto(now, env);
         }
         self.arm_keepalive(now, env);
@@ -115,7 +174,7 @@ impl Connection {
                 // Probe instead of collapsing the window.
                 self.set(flag::FORCE);
                 self.rtt.back_off(max_rto);
-                self.rto_at = now + self.rtt.rto();
+                self.timers[Timer::Retransmit] = now + self.rtt.rto();
             }
             _ if self.outstanding() > 0 => self.on_retransmission_timeout(now, env),
             _ if self.has_unsent() => {
