@@ -26,7 +26,10 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use axum::serve::ListenerExt;
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
 use fairway::{Server, ServerHandle};
+use fairway_benches::cli::at_least_one;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, Stats, StatsAlloc};
 
 #[path = "../../../server/examples/axum_app.rs"]
@@ -36,9 +39,8 @@ mod axum_app;
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
-const USAGE: &str = "\
-usage: axum_alloc [--requests N] [--warm-up W] [--connections C]
-
+/// What `--help` says before the options.
+const LONG_ABOUT: &str = "\
 Heap allocations per request, keep-alive GET /plaintext on 127.0.0.1, of
 the built-in server (fairway::Server::builder(), kernel backend, one shard),
 the axum example on Fairway (the same way), and the same router by
@@ -51,12 +53,7 @@ from a std thread) shows what the client itself allocates: nothing.
 Prints a table, and ends with
   bench: allocations per request: fairway handler A, axum on fairway B,
   axum on tokio C (keep-alive /plaintext)
-(one connection). No root needed.
-
-  --requests N      measured requests per run (default 20000)
-  --warm-up W       requests before each run's count starts (default 1000)
-  --connections C   connections of the second run of each (default 16)
-  -h, --help        show this help";
+(one connection). No root needed.";
 
 /// The request, the same every time.
 const REQUEST: &[u8] = b"GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
@@ -67,7 +64,44 @@ const CONTROL_ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nHel
 /// Room for one answer: the head and the 13-byte body.
 const ANSWER_BUFFER: usize = 4096;
 
-/// The command line.
+// The option docs are verbatim, as clap here does not wrap help text: each
+// first line is a phrase for `-h`, the rest is for `--help`, which indents
+// them by 10 columns, so they are at most 70.
+/// Heap allocations per request of three servers of the same /plaintext.
+#[derive(Parser, Debug)]
+#[command(name = "axum_alloc", long_about = LONG_ABOUT)]
+// As the hand-written parser did: a repeated option takes its last value,
+// and `-1` is a value (which the option then refuses), not an unknown flag.
+#[command(args_override_self = true, allow_negative_numbers = true)]
+struct Cli {
+    /// Measured requests per run
+    #[arg(long, value_name = "N", default_value_t = 20_000, value_parser = at_least_one::<u64>, verbatim_doc_comment)]
+    requests: u64,
+    /// Requests before each run's count starts
+    ///
+    /// At least --connections, so that every connection is served before
+    /// the count starts.
+    #[arg(long, value_name = "W", default_value_t = 1_000, value_parser = at_least_one::<u64>, verbatim_doc_comment)]
+    warm_up: u64,
+    /// Connections of the second run of each
+    #[arg(long, value_name = "C", default_value_t = 16, value_parser = at_least_one::<usize>, verbatim_doc_comment)]
+    connections: usize,
+}
+
+impl Cli {
+    /// The plan, once what clap cannot check holds: every connection is
+    /// served during the warm-up, so that its per-connection setup is not
+    /// counted.
+    fn check(self) -> Result<Plan, clap::Error> {
+        if self.warm_up < self.connections as u64 {
+            let why = format!("--warm-up must be at least --connections ({})", self.connections);
+            return Err(Cli::command().error(ErrorKind::ValueValidation, why));
+        }
+        Ok(Plan { requests: self.requests, warm_up: self.warm_up, connections: self.connections })
+    }
+}
+
+/// The command line, as the measurements take it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Plan {
     requests: u64,
@@ -75,48 +109,9 @@ struct Plan {
     connections: usize,
 }
 
-/// Parses the arguments after the program name. `Err("")` asks for the
-/// help.
-fn parse(args: impl IntoIterator<Item = String>) -> Result<Plan, String> {
-    let mut plan = Plan { requests: 20_000, warm_up: 1_000, connections: 16 };
-    let mut it = args.into_iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        let count = |s: String| match s.parse::<u64>() {
-            Ok(0) => Err(format!("{flag} must be at least 1")),
-            Ok(n) => Ok(n),
-            Err(e) => Err(format!("{flag} {s}: {e}")),
-        };
-        match flag.as_str() {
-            "--requests" => plan.requests = count(value()?)?,
-            "--warm-up" => plan.warm_up = count(value()?)?,
-            "--connections" => {
-                plan.connections = usize::try_from(count(value()?)?).map_err(|e| format!("{flag}: {e}"))?;
-            }
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument {other}")),
-        }
-    }
-    // Every connection is served during the warm-up: its per-connection
-    // setup is not counted.
-    if plan.warm_up < plan.connections as u64 {
-        return Err(format!("--warm-up must be at least --connections ({})", plan.connections));
-    }
-    Ok(plan)
-}
-
 fn main() -> ExitCode {
-    let plan = match parse(std::env::args().skip(1)) {
-        Ok(p) => p,
-        Err(e) if e.is_empty() => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("axum_alloc: {e}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    // A bad command line exits with status 2, -h and --help with 0.
+    let plan = Cli::parse().check().unwrap_or_else(|e| e.exit());
     match run(plan) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -467,22 +462,36 @@ impl Tokio {
 mod tests {
     use super::*;
 
-    fn parse_strs(args: &[&str]) -> Result<Plan, String> {
-        parse(args.iter().map(|s| s.to_string()))
+    use fairway_benches::cli::{checked_help, refusal, shows_help};
+
+    /// `axum_alloc ARGS` as `main` reads it.
+    fn parse_strs(args: &[&str]) -> Result<Plan, clap::Error> {
+        Cli::try_parse_from(std::iter::once("axum_alloc").chain(args.iter().copied()))?.check()
     }
 
     #[test]
     fn arguments() {
-        assert_eq!(parse_strs(&[]), Ok(Plan { requests: 20_000, warm_up: 1_000, connections: 16 }));
+        assert_eq!(parse_strs(&[]).unwrap(), Plan { requests: 20_000, warm_up: 1_000, connections: 16 });
         assert_eq!(
-            parse_strs(&["--requests", "5", "--warm-up", "8", "--connections", "4"]),
-            Ok(Plan { requests: 5, warm_up: 8, connections: 4 })
+            parse_strs(&["--requests", "5", "--warm-up", "8", "--connections", "4"]).unwrap(),
+            Plan { requests: 5, warm_up: 8, connections: 4 }
         );
-        assert_eq!(parse_strs(&["--help"]), Err(String::new()));
-        assert!(parse_strs(&["--requests", "0"]).unwrap_err().contains("at least 1"));
-        assert!(parse_strs(&["--warm-up", "3"]).unwrap_err().contains("--connections"));
-        assert!(parse_strs(&["--nope"]).unwrap_err().contains("--nope"));
-        assert!(USAGE.lines().all(|l| l.chars().count() <= 80));
+        // A repeated option takes its last value, as before clap.
+        assert_eq!(parse_strs(&["--requests", "5", "--requests", "6"]).unwrap().requests, 6);
+        for help in ["--help", "-h"] {
+            assert!(shows_help(parse_strs(&[help])), "{help}");
+        }
+        let error = |args: &[&str]| refusal(parse_strs(args));
+        // Where clap words an error its own way, the fragment is clap's:
+        // "unknown argument" was the hand-written parser's.
+        assert!(error(&["--requests", "0"]).contains("at least 1"));
+        assert!(error(&["--warm-up", "3"]).contains("--warm-up must be at least --connections (16)"));
+        assert!(error(&["--nope"]).contains("unexpected argument '--nope'"));
+    }
+
+    #[test]
+    fn the_help_names_every_option_and_fits_80_columns() {
+        let _ = checked_help(Cli::command(), &["--requests", "--warm-up", "--connections"]);
     }
 
     #[test]

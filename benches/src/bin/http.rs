@@ -311,17 +311,10 @@ fn main() -> ExitCode {
 /// `http openloop ...`: the load generator alone (the bench runs it in the
 /// client namespace this way).
 fn openloop(args: impl Iterator<Item = String>) -> ExitCode {
-    let config = match openloop::Config::parse(args) {
-        Ok(c) => c,
-        Err(e) if e.is_empty() => {
-            println!("{}", openloop::USAGE);
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("http openloop: {e}\n\n{}", openloop::USAGE);
-            return ExitCode::from(2);
-        }
-    };
+    // As `http`'s own: a bad command line exits with status 2, -h and
+    // --help with 0.
+    let argv = std::iter::once("http openloop".to_owned()).chain(args);
+    let config = openloop::OpenLoopCli::parse_from(argv).check().unwrap_or_else(|e| e.exit());
     match openloop::generator::run(&config) {
         Ok(outcome) => {
             println!("{}", outcome.line());

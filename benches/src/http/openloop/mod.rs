@@ -20,6 +20,11 @@ pub mod server_cpu;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
+
+use crate::cli::{at_least_one, seconds};
+
 /// What to run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -43,12 +48,8 @@ pub struct Config {
     pub server_pid: Option<u32>,
 }
 
-/// `http openloop`'s usage.
-pub const USAGE: &str = "\
-usage: http openloop --connect ADDR:PORT --rate R [--connections C]
-                     [--duration S] [--warm-up S] [--path P] [--drain S]
-                     [--server-pid PID]
-
+/// What `http openloop --help` says before the options.
+const LONG_ABOUT: &str = "\
 Open-loop load: GET P (default /plaintext) due every 1/R s, round-robin over
 C keep-alive connections (default 256), one outstanding request each; a
 request due on a busy connection waits and its latency counts from when it
@@ -59,68 +60,98 @@ one `openloop:` line. With --server-pid, also the CPU time (utime + stime
 from /proc) of that process and its descendants from just before the first
 measured request is due to just after the last answer, and the answers.";
 
-impl Config {
-    /// Parses the arguments after `openloop`. `Err("")` asks for the help.
+// The option docs are verbatim, as clap here does not wrap help text: each
+// first line is a phrase for `-h`, the rest is for `--help`, which indents
+// them by 10 columns, so they are at most 70.
+/// Open-loop HTTP/1.1 load against one server.
+///
+/// `http openloop`'s command line: parsed from `["http openloop", ARGS...]`,
+/// then [`check`](OpenLoopCli::check)ed into a [`Config`].
+#[derive(Parser, Debug)]
+#[command(name = "openloop", bin_name = "http openloop", long_about = LONG_ABOUT)]
+// As the hand-written parser did: a repeated option takes its last value,
+// and `-1` is a value (which the option then refuses), not an unknown flag.
+#[command(args_override_self = true, allow_negative_numbers = true)]
+pub struct OpenLoopCli {
+    /// The server
+    #[arg(long, value_name = "ADDR:PORT", verbatim_doc_comment)]
+    connect: SocketAddr,
+    /// Requests due per second
+    #[arg(long, value_name = "R", verbatim_doc_comment)]
+    rate: f64,
+    /// Keep-alive connections
+    ///
+    /// Requests go round-robin over them, one outstanding on each.
+    #[arg(long, value_name = "C", default_value_t = 256, value_parser = at_least_one::<usize>, verbatim_doc_comment)]
+    connections: usize,
+    /// Seconds of requests measured
+    ///
+    /// The requests due in this span after the warm-up.
+    #[arg(long, value_name = "S", default_value = "10", value_parser = measured_span, verbatim_doc_comment)]
+    duration: Duration,
+    /// Seconds of requests not measured
+    ///
+    /// The requests due before the measured ones are sent all the same.
+    #[arg(long, value_name = "S", default_value = "1", value_parser = seconds, verbatim_doc_comment)]
+    warm_up: Duration,
+    /// The request path
+    ///
+    /// From /, without spaces or control characters.
+    #[arg(long, value_name = "P", default_value = "/plaintext", value_parser = request_path, verbatim_doc_comment)]
+    path: String,
+    /// Seconds for the answers at the end
+    ///
+    /// After the last request is due; answers that have not come by then
+    /// are errors.
+    #[arg(long, value_name = "S", default_value = "2", value_parser = seconds, verbatim_doc_comment)]
+    drain: Duration,
+    /// The server's process, whose CPU time is reported
+    ///
+    /// With its descendants', over the measured window.
+    #[arg(long, value_name = "PID", verbatim_doc_comment)]
+    server_pid: Option<u32>,
+}
+
+/// `--duration`: a window of no time measures nothing.
+fn measured_span(s: &str) -> Result<Duration, String> {
+    match seconds(s)? {
+        span if span.is_zero() => Err("must be more than 0".to_owned()),
+        span => Ok(span),
+    }
+}
+
+/// `--path`: what fits the request line as it is.
+fn request_path(s: &str) -> Result<String, String> {
+    if !s.starts_with('/') || s.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+        return Err("must start with / and have no spaces".to_owned());
+    }
+    Ok(s.to_owned())
+}
+
+impl OpenLoopCli {
+    /// What to run, once what clap cannot check holds: a schedule of
+    /// `--rate` over `--connections`.
     ///
     /// # Errors
     ///
-    /// A missing, unknown or unreadable argument, in words.
-    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Config, String> {
-        let (mut addr, mut rate) = (None, None);
-        let mut c = Config {
-            addr: SocketAddr::from(([127, 0, 0, 1], 80)),
-            path: "/plaintext".into(),
-            rate: 0.0,
-            connections: 256,
-            duration: Duration::from_secs(10),
-            warm_up: Duration::from_secs(1),
-            drain: Duration::from_secs(2),
-            server_pid: None,
-        };
-        let mut it = args.into_iter();
-        while let Some(flag) = it.next() {
-            let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-            let seconds = |s: String| match s.parse::<f64>() {
-                Ok(x) if x.is_finite() && x >= 0.0 => Ok(Duration::from_secs_f64(x)),
-                _ => Err(format!("{flag} {s}: not a number of seconds")),
-            };
-            match flag.as_str() {
-                "--connect" => {
-                    let v = value()?;
-                    addr = Some(v.parse::<SocketAddr>().map_err(|e| format!("--connect {v}: {e}"))?);
-                }
-                "--rate" => {
-                    let v = value()?;
-                    rate = Some(v.parse::<f64>().map_err(|e| format!("--rate {v}: {e}"))?);
-                }
-                "--connections" => {
-                    let v = value()?;
-                    c.connections = v.parse().map_err(|e| format!("--connections {v}: {e}"))?;
-                }
-                "--duration" => c.duration = seconds(value()?)?,
-                "--warm-up" => c.warm_up = seconds(value()?)?,
-                "--drain" => c.drain = seconds(value()?)?,
-                "--path" => c.path = value()?,
-                "--server-pid" => {
-                    let v = value()?;
-                    c.server_pid = Some(v.parse().map_err(|e| format!("--server-pid {v}: {e}"))?);
-                }
-                "-h" | "--help" => return Err(String::new()),
-                other => return Err(format!("unknown argument {other}")),
-            }
-        }
-        c.addr = addr.ok_or("--connect ADDR:PORT is required")?;
-        c.rate = rate.ok_or("--rate R is required")?;
-        schedule::Schedule::new(c.rate, c.connections)?;
-        if c.duration.is_zero() {
-            return Err("--duration must be more than 0".into());
-        }
-        if !c.path.starts_with('/') || c.path.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
-            return Err(format!("--path {:?}: must start with / and have no spaces", c.path));
-        }
-        Ok(c)
+    /// The schedule's objection, as a command-line error (exit status 2).
+    pub fn check(self) -> Result<Config, clap::Error> {
+        schedule::Schedule::new(self.rate, self.connections)
+            .map_err(|why| OpenLoopCli::command().error(ErrorKind::ValueValidation, why))?;
+        Ok(Config {
+            addr: self.connect,
+            path: self.path,
+            rate: self.rate,
+            connections: self.connections,
+            duration: self.duration,
+            warm_up: self.warm_up,
+            drain: self.drain,
+            server_pid: self.server_pid,
+        })
     }
+}
 
+impl Config {
     /// The request every connection sends.
     #[must_use]
     pub fn request(&self) -> Vec<u8> {
@@ -132,8 +163,14 @@ impl Config {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<Config, String> {
-        Config::parse(args.iter().map(|s| s.to_string()))
+    use std::path::Path;
+
+    use crate::cli::{checked_help, refusal, shows_help};
+    use crate::http::plan::{Case, Cores, Subject};
+
+    /// `http openloop ARGS` as `http`'s `main` reads it.
+    fn parse(args: &[&str]) -> Result<Config, clap::Error> {
+        OpenLoopCli::try_parse_from(std::iter::once("http openloop").chain(args.iter().copied()))?.check()
     }
 
     #[test]
@@ -171,20 +208,53 @@ mod tests {
 
     #[test]
     fn bad_arguments() {
-        assert_eq!(parse(&["--help"]), Err(String::new()));
-        assert!(parse(&["--rate", "5"]).unwrap_err().contains("--connect"));
-        assert!(parse(&["--connect", "1.2.3.4:80"]).unwrap_err().contains("--rate"));
-        assert!(parse(&["--connect", "1.2.3.4", "--rate", "5"]).unwrap_err().contains("--connect 1.2.3.4"));
-        assert!(parse(&["--connect", "1.2.3.4:80", "--rate", "0"]).unwrap_err().contains("positive"));
-        assert!(parse(&["--connect", "1.2.3.4:80", "--rate", "5", "--connections", "0"]).is_err());
-        assert!(parse(&["--connect", "1.2.3.4:80", "--rate", "5", "--path", "/a b"]).is_err());
-        assert!(parse(&["--connect", "1.2.3.4:80", "--rate", "5", "--duration", "0"]).is_err());
-        assert!(parse(&["--connect", "1.2.3.4:80", "--rate", "5", "--server-pid", "x"]).is_err());
-        assert!(parse(&["--nope"]).unwrap_err().contains("--nope"));
+        for help in ["--help", "-h"] {
+            assert!(shows_help(parse(&[help])), "{help}");
+        }
+        let error = |args: &[&str]| refusal(parse(args));
+        // Where clap words an error its own way, the fragment is clap's:
+        // "--connect ADDR:PORT is required", "--connect 1.2.3.4: ...",
+        // "--path ...", "--server-pid x: ..." and "unknown argument" were
+        // the hand-written parser's.
+        assert!(error(&["--rate", "5"]).contains("--connect <ADDR:PORT>"));
+        assert!(error(&["--connect", "1.2.3.4:80"]).contains("--rate <R>"));
+        assert!(
+            error(&["--connect", "1.2.3.4", "--rate", "5"])
+                .contains("invalid value '1.2.3.4' for '--connect <ADDR:PORT>'")
+        );
+        assert!(error(&["--connect", "1.2.3.4:80", "--rate", "0"]).contains("positive"));
+        assert!(error(&["--connect", "1.2.3.4:80", "--rate", "5", "--connections", "0"]).contains("at least 1"));
+        assert!(error(&["--connect", "1.2.3.4:80", "--rate", "5", "--path", "/a b"]).contains("for '--path <P>'"));
+        assert!(error(&["--connect", "1.2.3.4:80", "--rate", "5", "--duration", "0"]).contains("more than 0"));
+        assert!(
+            error(&["--connect", "1.2.3.4:80", "--rate", "5", "--server-pid", "x"]).contains("'--server-pid <PID>'")
+        );
+        assert!(error(&["--nope"]).contains("unexpected argument '--nope'"));
     }
 
     #[test]
-    fn the_usage_fits_80_columns() {
-        assert!(USAGE.lines().all(|l| l.chars().count() <= 80));
+    fn the_help_names_every_option_and_fits_80_columns() {
+        let long = checked_help(
+            OpenLoopCli::command(),
+            &["--connect", "--rate", "--connections", "--duration", "--warm-up", "--path", "--drain", "--server-pid"],
+        );
+        assert!(long.contains("Usage: http openloop "), "{long}");
+    }
+
+    #[test]
+    fn the_bench_command_line_parses() {
+        let cores = Cores::split(2, None).unwrap();
+        let line = Case::LatencyHalf.openloop_command(
+            Subject::FairwayKernel,
+            &cores,
+            Path::new("http"),
+            88_123.4,
+            Duration::from_millis(8500),
+            Duration::from_secs(1),
+        );
+        let args = line.iter().skip_while(|a| *a != "openloop").skip(1);
+        let c = parse(&args.map(String::as_str).collect::<Vec<_>>()).unwrap();
+        assert_eq!((c.addr, c.path.as_str(), c.rate), ("10.77.0.1:8080".parse().unwrap(), "/plaintext", 88_123.0));
+        assert_eq!((c.connections, c.duration, c.warm_up), (256, Duration::from_millis(8500), Duration::from_secs(1)));
     }
 }
