@@ -32,6 +32,19 @@ pub fn seconds(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| "not a number of seconds".to_owned())
 }
 
+/// A measuring window in seconds ([`seconds`]): a window of no time
+/// measures nothing.
+///
+/// # Errors
+///
+/// When `s` is not a number of seconds, or is 0.
+pub fn positive_seconds(s: &str) -> Result<Duration, String> {
+    match seconds(s)? {
+        window if window.is_zero() => Err("must be more than 0".to_owned()),
+        window => Ok(window),
+    }
+}
+
 /// A testbed prefix that [`validate_prefix`](fairway_tests::testbed::validate_prefix)
 /// accepts.
 ///

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Parser};
 use fairway::runtime::signals::stop_on_signals;
-use fairway_benches::cli::{at_least_one, seconds, testbed_prefix};
+use fairway_benches::cli::{at_least_one, positive_seconds, seconds, testbed_prefix};
 use fairway_benches::nic::bulk::Bulk;
 use fairway_benches::nic::pps::{Bench, Rate, SHARD_BATCH, TX_BUDGET, Window};
 use fairway_benches::stats::median;
@@ -65,7 +65,7 @@ struct Cli {
     #[arg(help_heading = PACKET_RATES, verbatim_doc_comment)]
     rounds: usize,
     /// The measured window of each, in seconds
-    #[arg(long, value_name = "S", default_value = "3", value_parser = window_length)]
+    #[arg(long, value_name = "S", default_value = "3", value_parser = positive_seconds)]
     #[arg(help_heading = PACKET_RATES, verbatim_doc_comment)]
     seconds: Duration,
     /// Traffic before the window, in seconds
@@ -116,14 +116,6 @@ struct Cli {
     /// The first round's is always printed.
     #[arg(long, verbatim_doc_comment)]
     verbose: bool,
-}
-
-/// `--seconds`: a window of no time measures nothing.
-fn window_length(s: &str) -> Result<Duration, String> {
-    match seconds(s)? {
-        length if length.is_zero() => Err("must be more than 0".to_owned()),
-        length => Ok(length),
-    }
 }
 
 /// The command line, as the measurements take it.

@@ -23,7 +23,7 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 
-use crate::cli::{at_least_one, seconds};
+use crate::cli::{at_least_one, positive_seconds, seconds};
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq)]
@@ -87,7 +87,7 @@ pub struct OpenLoopCli {
     /// Seconds of requests measured
     ///
     /// The requests due in this span after the warm-up.
-    #[arg(long, value_name = "S", default_value = "10", value_parser = measured_span, verbatim_doc_comment)]
+    #[arg(long, value_name = "S", default_value = "10", value_parser = positive_seconds, verbatim_doc_comment)]
     duration: Duration,
     /// Seconds of requests not measured
     ///
@@ -110,14 +110,6 @@ pub struct OpenLoopCli {
     /// With its descendants', over the measured window.
     #[arg(long, value_name = "PID", verbatim_doc_comment)]
     server_pid: Option<u32>,
-}
-
-/// `--duration`: a window of no time measures nothing.
-fn measured_span(s: &str) -> Result<Duration, String> {
-    match seconds(s)? {
-        span if span.is_zero() => Err("must be more than 0".to_owned()),
-        span => Ok(span),
-    }
 }
 
 /// `--path`: what fits the request line as it is.
