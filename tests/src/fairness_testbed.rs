@@ -55,7 +55,7 @@ use crate::nginx::{SiteDir, bytes_path};
 use crate::plot::{self, Panel, Series};
 use crate::real_peers::HTTP_PORT;
 use crate::served::{Served, curl_status};
-use crate::testbed::{self, KernelAddress, LinkParams, SERVER_IF, ServerProcess, Spawned, Testbed, TestbedConfig};
+use crate::testbed::{self, KernelAddress, LinkParams, ServerProcess, Spawned, Testbed, TestbedConfig};
 
 /// The payload of a full segment with timestamps on a 1500-byte MTU.
 const MSS: u32 = 1448;
@@ -627,7 +627,7 @@ impl Running {
     /// Starts `server` in `tb`'s server namespace, sharing `bottleneck_bps`
     /// (its `--capacity`), and waits until client 0 gets an HTTP answer.
     fn start(tb: &Testbed, server: LabServer, bottleneck_bps: u64) -> Result<Running, String> {
-        let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
+        let placed = tb.afxdp_flags();
         let capacity = format!("{bottleneck_bps}bit");
         let listen = format!("{}:{HTTP_PORT}", tb.server_ip());
         // One shard, the policy, the bottleneck as the capacity, and no
@@ -648,7 +648,8 @@ impl Running {
         };
         let running = match server {
             LabServer::Afxdp(policy) => {
-                let own = ["--backend", "afxdp", "--iface", SERVER_IF, "--ip", &ip, "--queues", "1"];
+                let mut own: Vec<&str> = placed.iter().map(String::as_str).collect();
+                own.extend(["--queues", "1"]);
                 Running::Fairway(Box::new(Served::start(tb, &[own.as_slice(), &common(policy)].concat())))
             }
             LabServer::Kernel(policy) => {

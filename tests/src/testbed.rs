@@ -152,6 +152,13 @@ fn set_offloads(ns: &str, dev: &str, features: &[&str], on: bool) -> Result<(), 
     run(&format!("turning offloads {state} on {dev} in {ns}"), "ip", &args).map(drop)
 }
 
+/// The `fairway` flags that put the server on a testbed's server
+/// interface ([`SERVER_IF`]) over AF_XDP as `prefix` (`10.77.0.1/24`).
+/// Queues, shards and the rest are the caller's.
+pub fn afxdp_flags(prefix: &str) -> Vec<String> {
+    ["--backend", "afxdp", "--iface", SERVER_IF, "--ip", prefix].map(str::to_owned).to_vec()
+}
+
 /// The server namespace of testbed `prefix`.
 pub fn server_ns(prefix: &str) -> String {
     format!("{prefix}-srv")
@@ -574,6 +581,17 @@ impl Testbed {
     /// The subnet's prefix length (24).
     pub fn prefix_len(&self) -> u8 {
         self.config.subnet.prefix_len()
+    }
+
+    /// Fairway's address with the subnet's prefix length (`10.77.0.1/24`),
+    /// as `--ip` and `ip addr` take it.
+    pub fn server_prefix(&self) -> String {
+        format!("{}/{}", self.server_ip(), self.prefix_len())
+    }
+
+    /// The `fairway` flags that serve on this testbed ([`afxdp_flags`]).
+    pub fn afxdp_flags(&self) -> Vec<String> {
+        afxdp_flags(&self.server_prefix())
     }
 
     /// Turns transmit checksum, TSO and GSO on `fw0` on (a kernel server

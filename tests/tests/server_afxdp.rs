@@ -43,7 +43,7 @@ fn testbed(clients: usize, queues: usize) -> Testbed {
 }
 
 fn flags<'a>(tb: &Testbed, ip: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    assert_eq!(ip, format!("{}/{}", tb.server_ip(), tb.prefix_len()));
+    assert_eq!(ip, tb.server_prefix());
     let mut flags = vec!["--backend", "afxdp", "--iface", SERVER_IF, "--ip", ip];
     flags.extend_from_slice(extra);
     flags

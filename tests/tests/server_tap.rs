@@ -29,7 +29,7 @@ fn prefix() -> String {
 fn testbed(clients: usize) -> (Testbed, String) {
     testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
     let tb = Testbed::up(TestbedConfig::new(prefix()).clients(clients).queues(1)).unwrap();
-    let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
+    let ip = tb.server_prefix();
     (tb, ip)
 }
 

@@ -5,12 +5,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use fairway_tests::nginx;
+use fairway_tests::{nginx, testbed};
 
 /// Fairway's address on the testbed.
 pub const SERVER_IP: &str = "10.77.0.1";
-/// The testbed interface the servers use, and its prefix length.
-pub const SERVER_IF: &str = "fw0";
 /// The prefix length of [`SERVER_IP`]'s subnet.
 pub const PREFIX_LEN: u8 = 24;
 /// The static file every server serves, and its size: 1 MB.
@@ -481,7 +479,9 @@ pub fn server_command(server: Subject, cores: &Cores, program: &Path, site_dir: 
     let ip = format!("{SERVER_IP}/{PREFIX_LEN}");
     let q = shards.as_str();
     // The `fairway` binary's flags, which the axum example takes too.
-    let afxdp = ["--backend", "afxdp", "--iface", SERVER_IF, "--ip", &ip, "--queues", q, "--shards", q];
+    let placed = testbed::afxdp_flags(&ip);
+    let placed: Vec<&str> = placed.iter().map(String::as_str).collect();
+    let afxdp = [placed.as_slice(), &["--queues", q, "--shards", q]].concat();
     let kernel = ["--backend", "kernel", "--listen", &listen, "--shards", q];
     let served = ["--root", root.as_str()];
     let quiet = ["--log", "warn"];

@@ -86,8 +86,8 @@ impl<'a> Bulk<'a> {
     /// When the server cannot start (as [`Served::start`]).
     pub fn server(&self) -> io::Result<Option<Download>> {
         let tb = self.tb;
-        let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
-        let served = Served::start(tb, &["--backend", "afxdp", "--iface", SERVER_IF, "--ip", &ip, "--shards", "1"]);
+        let flags = [tb.afxdp_flags(), vec!["--shards".into(), "1".into()]].concat();
+        let served = Served::start(tb, &flags.iter().map(String::as_str).collect::<Vec<_>>());
         let downloaded = self.download(|| !served.is_finished());
         served.raise_stop();
         let reports = served.wait().map_err(|e| io::Error::other(format!("the server failed: {e}")))?;

@@ -51,7 +51,7 @@ use http::Expect;
 use load::{Connections, Failure, Load, Prober, Probes, Tally, fetch};
 
 use crate::platform::metric_samples;
-use crate::testbed::{self, LinkParams, SERVER_IF, ServerProcess, Testbed, TestbedConfig};
+use crate::testbed::{self, LinkParams, ServerProcess, Testbed, TestbedConfig};
 
 /// Every client's link: 1 ms each way at 30 Mbit/s (the emulator's queue
 /// the default, one round trip's worth and at least 64 KiB), which bounds
@@ -421,11 +421,9 @@ const STOP_GRACE: Duration = Duration::from_secs(20);
 
 impl Soaked {
     fn start(tb: &Testbed, config: &SoakConfig) -> Result<Soaked, String> {
-        let ip = format!("{}/{}", tb.server_ip(), tb.prefix_len());
         let mut argv: Vec<OsString> = config.server.clone();
-        for flag in ["--backend", "afxdp", "--iface", SERVER_IF, "--ip", &ip].iter().chain(SERVER_FLAGS) {
-            argv.push(flag.into());
-        }
+        argv.extend(tb.afxdp_flags().into_iter().map(OsString::from));
+        argv.extend(SERVER_FLAGS.iter().map(OsString::from));
         let process = ServerProcess::spawn(&tb.server_ns(), &argv, STOP_GRACE)
             .map_err(|e| format!("starting the server: {e}"))?;
         let mut server = Soaked { process };

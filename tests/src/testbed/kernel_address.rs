@@ -32,7 +32,7 @@ impl KernelAddress {
     ///
     /// When `sysctl` or `ip addr add` fails.
     pub fn add(tb: &Testbed) -> io::Result<KernelAddress> {
-        let address = format!("{}/{}", tb.server_ip(), tb.prefix_len());
+        let address = tb.server_prefix();
         let added = KernelAddress { ns: tb.server_ns(), address };
         added.run(&["sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1"])?;
         added.ip("add")?;
