@@ -1,6 +1,6 @@
 //! The application-facing types: handles, events, errors and flow statistics.
 
-use core::net::SocketAddrV4;
+use core::net::SocketAddr;
 
 use crate::pool::Key;
 use crate::tcp::State;
@@ -128,9 +128,9 @@ pub enum RecvError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowStats {
     /// Our end.
-    pub local: SocketAddrV4,
+    pub local: SocketAddr,
     /// The peer's end.
-    pub remote: SocketAddrV4,
+    pub remote: SocketAddr,
     /// RFC 9293 state.
     pub state: State,
     /// Smoothed RTT (RFC 6298), once measured.

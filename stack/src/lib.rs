@@ -26,7 +26,11 @@
 //!   speaks in [`Listener`]s, [`Handle`]s and [`Event`]s, with the errors
 //!   [`ListenError`], [`ConnectError`], [`SendError`], [`RecvError`] and
 //!   [`ConnectionError`]; [`FlowStats`] and [`State`] describe a
-//!   connection, [`Counters`] and [`DropReason`] the shard.
+//!   connection, [`Counters`] and [`DropReason`] the shard. Addresses are
+//!   `SocketAddr`s of either family (listening on `[::]` is listening on
+//!   every address of ours); the stack itself speaks IPv4 so far, so an
+//!   IPv6 destination has no route and an IPv6 address is not ours, and an
+//!   IPv4-mapped one stands for its IPv4 address.
 //! - [`time`]: the stack's clock types, passed in by the driver.
 //! - [`fairness`]: the RTT-aware window-control policies.
 //! - [`steering`]: which shard owns a flow.

@@ -25,7 +25,7 @@
 //! first transfer can finish (64 MB need 5 s at 100 Mbit/s), so it always
 //! hits connections in full flight.
 
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use fairway_nic::sim::{LinkConfig, Side};
 use fairway_stack::DropReason;
@@ -170,8 +170,15 @@ pub fn blind_injection(seed: u64, p: &BlindParams) -> BlindResult {
         world.run(&mut app, until, MAX_STEPS);
     }
     let shard = &world.hosts[server].shard;
-    let mut tuples: Vec<(SocketAddrV4, SocketAddrV4)> =
-        app.server_connections().filter_map(|h| shard.flow(h)).map(|f| (f.local, f.remote)).collect();
+    // The flows are IPv4 (the frames forged below are).
+    let mut tuples: Vec<(SocketAddrV4, SocketAddrV4)> = app
+        .server_connections()
+        .filter_map(|h| shard.flow(h))
+        .filter_map(|f| match (f.local, f.remote) {
+            (SocketAddr::V4(local), SocketAddr::V4(remote)) => Some((local, remote)),
+            _ => None,
+        })
+        .collect();
     tuples.sort();
     let attack_start = world.now();
     let before = drops_by_reason(&world);

@@ -4,7 +4,7 @@
 //! kernel peers they drive.
 #![cfg(all(target_os = "linux", feature = "afxdp"))]
 
-use std::net::SocketAddrV4;
+use std::net::{SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -233,7 +233,8 @@ fn two_shards_on_a_two_queue_veth_share_the_flows_without_mixing_them() {
         assert!(app.accepted > 20, "shard {index} accepted only {}: flows must spread", app.accepted);
         accepted += app.accepted;
         // Every connection a shard accepted is one the steering hash gives it.
-        for (local, remote) in &app.flows {
+        for flow in &app.flows {
+            let (SocketAddr::V4(local), SocketAddr::V4(remote)) = flow else { panic!("an IPv6 flow: {flow:?}") };
             assert_eq!(owner((*local.ip(), local.port()), (*remote.ip(), remote.port()), 2), index);
         }
         // Every frame of a flow that the shard handled is one of its own.

@@ -164,8 +164,8 @@ fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64>
 
 fn flow(port: u16, srtt_us: u64) -> FlowStats {
     FlowStats {
-        local: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 80),
-        remote: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), port),
+        local: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 80).into(),
+        remote: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), port).into(),
         state: State::Established,
         srtt: Some(StackDuration::from_micros(srtt_us)),
         rttvar: Some(StackDuration::from_micros(srtt_us / 4)),

@@ -1,6 +1,6 @@
 //! The application's side: listeners, connections and their events.
 
-use core::net::SocketAddrV4;
+use core::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::collections::VecDeque;
 
 use crate::api::{ConnectError, Event, FlowStats, Handle, ListenError, Listener, RecvError, SendError};
@@ -15,9 +15,18 @@ use super::transmit::route;
 use super::{ListenerState, Shard};
 
 impl Shard {
-    /// Listens on `addr` (our address, or 0.0.0.0 for any of ours).
-    pub fn listen(&mut self, addr: SocketAddrV4) -> Result<Listener, ListenError> {
-        if !addr.ip().is_unspecified() && *addr.ip() != self.config.ip {
+    /// Listens on `addr`: our address, or the unspecified address of
+    /// either family (`0.0.0.0`, `[::]`) for any of ours. The stack speaks
+    /// IPv4 only so far: an IPv6 address other than `[::]` and an
+    /// IPv4-mapped one of ours is not available.
+    pub fn listen(&mut self, addr: impl Into<SocketAddr>) -> Result<Listener, ListenError> {
+        let addr = addr.into();
+        let ours = match addr.ip() {
+            ip if ip.is_unspecified() => true,
+            IpAddr::V4(ip) => ip == self.config.ip,
+            IpAddr::V6(ip) => ip.to_ipv4_mapped() == Some(self.config.ip),
+        };
+        if !ours {
             return Err(ListenError::AddressNotAvailable);
         }
         if self.listener_ports.contains_key(&addr.port()) {
@@ -83,8 +92,17 @@ impl Shard {
     }
 
     /// Opens a connection to `to`. Completion is signalled by
-    /// [`Event::Connected`] (or [`Event::Error`]).
-    pub fn connect(&mut self, now: Instant, to: SocketAddrV4) -> Result<Handle, ConnectError> {
+    /// [`Event::Connected`] (or [`Event::Error`]). The stack speaks IPv4
+    /// only so far: an IPv6 destination has no route (an IPv4-mapped one
+    /// is its IPv4 address).
+    pub fn connect(&mut self, now: Instant, to: impl Into<SocketAddr>) -> Result<Handle, ConnectError> {
+        let to = match to.into() {
+            SocketAddr::V4(to) => to,
+            SocketAddr::V6(to) => match to.ip().to_ipv4_mapped() {
+                Some(ip) => SocketAddrV4::new(ip, to.port()),
+                None => return Err(ConnectError::NoRoute),
+            },
+        };
         self.advance(now);
         let ip = *to.ip();
         if to.port() == 0 || ip == self.config.ip || !is_unicast(ip) {
@@ -249,8 +267,8 @@ impl Shard {
 
     /// The peer's end of a connection the application holds: what
     /// [`flow`](Self::flow) says of it, without the rest.
-    pub fn peer(&self, h: Handle) -> Option<SocketAddrV4> {
-        self.conns.get(h.0).filter(|c| c.is_accepted() && !c.is_orphan()).map(|c| c.tuple.remote())
+    pub fn peer(&self, h: Handle) -> Option<SocketAddr> {
+        self.conns.get(h.0).filter(|c| c.is_accepted() && !c.is_orphan()).map(|c| c.tuple.remote().into())
     }
 
     /// Statistics of a connection the application holds. A pure ACK held

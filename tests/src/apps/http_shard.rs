@@ -11,7 +11,7 @@
 //! the requests answered.
 
 use std::collections::HashSet;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -36,7 +36,7 @@ pub struct HttpShard {
     app: HttpApp,
     seen: HashSet<Handle>,
     peak_connections: usize,
-    flows: Vec<(SocketAddrV4, SocketAddrV4)>,
+    flows: Vec<(SocketAddr, SocketAddr)>,
 }
 
 /// What the server's HTTP layer did on a shard.
@@ -50,7 +50,7 @@ pub struct HttpTally {
     pub peak_connections: usize,
     /// Every accepted connection as (local, remote) address, so a test can
     /// check which shard each landed on.
-    pub flows: Vec<(SocketAddrV4, SocketAddrV4)>,
+    pub flows: Vec<(SocketAddr, SocketAddr)>,
 }
 
 impl HttpShard {

@@ -43,7 +43,7 @@
 //! Steady state allocates nothing: the driver's and the policy's tables
 //! keep their room, and the per-connection state lives in the app's slot.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use fairway_stack::fairness::{Capacity, Direction, Driver, DriverConfig, Policy};
@@ -168,7 +168,7 @@ impl WindowControl {
             // It turned: a new flow as far as the policy knows.
             self.driver.untrack(shard, h);
         }
-        let weight = self.weights.weight_of(IpAddr::V4(*stats.remote.ip()));
+        let weight = self.weights.weight_of(stats.remote.ip());
         self.driver.track(now, h, direction, weight.get());
         s.tracked = Some(direction);
     }
@@ -200,8 +200,8 @@ impl WindowControl {
         metrics.observe_fairness(self.driver.flows().filter_map(|(h, sample, _)| {
             let (sample, stats) = (sample?, shard.flow(h)?);
             Some(FairFlow {
-                local: stats.local.into(),
-                remote: stats.remote.into(),
+                local: stats.local,
+                remote: stats.remote,
                 direction: sample.direction,
                 srtt: sample.srtt,
                 min_rtt: sample.min_rtt,

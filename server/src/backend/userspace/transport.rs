@@ -55,7 +55,7 @@ impl Transport for Shard {
         loop {
             let h = Shard::accept(self, listener)?;
             match self.peer(h) {
-                Some(peer) => return Some((h, SocketAddr::V4(peer))),
+                Some(peer) => return Some((h, peer)),
                 None => self.close(h),
             }
         }

@@ -1008,8 +1008,8 @@ impl Connection {
     /// A statistics snapshot.
     pub fn stats(&self) -> FlowStats {
         FlowStats {
-            local: self.tuple.local(),
-            remote: self.tuple.remote(),
+            local: self.tuple.local().into(),
+            remote: self.tuple.remote().into(),
             state: self.state,
             srtt: self.rtt.srtt(),
             rttvar: self.rtt.rttvar(),

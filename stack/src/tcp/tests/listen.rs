@@ -1,6 +1,6 @@
 //! LISTEN: passive opens (RFC 9293 §3.10.7.2) and the SYN queue.
 
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 
 use super::harness::*;
 use crate::api::{Event, ListenError};
@@ -176,4 +176,34 @@ fn a_tiny_mss_is_raised_to_the_floor_and_counted() {
     let mut t = T::listening();
     t.send(t.seg_in().seq(IRS).no_ack().syn().mss(48));
     assert_eq!(t.shard.counters().mss_raised, 0);
+}
+
+#[test]
+fn listening_on_the_ipv6_unspecified_address_takes_ipv4_peers() {
+    // `[::]:80` is "any of our addresses": with IPv4 only so far, the IPv4
+    // one. The connection's ends are told as the family they are.
+    let mut t = T::bare(config());
+    let any6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), LOCAL_PORT);
+    t.listener = Some(t.shard.listen(any6).unwrap());
+    assert_eq!(t.shard.listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, LOCAL_PORT)), Err(ListenError::AddressInUse));
+    t.handshake();
+    let flow = t.shard.flow(t.h()).unwrap();
+    assert_eq!(flow.local, SocketAddr::from(SocketAddrV4::new(LOCAL_IP, LOCAL_PORT)));
+    assert_eq!(flow.remote, SocketAddr::from(SocketAddrV4::new(REMOTE_IP, REMOTE_PORT)));
+    assert_eq!(t.shard.peer(t.h()), Some(flow.remote));
+}
+
+#[test]
+fn an_ipv6_address_is_not_ours_but_our_ipv4_mapped_one_is() {
+    let mut t = T::bare(config());
+    let global = SocketAddr::new(IpAddr::V6(Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 0, 1)), 81);
+    assert_eq!(t.shard.listen(global), Err(ListenError::AddressNotAvailable));
+    let loopback = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 81);
+    assert_eq!(t.shard.listen(loopback), Err(ListenError::AddressNotAvailable));
+    let other_mapped = SocketAddr::new(IpAddr::V6(Ipv4Addr::new(10, 0, 0, 9).to_ipv6_mapped()), 81);
+    assert_eq!(t.shard.listen(other_mapped), Err(ListenError::AddressNotAvailable));
+    let mapped = SocketAddr::new(IpAddr::V6(LOCAL_IP.to_ipv6_mapped()), 81);
+    assert!(t.shard.listen(mapped).is_ok());
+    // The same port again, by its IPv4 name.
+    assert_eq!(t.shard.listen(SocketAddrV4::new(LOCAL_IP, 81)), Err(ListenError::AddressInUse));
 }

@@ -1,6 +1,6 @@
 //! SYN-SENT: active opens (RFC 9293 §3.10.7.3), simultaneous open.
 
-use core::net::SocketAddrV4;
+use core::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV4};
 
 use super::harness::*;
 use crate::api::{ConnectError, ConnectionError, Event, RecvError};
@@ -153,7 +153,7 @@ fn with_steering_connect_picks_ports_this_shard_owns() {
         let peer = SocketAddrV4::new(REMOTE_IP, 80);
         for _ in 0..50 {
             let h = t.shard.connect(t.now, peer).unwrap();
-            let local = t.shard.flow(h).unwrap().local;
+            let SocketAddr::V4(local) = t.shard.flow(h).unwrap().local else { panic!("not IPv4") };
             assert_eq!(owner((*local.ip(), local.port()), (REMOTE_IP, 80), 4), index);
         }
         // Four shards share the range: about a quarter of it is this one's,
@@ -162,4 +162,19 @@ fn with_steering_connect_picks_ports_this_shard_owns() {
         assert_eq!(syns.len(), 50);
         assert!(syns.windows(2).all(|w| w[0].src_port < w[1].src_port));
     }
+}
+
+#[test]
+fn an_ipv6_destination_has_no_route_and_an_ipv4_mapped_one_is_ipv4() {
+    let mut t = T::bare(config());
+    let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 0, 2)), 80);
+    assert_eq!(t.shard.connect(t.now, v6), Err(ConnectError::NoRoute));
+    assert!(t.segments().is_empty());
+    assert_eq!(t.shard.connection_count(), 0);
+    let mapped = SocketAddr::new(IpAddr::V6(REMOTE_IP.to_ipv6_mapped()), 80);
+    let h = t.shard.connect(t.now, mapped).unwrap();
+    let syn = t.segments();
+    assert_eq!(syn.len(), 1);
+    assert!(syn[0].syn && syn[0].dst_port == 80);
+    assert_eq!(t.shard.flow(h).unwrap().remote, SocketAddr::from(SocketAddrV4::new(REMOTE_IP, 80)));
 }
