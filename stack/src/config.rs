@@ -3,7 +3,7 @@
 //! Defaults follow Linux where the RFCs leave a choice (200 ms minimum RTO,
 //! 40 ms delayed ACK, 60 s TIME-WAIT, 49152–65535 for ephemeral ports).
 
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 
 pub use crate::tcp::congestion::Algorithm;
 use crate::time::Duration;
@@ -38,6 +38,47 @@ pub struct Config {
     /// [`crate::steering::owner`], so the runtime steers their frames here.
     /// `None` (the default): one shard, every port.
     pub steering: Option<crate::steering::Steering>,
+    /// IPv6 beside IPv4; off (`None`) by default.
+    pub ipv6: Option<Ipv6Config>,
+}
+
+/// IPv6 (RFC 8200): which addresses are ours, and how they come up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ipv6Config {
+    /// Configured addresses (global or unique-local) with their prefix
+    /// lengths. The link-local address formed from the MAC
+    /// ([`link_local`]) is ours besides them.
+    pub addresses: Vec<(Ipv6Addr, u8)>,
+    /// Neighbor Solicitations sent to detect a duplicate before an address
+    /// is used (RFC 4862 §5.1 `DupAddrDetectTransmits`, 1 by default); 0
+    /// uses every address at once.
+    pub dad_transmits: u8,
+}
+
+impl Ipv6Config {
+    /// The configured `addresses`, with duplicate address detection.
+    pub fn new(addresses: Vec<(Ipv6Addr, u8)>) -> Ipv6Config {
+        Ipv6Config { addresses, dad_transmits: 1 }
+    }
+}
+
+/// The link-local address of an interface with Ethernet address `mac`:
+/// fe80::/64 and the modified EUI-64 identifier (RFC 4291 §2.5.1 and
+/// appendix A, RFC 4862 §5.3).
+pub fn link_local(mac: [u8; 6]) -> Ipv6Addr {
+    let [a, b, c, d, e, f] = mac;
+    let id = [a ^ 0x02, b, c, 0xff, 0xfe, d, e, f];
+    let mut octets = [0u8; 16];
+    octets[..2].copy_from_slice(&[0xfe, 0x80]);
+    octets[8..].copy_from_slice(&id);
+    Ipv6Addr::from(octets)
+}
+
+/// The solicited-node multicast address of `addr` (RFC 4291 §2.7.1):
+/// ff02::1:ffXX:XXXX from its last 24 bits.
+pub fn solicited_node(addr: Ipv6Addr) -> Ipv6Addr {
+    let o = addr.octets();
+    Ipv6Addr::from([0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, o[13], o[14], o[15]])
 }
 
 impl Config {
@@ -54,6 +95,7 @@ impl Config {
             limits: Limits::default(),
             recycle: true,
             steering: None,
+            ipv6: None,
         }
     }
 

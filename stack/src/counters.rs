@@ -31,7 +31,7 @@ reasons! {
     EthernetTruncated => "ethernet_truncated",
     /// Unicast to another MAC address.
     EthernetNotForUs => "ethernet_not_for_us",
-    /// An EtherType other than IPv4 or ARP.
+    /// An EtherType other than IPv4 or ARP (or IPv6, when it is on).
     EthernetUnknownType => "ethernet_unknown_type",
     /// Malformed or not Ethernet/IPv4 ARP.
     ArpMalformed => "arp_malformed",
@@ -106,6 +106,39 @@ reasons! {
     TcpDataAfterClose => "tcp_data_after_close",
     /// A frame the shard wanted to send itself, dropped because its queue was full.
     ControlQueueFull => "control_queue_full",
+    /// Shorter than its header, or a payload length beyond the frame.
+    Ipv6Truncated => "ipv6_truncated",
+    /// Version is not 6.
+    Ipv6BadVersion => "ipv6_bad_version",
+    /// Addressed to another host or a multicast group we are not in.
+    Ipv6NotForUs => "ipv6_not_for_us",
+    /// Source is multicast, one of ours, or unspecified where RFC 4861 does
+    /// not allow it.
+    Ipv6BadSource => "ipv6_bad_source",
+    /// A fragment; we do not reassemble.
+    Ipv6Fragment => "ipv6_fragment",
+    /// A malformed extension header, a Hop-by-Hop header not first, an
+    /// unknown option that asks for discarding, or a type 0 routing
+    /// header (RFC 5095) with segments left (answered with a parameter
+    /// problem where RFC 8200 §4 asks for one).
+    Ipv6BadExtension => "ipv6_bad_extension",
+    /// A next header we do not handle (answered with a parameter problem,
+    /// RFC 8200 §4).
+    Ipv6UnknownProtocol => "ipv6_unknown_protocol",
+    /// "No next header": nothing to deliver (RFC 8200 §4.7).
+    Ipv6NoNextHeader => "ipv6_no_next_header",
+    /// TCP over IPv6, which the stack does not serve yet.
+    TcpOverIpv6 => "tcp_over_ipv6",
+    /// Malformed ICMPv6 or bad ICMPv6 checksum.
+    Icmpv6Malformed => "icmpv6_malformed",
+    /// ICMPv6 we do not act on.
+    Icmpv6Ignored => "icmpv6_ignored",
+    /// Neighbor Discovery failing RFC 4861's validation (hop limit, code,
+    /// target, source), or a duplicate address detected (RFC 4862 §5.4).
+    NdpInvalid => "ndp_invalid",
+    /// Neighbor Discovery about an address that is not ours or a
+    /// neighbour we know.
+    NdpNotForUs => "ndp_not_for_us",
 }
 
 /// The shard's counters.
@@ -133,10 +166,19 @@ pub struct Counters {
     pub resets_sent: u64,
     /// Connections that reached ESTABLISHED.
     pub established: u64,
-    /// ICMP echo replies sent.
+    /// ICMP echo replies sent (ICMPv6 ones too).
     pub echo_replies: u64,
-    /// ICMP destination-unreachable messages sent.
+    /// ICMP destination-unreachable messages sent (ICMPv6 ones too).
     pub unreachables_sent: u64,
+    /// ICMPv6 parameter problems sent (RFC 8200 §4, RFC 4443 §3.4).
+    pub param_problems_sent: u64,
+    /// Neighbor Solicitations sent (duplicate address detection's too).
+    pub neighbor_solicits: u64,
+    /// Neighbor Advertisements sent.
+    pub neighbor_adverts: u64,
+    /// Addresses of ours found in use by another node (RFC 4862 §5.4.5):
+    /// never used.
+    pub duplicate_addresses: u64,
     /// ARP requests sent (gratuitous ones included).
     pub arp_requests: u64,
     /// ARP replies sent.
@@ -177,6 +219,10 @@ impl Default for Counters {
             established: 0,
             echo_replies: 0,
             unreachables_sent: 0,
+            param_problems_sent: 0,
+            neighbor_solicits: 0,
+            neighbor_adverts: 0,
+            duplicate_addresses: 0,
             arp_requests: 0,
             arp_replies: 0,
             syn_cookies_sent: 0,

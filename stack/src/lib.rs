@@ -38,10 +38,10 @@
 //!   timer mechanism), [`StoragePool`] with [`TRIM_INTERVAL`] and
 //!   [`LARGE_BUFFER`], and [`ETHERNET_HEADER_LEN`].
 //!
-//! The rest (checksums, the flow table, pools, rings, the TCP machinery,
-//! wire helpers) is internal. The `internals` feature makes those modules
-//! public for the micro-benchmarks, the fuzz targets and tests that reach
-//! inside; applications do not need it.
+//! The rest (checksums, the flow table, the neighbour cache, pools, rings,
+//! the TCP machinery, wire helpers) is internal. The `internals` feature
+//! makes those modules public for the micro-benchmarks, the fuzz targets and
+//! tests that reach inside; applications do not need it.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 // Without `internals` the parts of the internals' API that only the
@@ -68,13 +68,13 @@ mod shard;
 pub mod steering;
 pub mod time;
 
-internal!(arp, checksum, flow_table, pool, ring, tcp, timer_wheel, wire);
+internal!(checksum, flow_table, neighbor, pool, ring, tcp, timer_wheel, wire);
 
 pub use api::{ConnectError, ConnectionError, Event, FlowStats, Handle, ListenError, Listener, RecvError, SendError};
-pub use config::{Config, KeepAlive, Limits, TcpConfig};
+pub use config::{Config, Ipv6Config, KeepAlive, Limits, TcpConfig, link_local, solicited_node};
 pub use counters::{Counters, DropReason};
 pub use pool::{LARGE_BUFFER, StoragePool, TRIM_INTERVAL};
-pub use shard::Shard;
+pub use shard::{AddressState as Ipv6AddressState, Shard};
 pub use tcp::State;
 pub use tcp::congestion::Algorithm;
 pub use timer_wheel::TimerWheel;

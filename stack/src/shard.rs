@@ -23,10 +23,10 @@ use foldhash::fast::FixedState;
 use hashbrown::HashMap;
 use smoltcp::wire::{ArpOperation, EthernetFrame, EthernetProtocol};
 
-use crate::arp::ArpCache;
 use crate::config::Config;
 use crate::counters::{Counters, DropReason};
 use crate::flow_table::FlowTable;
+use crate::neighbor::ArpCache;
 use crate::pool::{BufferPool, Key, Slab, StoragePool};
 use crate::tcp::connection::{Connection, Env, NEVER};
 use crate::tcp::isn::IsnGenerator;
@@ -40,14 +40,21 @@ mod arp;
 mod bookkeeping;
 mod held_acks;
 mod ipv4;
+mod ipv6;
+mod ndp;
 mod tcp;
 mod transmit;
 
 use held_acks::HeldAck;
+pub use ipv6::AddressState;
+use ipv6::Ipv6State;
 
-/// Timer id of the shard's own ARP maintenance; connection ids follow.
+/// Timer id of the shard's own ARP maintenance.
 const ARP_TIMER: u32 = 0;
-const FIRST_CONNECTION_TIMER: u32 = 1;
+/// Timer id of Neighbor Discovery's (duplicate address detection); the
+/// connections' ids follow.
+const NDP_TIMER: u32 = 1;
+const FIRST_CONNECTION_TIMER: u32 = 2;
 
 /// ICMP errors allowed per second (RFC 1812 §4.3.2.8 asks for a limit).
 const ICMP_ERRORS_PER_SEC: u32 = 100;
@@ -114,6 +121,8 @@ pub struct Shard {
     /// Pure ACKs held back until the receive batch ends (at most one per
     /// connection; see `held_acks`).
     held: Vec<HeldAck>,
+    /// Our IPv6 addresses and neighbours, when IPv6 is on.
+    ipv6: Option<Ipv6State>,
 }
 
 /// `Env` holds non-`Debug` internals; keep the shard's `Debug` short.
@@ -166,9 +175,11 @@ impl Shard {
             challenge_refill: Instant::ZERO,
             pool_trim_at: Instant::ZERO + crate::pool::TRIM_INTERVAL,
             held: Vec::with_capacity(HELD_ACKS),
+            ipv6: config.ipv6.as_ref().map(|v6| Ipv6State::new(v6, config.mac, limits.arp_cache)),
             config,
         };
         shard.queue_arp(ArpOperation::Request, [0; 6], shard.config.ip, wire::BROADCAST_MAC);
+        shard.start_dad();
         shard
     }
 
@@ -190,6 +201,23 @@ impl Shard {
     /// Connections in TIME-WAIT.
     pub fn time_wait_count(&self) -> usize {
         self.env.0.time_wait
+    }
+
+    /// Our IPv6 addresses (the link-local one first) and where each
+    /// stands; none when IPv6 is off.
+    pub fn ipv6_addresses(&self) -> impl Iterator<Item = (core::net::Ipv6Addr, AddressState)> + '_ {
+        self.ipv6.iter().flat_map(|v6| v6.addresses.iter().map(|a| (a.addr, a.state)))
+    }
+
+    /// An IPv6 neighbour's link address and state, for tests.
+    #[cfg(test)]
+    pub(crate) fn ipv6_neighbor(
+        &self,
+        now: Instant,
+        addr: core::net::Ipv6Addr,
+    ) -> Option<([u8; 6], crate::neighbor::NeighborState)> {
+        let neighbors = &self.ipv6.as_ref()?.neighbors;
+        Some((neighbors.get(addr)?, neighbors.state(now, addr)?))
     }
 
     /// Records a neighbour for good, as `ip neigh add ... nud permanent` does.
@@ -215,14 +243,16 @@ impl Shard {
             return self.drop(DropReason::EthernetTruncated);
         };
         let dst = eth.dst_addr();
-        if dst.0 != self.config.mac && !dst.is_broadcast() {
+        let group = dst.is_multicast() && self.ipv6.as_ref().is_some_and(|v6| v6.listens_on(dst.0));
+        if dst.0 != self.config.mac && !dst.is_broadcast() && !group {
             return self.drop(DropReason::EthernetNotForUs);
         }
         let src_mac = eth.src_addr().0;
         match eth.ethertype() {
             EthernetProtocol::Arp => self.handle_arp(now, eth.payload()),
-            EthernetProtocol::Ipv4 if dst.is_broadcast() => self.drop(DropReason::Ipv4NotForUs),
+            EthernetProtocol::Ipv4 if dst.is_broadcast() || group => self.drop(DropReason::Ipv4NotForUs),
             EthernetProtocol::Ipv4 => self.handle_ipv4(now, src_mac, eth.payload()),
+            EthernetProtocol::Ipv6 => self.handle_ipv6(now, src_mac, dst.is_multicast(), eth.payload()),
             _ => self.drop(DropReason::EthernetUnknownType),
         }
     }
@@ -242,6 +272,10 @@ impl Shard {
         while let Some(id) = self.timers.pop_expired(now) {
             if id == ARP_TIMER {
                 self.on_arp_timer(now);
+                continue;
+            }
+            if id == NDP_TIMER {
+                self.on_ndp_timer(now);
                 continue;
             }
             let Some(key) = self.conns.key_at(id - FIRST_CONNECTION_TIMER) else { continue };

@@ -2,11 +2,12 @@
 //! smoltcp's; this module only fixes how Fairway lays frames out (no IP
 //! options, DF set, TTL 64) and puts the fast checksum in place.
 
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
-    EthernetAddress, EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, Ipv4Repr, TcpOption, TcpPacket,
+    EthernetAddress, EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr,
+    TcpOption, TcpPacket,
 };
 
 use crate::checksum;
@@ -20,6 +21,10 @@ pub const IPV4_HEADER_LEN: usize = 20;
 pub const TCP_HEADER_LEN: usize = 20;
 /// Where a TCP header starts in one of our frames.
 pub const TCP_OFFSET: usize = ETHERNET_HEADER_LEN + IPV4_HEADER_LEN;
+/// Bytes of an IPv6 header (extension headers are headers of their own).
+pub const IPV6_HEADER_LEN: usize = 40;
+/// The hop limit Neighbor Discovery sends with and requires (RFC 4861 §6.1).
+pub const NDP_HOP_LIMIT: u8 = 255;
 /// The broadcast MAC address.
 pub const BROADCAST_MAC: [u8; 6] = [0xff; 6];
 /// The TTL of packets we originate (RFC 1700's default, as Linux).
@@ -41,6 +46,27 @@ pub(crate) fn emit_ipv4(packet: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, protoco
     repr.emit(&mut ip, &ChecksumCapabilities::ignored());
     let sum = checksum::checksum(&packet[..IPV4_HEADER_LEN]);
     Ipv4Packet::new_unchecked(&mut packet[..IPV4_HEADER_LEN]).set_checksum(sum);
+}
+
+/// Writes an IPv6 header at the start of `packet` for `payload_len` bytes
+/// of payload (no extension headers).
+pub(crate) fn emit_ipv6(
+    packet: &mut [u8],
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    protocol: IpProtocol,
+    payload_len: usize,
+    hop_limit: u8,
+) {
+    let repr = Ipv6Repr { src_addr: src, dst_addr: dst, next_header: protocol, payload_len, hop_limit };
+    repr.emit(&mut Ipv6Packet::new_unchecked(&mut packet[..IPV6_HEADER_LEN]));
+}
+
+/// The Ethernet address an IPv6 multicast group maps to: 33:33 and the
+/// group's last 32 bits (RFC 2464 §7).
+pub fn ipv6_multicast_mac(group: Ipv6Addr) -> [u8; 6] {
+    let o = group.octets();
+    [0x33, 0x33, o[12], o[13], o[14], o[15]]
 }
 
 /// TCP flags as the stack uses them (smoltcp's `TcpControl` allows only one).

@@ -5,8 +5,8 @@ use core::net::Ipv4Addr;
 
 use smoltcp::wire::{ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetProtocol};
 
-use crate::arp::{ArpCache, Lookup};
 use crate::counters::DropReason;
+use crate::neighbor::{ArpCache, Lookup};
 use crate::time::Instant;
 use crate::wire::{self, ETHERNET_HEADER_LEN};
 

@@ -6,10 +6,10 @@ use core::net::Ipv4Addr;
 
 use smoltcp::wire::{ArpOperation, EthernetProtocol, IpProtocol};
 
-use crate::arp::Lookup;
 use crate::checksum;
 use crate::config::Config;
 use crate::counters::DropReason;
+use crate::neighbor::Lookup;
 use crate::pool::Key;
 use crate::tcp::connection::{Connection, Env};
 use crate::time::Instant;

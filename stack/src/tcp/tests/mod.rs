@@ -8,6 +8,7 @@ mod closing;
 mod established;
 mod fairness;
 mod in_place;
+mod ipv6;
 mod listen;
 mod network;
 mod options;

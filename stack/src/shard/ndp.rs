@@ -1,0 +1,182 @@
+//! Neighbor Discovery (RFC 4861) and duplicate address detection (RFC
+//! 4862 §5.4): solicitations for our addresses answered, advertisements
+//! and solicitations recorded in the neighbour cache, and our addresses
+//! probed before they are used.
+
+use core::net::Ipv6Addr;
+
+use smoltcp::wire::{EthernetAddress, Icmpv6Repr, NdiscNeighborFlags, NdiscRepr, RawHardwareAddress};
+
+use crate::config::solicited_node;
+use crate::counters::DropReason;
+use crate::time::{Duration, Instant};
+use crate::wire::{self, NDP_HOP_LIMIT};
+
+use super::ipv6::{ALL_NODES, AddressState, Peer6};
+use super::{NDP_TIMER, Shard};
+
+/// Time between duplicate-detection probes (RFC 4861 §10 `RetransTimer`).
+const RETRANS_TIMER: Duration = Duration::from_secs(1);
+
+impl Shard {
+    /// A Neighbor Discovery message (RFC 4861 §7), after the ICMPv6
+    /// checksum held.
+    pub(super) fn handle_ndisc(&mut self, now: Instant, peer: Peer6, hop_limit: u8, code: u8, ndisc: NdiscRepr<'_>) {
+        // §7.1.1 and §7.1.2: only from the link itself.
+        if hop_limit != NDP_HOP_LIMIT || code != 0 {
+            return self.drop(DropReason::NdpInvalid);
+        }
+        match ndisc {
+            NdiscRepr::NeighborSolicit { target_addr, lladdr } => self.on_solicit(now, peer, target_addr, lladdr),
+            NdiscRepr::NeighborAdvert { flags, target_addr, lladdr } => {
+                self.on_advert(now, peer, flags, target_addr, lladdr);
+            }
+            _ => self.drop(DropReason::Icmpv6Ignored),
+        }
+    }
+
+    /// RFC 4861 §7.2.3 (and RFC 4862 §5.4.3 for a tentative target).
+    fn on_solicit(&mut self, now: Instant, peer: Peer6, target: Ipv6Addr, lladdr: Option<RawHardwareAddress>) {
+        let from_dad = peer.ip.is_unspecified();
+        // §7.1.1: a probe from `::` goes to the solicited-node group and
+        // carries no link-layer address.
+        if target.is_multicast() || (from_dad && (peer.dst != solicited_node(target) || lladdr.is_some())) {
+            return self.drop(DropReason::NdpInvalid);
+        }
+        let mac = match lladdr.map(ethernet) {
+            Some(Some(mac)) => Some(mac),
+            Some(None) => return self.drop(DropReason::NdpInvalid),
+            None => None,
+        };
+        let Some(v6) = &mut self.ipv6 else { return };
+        let Some(ours) = v6.addresses.iter_mut().find(|a| a.addr == target) else {
+            return self.drop(DropReason::NdpNotForUs);
+        };
+        match ours.state {
+            AddressState::Duplicate => return self.drop(DropReason::NdpNotForUs),
+            AddressState::Tentative if from_dad => {
+                // Another node probes for the same address: it is taken.
+                ours.state = AddressState::Duplicate;
+                self.env.0.counters.duplicate_addresses += 1;
+                return self.drop(DropReason::NdpInvalid);
+            }
+            AddressState::Tentative => return self.drop(DropReason::NdpNotForUs),
+            AddressState::Preferred => {}
+        }
+        if let Some(mac) = mac {
+            v6.neighbors.update_stale(now, peer.ip, mac);
+        }
+        // The answer: to the asker, or to all nodes when it has no address
+        // yet (then unsolicited, §7.2.4).
+        let (dst, dst_mac, solicited) = if from_dad {
+            (ALL_NODES, wire::ipv6_multicast_mac(ALL_NODES), false)
+        } else {
+            (peer.ip, mac.unwrap_or(peer.mac), true)
+        };
+        let mut flags = NdiscNeighborFlags::OVERRIDE;
+        flags.set(NdiscNeighborFlags::SOLICITED, solicited);
+        let our_mac = RawHardwareAddress::from(EthernetAddress(self.config.mac));
+        let advert = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert { flags, target_addr: target, lladdr: Some(our_mac) });
+        if self.queue_icmpv6(dst_mac, target, dst, NDP_HOP_LIMIT, &advert) {
+            self.env.0.counters.neighbor_adverts += 1;
+        }
+    }
+
+    /// RFC 4861 §7.2.5 (and RFC 4862 §5.4.4 for a tentative target).
+    fn on_advert(
+        &mut self,
+        now: Instant,
+        peer: Peer6,
+        flags: NdiscNeighborFlags,
+        target: Ipv6Addr,
+        lladdr: Option<RawHardwareAddress>,
+    ) {
+        // §7.1.2: never about a group, and a solicited one never to a group.
+        if target.is_multicast() || (peer.dst.is_multicast() && flags.contains(NdiscNeighborFlags::SOLICITED)) {
+            return self.drop(DropReason::NdpInvalid);
+        }
+        let mac = match lladdr.map(ethernet) {
+            Some(Some(mac)) => Some(mac),
+            Some(None) => return self.drop(DropReason::NdpInvalid),
+            None => None,
+        };
+        let Some(v6) = &mut self.ipv6 else { return };
+        if let Some(ours) = v6.addresses.iter_mut().find(|a| a.addr == target) {
+            if ours.state == AddressState::Tentative {
+                ours.state = AddressState::Duplicate;
+                self.env.0.counters.duplicate_addresses += 1;
+            }
+            // Another node claims an address of ours: nothing to record.
+            return self.drop(DropReason::NdpInvalid);
+        }
+        if !v6.neighbors.contains(target) {
+            // §7.2.5: an advertisement for no entry is silently discarded.
+            return self.drop(DropReason::NdpNotForUs);
+        }
+        let solicited = flags.contains(NdiscNeighborFlags::SOLICITED);
+        match mac {
+            Some(mac) if solicited => v6.neighbors.update(now, target, mac),
+            Some(mac) if flags.contains(NdiscNeighborFlags::OVERRIDE) || v6.neighbors.get(target).is_none() => {
+                v6.neighbors.update_stale(now, target, mac);
+            }
+            Some(_) => {}
+            None if solicited => {
+                let _ = v6.neighbors.confirm(now, target);
+            }
+            None => {}
+        }
+    }
+
+    /// Starts duplicate address detection for every tentative address.
+    pub(super) fn start_dad(&mut self) {
+        self.send_dad_probes();
+    }
+
+    /// The NDP timer: the next round of duplicate-detection probes, and
+    /// tentative addresses whose probes went unanswered taken into use.
+    pub(super) fn on_ndp_timer(&mut self, _now: Instant) {
+        if let Some(v6) = &mut self.ipv6 {
+            for address in &mut v6.addresses {
+                if address.state == AddressState::Tentative && address.probes_left == 0 {
+                    address.state = AddressState::Preferred;
+                }
+            }
+        }
+        self.send_dad_probes();
+    }
+
+    /// One probe for each tentative address with probes left (RFC 4862
+    /// §5.4.2: from `::` to its solicited-node group, no link-layer
+    /// address), and the timer for the next round.
+    fn send_dad_probes(&mut self) {
+        let Some(v6) = &mut self.ipv6 else { return };
+        let mut targets = Vec::new();
+        let mut waiting = false;
+        for address in &mut v6.addresses {
+            if address.state == AddressState::Tentative {
+                waiting = true;
+                if address.probes_left > 0 {
+                    address.probes_left -= 1;
+                    targets.push(address.addr);
+                }
+            }
+        }
+        for target in targets {
+            let group = solicited_node(target);
+            let probe = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr: target, lladdr: None });
+            let mac = wire::ipv6_multicast_mac(group);
+            if self.queue_icmpv6(mac, Ipv6Addr::UNSPECIFIED, group, NDP_HOP_LIMIT, &probe) {
+                self.env.0.counters.neighbor_solicits += 1;
+            }
+        }
+        if waiting {
+            self.timers.schedule(NDP_TIMER, self.now + RETRANS_TIMER);
+        }
+    }
+}
+
+/// An Ethernet unicast address from a link-layer address option.
+fn ethernet(lladdr: RawHardwareAddress) -> Option<[u8; 6]> {
+    let bytes: [u8; 6] = lladdr.as_bytes().try_into().ok()?;
+    EthernetAddress(bytes).is_unicast().then_some(bytes)
+}
