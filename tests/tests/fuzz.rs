@@ -1,11 +1,11 @@
 //! A shard under a barrage of random and mutated frames never panics, counts
 //! what it drops, and keeps serving a live connection byte-exactly.
 
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 
 use fairway_nic::sim::{LinkConfig, Side};
 use fairway_stack::time::{Duration, Instant};
-use fairway_stack::{DropReason, FlowStats};
+use fairway_stack::{DropReason, FlowStats, Ipv6Config, solicited_node};
 use fairway_tests::reqresp::{Mode, RequestResponse, Workload};
 use fairway_tests::scenario::{SERVER_IP, client_ip};
 use fairway_tests::world::{Stop, World};
@@ -14,10 +14,16 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
     ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol, Icmpv4Packet, Icmpv4Repr,
-    IpProtocol, Ipv4Packet, Ipv4Repr, TcpPacket,
+    Icmpv6Packet, Icmpv6Repr, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, NdiscRepr, RawHardwareAddress,
+    TcpPacket,
 };
 
 const FRAMES: usize = 100_000;
+
+/// The server's IPv6 address (beside its link-local one).
+const SERVER_V6: Ipv6Addr = Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 0, 1);
+/// The peer the IPv6 frames come from.
+const PEER_V6: Ipv6Addr = Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 0, 2);
 
 /// What the fuzzer knows about the live connection, so its frames can aim
 /// at it.
@@ -38,7 +44,7 @@ struct Fuzzer {
 impl Fuzzer {
     fn frame(&mut self) -> Vec<u8> {
         self.n += 1;
-        let kind = self.n % 10;
+        let kind = self.n % 12;
         let mut frame = match kind {
             0 => self.random_bytes(),
             1..=4 => self.tcp(false),
@@ -46,7 +52,8 @@ impl Fuzzer {
             6 => self.ipv4_mangled(),
             7 => self.arp(),
             8 => self.icmp(),
-            _ => self.syn_flood(),
+            9 => self.syn_flood(),
+            _ => self.ipv6(),
         };
         // A third of everything is further damaged: bytes flipped or cut.
         if self.rng.random_range(0..3) == 0 {
@@ -169,6 +176,82 @@ impl Fuzzer {
         f
     }
 
+    /// An IPv6 packet behind a random chain of extension headers (options
+    /// with random contents, routing headers with any type and segments
+    /// left, fragments, Hop-by-Hop anywhere), carrying an echo request, a
+    /// neighbour solicitation, UDP, TCP or an unknown protocol, to one of
+    /// our addresses or groups or elsewhere, sometimes from `::`, with a
+    /// payload length that is sometimes wrong.
+    fn ipv6(&mut self) -> Vec<u8> {
+        let group = solicited_node(SERVER_V6);
+        let dst = match self.rng.random_range(0..4) {
+            0 => group,
+            1 => Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1),
+            2 => Ipv6Addr::from_bits(self.rng.random()),
+            _ => SERVER_V6,
+        };
+        let src = if self.rng.random_range(0..8) == 0 { Ipv6Addr::UNSPECIFIED } else { PEER_V6 };
+        let data: Vec<u8> = (0..self.rng.random_range(0..64)).map(|_| self.rng.random()).collect();
+        let (mut upper, protocol) = match self.rng.random_range(0..5) {
+            0 => (
+                self.icmpv6(src, dst, &Icmpv6Repr::EchoRequest { ident: 1, seq_no: 2, data: &data }),
+                IpProtocol::Icmpv6,
+            ),
+            1 => {
+                let lladdr = self
+                    .rng
+                    .random::<bool>()
+                    .then(|| RawHardwareAddress::from(EthernetAddress(self.target.client_mac)));
+                let ns = NdiscRepr::NeighborSolicit { target_addr: SERVER_V6, lladdr };
+                (self.icmpv6(src, dst, &Icmpv6Repr::Ndisc(ns)), IpProtocol::Icmpv6)
+            }
+            2 => ([&[0x30, 0x39, 0, 53, 0, 8, 0, 0][..], &data].concat(), IpProtocol::Udp),
+            3 => (data.clone(), IpProtocol::Tcp),
+            _ => (data.clone(), IpProtocol::Unknown(self.rng.random_range(140..=252))),
+        };
+        // The chain, built back to front: each header names the next.
+        let mut next = protocol;
+        for _ in 0..self.rng.random_range(0..4) {
+            let kind = [IpProtocol::HopByHop, IpProtocol::Ipv6Opts, IpProtocol::Ipv6Route, IpProtocol::Ipv6Frag]
+                [self.rng.random_range(0..4)];
+            let units = if kind == IpProtocol::Ipv6Frag { 0 } else { self.rng.random_range(0..3usize) };
+            let mut header = vec![0u8; (units + 1) * 8];
+            for b in &mut header[2..] {
+                *b = if self.rng.random() { 0 } else { self.rng.random() };
+            }
+            header[0] = u8::from(next);
+            header[1] = if kind == IpProtocol::Ipv6Frag { 0 } else { units as u8 };
+            upper = [header, upper].concat();
+            next = kind;
+        }
+        let hop_limit = if self.rng.random() { 255 } else { self.rng.random() };
+        let repr = Ipv6Repr { src_addr: src, dst_addr: dst, next_header: next, payload_len: upper.len(), hop_limit };
+        let mut f = vec![0u8; 14 + 40 + upper.len()];
+        let dst_mac = if dst.is_multicast() {
+            let o = dst.octets();
+            [0x33, 0x33, o[12], o[13], o[14], o[15]]
+        } else {
+            self.target.server_mac
+        };
+        let mut eth = EthernetFrame::new_unchecked(&mut f[..]);
+        eth.set_dst_addr(EthernetAddress(dst_mac));
+        eth.set_src_addr(EthernetAddress(self.target.client_mac));
+        eth.set_ethertype(EthernetProtocol::Ipv6);
+        repr.emit(&mut Ipv6Packet::new_unchecked(&mut f[14..54]));
+        f[54..].copy_from_slice(&upper);
+        if self.rng.random_range(0..8) == 0 {
+            // A payload length that does not match.
+            f[18..20].copy_from_slice(&self.rng.random::<u16>().to_be_bytes());
+        }
+        f
+    }
+
+    fn icmpv6(&mut self, src: Ipv6Addr, dst: Ipv6Addr, repr: &Icmpv6Repr<'_>) -> Vec<u8> {
+        let mut bytes = vec![0u8; repr.buffer_len()];
+        repr.emit(&src, &dst, &mut Icmpv6Packet::new_unchecked(&mut bytes[..]), &ChecksumCapabilities::default());
+        bytes
+    }
+
     fn mutate(&mut self, frame: &mut Vec<u8>) {
         if frame.is_empty() {
             return;
@@ -191,6 +274,7 @@ fn random_and_mutated_frames_never_panic_and_the_live_connection_survives() {
     let mut world = World::new(3, 1500, link, link);
     let mut server_cfg = world.config_for(SERVER_IP);
     server_cfg.limits.syn_backlog = 256;
+    server_cfg.ipv6 = Some(Ipv6Config { dad_transmits: 0, ..Ipv6Config::new(vec![(SERVER_V6, 64)]) });
     let server = world.add_host(Side::Right, server_cfg, LinkConfig::ideal());
     let client = world.add_host(Side::Left, world.config_for(client_ip(0)), LinkConfig::ideal());
     let mut app = RequestResponse::new(
@@ -239,9 +323,16 @@ fn random_and_mutated_frames_never_panic_and_the_live_connection_survives() {
         DropReason::TcpTruncated,
         DropReason::TcpOutOfWindow,
         DropReason::Ipv4BadChecksum,
+        DropReason::Ipv6Truncated,
+        DropReason::Ipv6BadExtension,
+        DropReason::Ipv6Fragment,
+        DropReason::Ipv6UnknownProtocol,
+        DropReason::Icmpv6Malformed,
+        DropReason::NdpInvalid,
     ] {
         assert!(counters.dropped(reason) > 0, "{} never counted", reason.label());
     }
+    assert!(counters.neighbor_adverts > 0 && counters.param_problems_sent > 0, "{counters}");
     // The SYN flood is bounded by the SYN queue.
     assert!(
         world.hosts[server].shard.connection_count() <= 256 + 1,
