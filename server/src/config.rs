@@ -8,7 +8,7 @@
 //! every default filled in. Errors are one line and name the key.
 
 use std::fmt;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
@@ -107,6 +107,73 @@ impl fmt::Display for IpPrefix {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.addr, self.prefix)
     }
+}
+
+/// An IPv6 address with its prefix length: `fd77::1/64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ip6Prefix {
+    /// The address.
+    pub addr: Ipv6Addr,
+    /// The prefix length, 0 ..= 128.
+    pub prefix: u8,
+}
+
+impl fmt::Display for Ip6Prefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// What `--ip` takes: an address of either family with its prefix length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnyPrefix {
+    /// `10.0.0.1/24`.
+    V4(IpPrefix),
+    /// `fd77::1/64`.
+    V6(Ip6Prefix),
+}
+
+impl FromStr for AnyPrefix {
+    type Err = String;
+    fn from_str(s: &str) -> Result<AnyPrefix, String> {
+        let Some((addr, prefix)) = s.split_once('/').filter(|(addr, _)| addr.contains(':')) else {
+            return s
+                .parse()
+                .map(AnyPrefix::V4)
+                .map_err(|e| e.replace("not an IPv4 address", "not an IPv4 address (nor an IPv6 one)"));
+        };
+        let addr = addr.parse().map_err(|_| format!("'{addr}' is not an IPv6 address"))?;
+        let prefix = prefix
+            .parse::<u8>()
+            .ok()
+            .filter(|&p| p <= 128)
+            .ok_or_else(|| format!("bad prefix '/{prefix}' in '{s}': expected 0 to 128"))?;
+        Ok(AnyPrefix::V6(Ip6Prefix { addr, prefix }))
+    }
+}
+
+/// The file's `ip`: one `ADDR/PREFIX` or a list of them (`ip =
+/// "10.0.0.1/24"`, `ip = ["10.0.0.1/24", "fd77::1/64"]`).
+fn one_or_many<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<AnyPrefix>, D::Error> {
+    use serde::de::{Error, SeqAccess, Visitor};
+    struct Prefixes;
+    impl<'de> Visitor<'de> for Prefixes {
+        type Value = Vec<AnyPrefix>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an ADDR/PREFIX string or a list of them")
+        }
+        fn visit_str<E: Error>(self, s: &str) -> Result<Vec<AnyPrefix>, E> {
+            s.parse().map(|p| vec![p]).map_err(E::custom)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<AnyPrefix>, A::Error> {
+            let mut prefixes = Vec::new();
+            while let Some(s) = seq.next_element::<String>()? {
+                prefixes.push(s.parse().map_err(A::Error::custom)?);
+            }
+            Ok(prefixes)
+        }
+    }
+    deserializer.deserialize_any(Prefixes)
 }
 
 /// A size in bytes: `65536`, `64KiB`, `16M` (K, M, G are powers of 1024, as
@@ -258,10 +325,12 @@ pub struct Options {
     #[arg(long, value_name = "IF")]
     pub iface: Option<String>,
 
-    /// The userspace stack's own address and subnet, e.g. 10.0.0.1/24 (required with afxdp and tap);
-    /// it serves HTTP on port 80 of this address
+    /// The userspace stack's own addresses and subnets, one per --ip: one IPv4, e.g. 10.0.0.1/24 (required
+    /// with afxdp and tap), where it serves HTTP on port 80, and any IPv6, e.g. fd77::1/64, which turn IPv6 on
+    /// (with the link-local address): they answer ping and Neighbor Discovery; TCP over IPv6 is not served yet
     #[arg(long, value_name = "ADDR/PREFIX")]
-    pub ip: Option<IpPrefix>,
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub ip: Vec<AnyPrefix>,
 
     /// Router for destinations off the --ip subnet (userspace backends) [default: none, on-link only]
     #[arg(long, value_name = "ADDR")]
@@ -434,7 +503,7 @@ impl Options {
             backend: self.backend.or(file.backend),
             listen: self.listen.or(file.listen),
             iface: self.iface.or(file.iface),
-            ip: self.ip.or(file.ip),
+            ip: if self.ip.is_empty() { file.ip } else { self.ip },
             gateway: self.gateway.or(file.gateway),
             queues: self.queues.or(file.queues),
             tap_name: self.tap_name.or(file.tap_name),
@@ -530,8 +599,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// AF_XDP backend: the interface.
     pub iface: Option<String>,
-    /// Userspace backends: the stack's address and subnet.
+    /// Userspace backends: the stack's IPv4 address and subnet.
     pub ip: Option<IpPrefix>,
+    /// Userspace backends: the stack's IPv6 addresses (none: IPv6 off).
+    pub ip6: Vec<Ip6Prefix>,
     /// Userspace backends: the default router.
     pub gateway: Option<Ipv4Addr>,
     /// AF_XDP backend: NIC queues bound (≤ `shards`).
@@ -721,17 +792,33 @@ impl Options {
         if usize::from(queues) > shards {
             return Err(invalid(format!("--queues {queues} is more than --shards {shards}: each queue needs a shard")));
         }
+        let (mut ip, mut ip6) = (None, Vec::new());
+        for prefix in &self.ip {
+            match *prefix {
+                AnyPrefix::V4(p) if ip.is_some() => {
+                    return Err(invalid(format!("--ip {p}: one IPv4 address at most (IPv6 ones may be several)")));
+                }
+                AnyPrefix::V4(p) => ip = Some(p),
+                AnyPrefix::V6(p) if p.addr.is_multicast() || p.addr.is_unspecified() || p.addr.is_loopback() => {
+                    return Err(invalid(format!("--ip {p}: not an address an interface can have")));
+                }
+                AnyPrefix::V6(p) => ip6.push(p),
+            }
+        }
         match backend {
             Backend::Afxdp if self.iface.is_none() => {
                 return Err(invalid("--backend afxdp needs --iface (the interface to bind)"));
             }
-            Backend::Afxdp | Backend::Tap if self.ip.is_none() => {
-                return Err(invalid(format!("--backend {backend} needs --ip ADDR/PREFIX (the stack's own address)")));
+            Backend::Afxdp | Backend::Tap if ip.is_none() => {
+                let beside = if ip6.is_empty() { "" } else { " beside the IPv6 ones: TCP runs over IPv4 so far" };
+                return Err(invalid(format!(
+                    "--backend {backend} needs --ip ADDR/PREFIX (the stack's own IPv4 address){beside}"
+                )));
             }
             _ => {}
         }
         if let Some(gateway) = self.gateway {
-            match self.ip {
+            match ip {
                 Some(ip) if !ip.contains(gateway) || ip.addr == gateway => {
                     return Err(invalid(format!("--gateway {gateway} is not another address on --ip {ip}'s subnet")));
                 }
@@ -771,7 +858,8 @@ impl Options {
             backend,
             listen: self.listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080))),
             iface: self.iface,
-            ip: self.ip,
+            ip,
+            ip6,
             gateway: self.gateway,
             queues,
             multi_buffer: !self.no_multi_buffer,

@@ -526,3 +526,37 @@ print(ok, reset)
     let mut words = text.split_whitespace().map(|w| w.parse::<usize>().unwrap());
     (words.next().unwrap(), words.next().unwrap())
 }
+
+/// From client `client` of a testbed with IPv6: Fairway's IPv6 address
+/// answers `ping -6` (once its duplicate address detection is over,
+/// within 10 s), the kernel's neighbour entry for it is Fairway's MAC
+/// `mac` (learnt by Neighbor Discovery), and its link-local address,
+/// formed from that MAC, answers too.
+///
+/// # Panics
+///
+/// When any of that does not hold.
+pub fn check_ipv6_neighbour_and_ping(tb: &Testbed, client: usize, mac: String) {
+    let ns = tb.client_ns(client);
+    let server = tb.server_ip6().to_string();
+    let ping = |target: &str, count: &str| {
+        testbed::exec_timeout(
+            &ns,
+            &["ping", "-6", "-n", "-c", count, "-i", "0.2", "-W", "2", "-I", testbed::CLIENT_IF, target],
+            Duration::from_secs(20),
+        )
+        .unwrap_or_else(|e| panic!("ping -6 {target}: {e}"))
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ping(&server, "1").success() {
+        assert!(Instant::now() < deadline, "fd77::1 never answered ping -6");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = ping(&server, "3");
+    assert!(out.stdout_text().contains("3 received"), "{}", out.stdout_text());
+    let neigh = testbed::exec(&ns, &["ip", "-6", "neigh", "show", &server]).unwrap();
+    assert!(neigh.stdout_text().contains(&mac.to_lowercase()), "{} is not at {mac}", neigh.stdout_text());
+    let link_local = fairway_stack::link_local(crate::real_peers::parse_mac(&mac)).to_string();
+    let out = ping(&link_local, "2");
+    assert!(out.stdout_text().contains("2 received"), "{link_local}: {}", out.stdout_text());
+}

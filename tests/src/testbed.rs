@@ -86,7 +86,7 @@ mod status;
 use std::fmt;
 use std::fs::{self, File};
 use std::io::Write;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -150,6 +150,17 @@ fn set_offloads(ns: &str, dev: &str, features: &[&str], on: bool) -> Result<(), 
         args.extend([*feature, state]);
     }
     run(&format!("turning offloads {state} on {dev} in {ns}"), "ip", &args).map(drop)
+}
+
+/// The IPv6 subnet of a testbed with [`TestbedConfig::ipv6`]: fd77::/64,
+/// unique-local (RFC 4193).
+pub const IPV6_SUBNET: Ipv6Addr = Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 0, 0);
+/// Its prefix length.
+pub const IPV6_PREFIX_LEN: u8 = 64;
+
+/// Host `n` of [`IPV6_SUBNET`].
+fn ipv6_host(n: u32) -> Ipv6Addr {
+    Ipv6Addr::from_bits(IPV6_SUBNET.to_bits() | u128::from(n))
 }
 
 /// The `fairway` flags that put the server on a testbed's server
@@ -240,6 +251,11 @@ impl Testbed {
         let clients: Vec<String> = (0..c.clients).map(|i| client_ns(&c.prefix, i)).collect();
         for ns in [&srv, &sw].into_iter().chain(&clients) {
             ip(&format!("creating namespace {ns}"), &["netns", "add", ns])?;
+            if c.ipv6 && clients.contains(ns) {
+                // The clients speak IPv6 (their addresses come below).
+                ip(&format!("bringing up lo in {ns}"), &["-n", ns, "link", "set", "dev", "lo", "up"])?;
+                continue;
+            }
             run(
                 &format!("disabling IPv6 in {ns}"),
                 "ip",
@@ -355,6 +371,14 @@ impl Testbed {
             )?;
             let addr = format!("{}/{prefix_len}", self.client_ip(i));
             ip(&format!("addressing client {i}"), &["-n", ns, "addr", "add", &addr, "dev", CLIENT_IF])?;
+            if c.ipv6 {
+                // No duplicate detection: the testbed hands the addresses out.
+                let addr = format!("{}/{IPV6_PREFIX_LEN}", self.client_ip6(i));
+                ip(
+                    &format!("addressing client {i} (IPv6)"),
+                    &["-n", ns, "addr", "add", &addr, "dev", CLIENT_IF, "nodad"],
+                )?;
+            }
             veths.extend([(ns.clone(), CLIENT_IF.to_owned()), (sw.clone(), port.clone())]);
             if c.link_of(i).is_some() {
                 let (emulated, bridge_port) = emulated_ports(&port);
@@ -572,6 +596,19 @@ impl Testbed {
         self.config.subnet.host(SERVER_HOST).expect("a validated subnet has host 1")
     }
 
+    /// Fairway's IPv6 address on a testbed with [`TestbedConfig::ipv6`]:
+    /// fd77::1 (in [`IPV6_PREFIX_LEN`]).
+    pub fn server_ip6(&self) -> Ipv6Addr {
+        ipv6_host(SERVER_HOST)
+    }
+
+    /// Client `i`'s IPv6 address with [`TestbedConfig::ipv6`]:
+    /// host `10 + i` of fd77::/64 (fd77::a for client 0).
+    pub fn client_ip6(&self, i: usize) -> Ipv6Addr {
+        assert!(i < self.config.clients, "client {i} of {}", self.config.clients);
+        ipv6_host(CLIENT_HOST_BASE + i as u32)
+    }
+
     /// Client `i`'s address: host 10 + `i` (10.77.0.10, ...).
     pub fn client_ip(&self, i: usize) -> Ipv4Addr {
         assert!(i < self.config.clients, "client {i} of {}", self.config.clients);
@@ -589,9 +626,19 @@ impl Testbed {
         format!("{}/{}", self.server_ip(), self.prefix_len())
     }
 
-    /// The `fairway` flags that serve on this testbed ([`afxdp_flags`]).
+    /// Fairway's IPv6 address with its prefix length (`fd77::1/64`).
+    pub fn server_prefix6(&self) -> String {
+        format!("{}/{IPV6_PREFIX_LEN}", self.server_ip6())
+    }
+
+    /// The `fairway` flags that serve on this testbed ([`afxdp_flags`]),
+    /// with its IPv6 address too when the testbed has IPv6.
     pub fn afxdp_flags(&self) -> Vec<String> {
-        afxdp_flags(&self.server_prefix())
+        let mut flags = afxdp_flags(&self.server_prefix());
+        if self.config.ipv6 {
+            flags.extend(["--ip".to_owned(), self.server_prefix6()]);
+        }
+        flags
     }
 
     /// Turns transmit checksum, TSO and GSO on `fw0` on (a kernel server

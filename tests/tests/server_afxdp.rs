@@ -385,3 +385,25 @@ fn the_worst_tcp_attack_over_afxdp_leaves_downloads_intact_and_memory_bounded() 
     }
     tb.down().unwrap_or_else(|e| panic!("testbed down: {e}"));
 }
+
+/// IPv6 beside IPv4 (`--ip fd77::1/64`): the server's addresses come up
+/// after duplicate address detection, the kernel resolves Fairway by
+/// Neighbor Discovery and its `ping -6` is answered, at the global and the
+/// link-local address, while IPv4 clients are served as before.
+#[test]
+fn the_kernel_resolves_fairway_over_ipv6_and_its_pings_are_answered() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
+    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(1).queues(1).ipv6(true))
+        .unwrap_or_else(|e| panic!("testbed up: {e}"));
+    let flags: Vec<String> =
+        [tb.afxdp_flags(), ["--queues", "1", "--shards", "1"].map(str::to_owned).to_vec()].concat();
+    let served = Served::start(&tb, &flags.iter().map(String::as_str).collect::<Vec<_>>());
+    fairway_tests::served::check_ipv6_neighbour_and_ping(&tb, 0, tb.server_mac());
+    check_endpoints(&tb, 0);
+    let reports = served.stop();
+    let [report] = reports.as_slice() else { panic!("one shard: {reports:?}") };
+    let c = &report.counters;
+    assert!(c.neighbor_adverts >= 1 && c.neighbor_solicits >= 2, "{c}");
+    assert_eq!(c.duplicate_addresses, 0, "{c}");
+}

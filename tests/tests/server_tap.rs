@@ -91,3 +91,18 @@ fn a_user_handler_over_tap() {
     let reports = served.stop();
     assert_eq!(reports[0].requests, requests, "{reports:?}");
 }
+
+/// IPv6 over TAP: as over AF_XDP, the kernel resolves the stack by
+/// Neighbor Discovery and its `ping -6` is answered.
+#[test]
+fn the_kernel_resolves_fairway_over_ipv6_through_the_tap() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
+    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(1).queues(1).ipv6(true))
+        .unwrap_or_else(|e| panic!("testbed up: {e}"));
+    let ip6 = tb.server_prefix6();
+    let served = Served::start(&tb, &["--backend", "tap", "--ip", &tb.server_prefix(), "--ip", &ip6, "--shards", "1"]);
+    fairway_tests::served::check_ipv6_neighbour_and_ping(&tb, 0, tb.tap_stack_mac());
+    let reports = served.stop();
+    assert!(reports.iter().map(|r| r.counters.echo_replies).sum::<u64>() >= 3, "{reports:?}");
+}

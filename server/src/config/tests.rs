@@ -578,3 +578,29 @@ fn a_weight_names_its_network_not_the_address_it_was_written_with() {
     assert_eq!(Weight::new(Weight::MIN).map(Weight::get), Some(0.001));
     assert_eq!(Weight::new(Weight::MAX + 1.0), None);
 }
+
+#[test]
+fn ip_takes_one_ipv4_and_any_ipv6_addresses() {
+    let c = ok(&["--backend", "tap", "--ip", "fd77::1/64", "--ip", "10.77.0.1/24", "--ip", "2001:db8::7/48"]);
+    assert_eq!(c.ip, Some(IpPrefix { addr: Ipv4Addr::new(10, 77, 0, 1), prefix: 24 }));
+    let v6 = |s: &str, prefix| Ip6Prefix { addr: s.parse().unwrap(), prefix };
+    assert_eq!(c.ip6, [v6("fd77::1", 64), v6("2001:db8::7", 48)]);
+    assert_eq!(ok(&["--backend", "tap", "--ip", "10.0.0.1/24"]).ip6, []);
+    // The file takes one or a list.
+    let file = TempFile::new("ip-list", "backend = \"tap\"\nip = [\"10.0.0.1/24\", \"fd77::5/64\"]\n");
+    let c = ok(&["--config", file.path()]);
+    assert_eq!((c.ip.map(|p| p.addr), c.ip6), (Some(Ipv4Addr::new(10, 0, 0, 1)), vec![v6("fd77::5", 64)]));
+    let file = TempFile::new("ip-bad-list", "ip = [\"10.0.0.1/24\", \"fd77::5/200\"]\n");
+    assert!(err(&["--config", file.path()]).contains("bad prefix '/200'"));
+    for (args, expected) in [
+        (&["--ip", "10.0.0.1/24", "--ip", "10.0.0.2/24"][..], "--ip 10.0.0.2/24: one IPv4 address at most"),
+        (&["--backend", "tap", "--ip", "fd77::1/64"], "needs --ip ADDR/PREFIX (the stack's own IPv4 address) beside"),
+        (&["--ip", "fd77::1/129"], "bad prefix '/129'"),
+        (&["--ip", "fd77::x/64"], "'fd77::x' is not an IPv6 address"),
+        (&["--ip", "ff02::1/64"], "--ip ff02::1/64: not an address an interface can have"),
+        (&["--ip", "::/0"], "not an address an interface can have"),
+    ] {
+        let e = err(args);
+        assert!(e.contains(expected), "{args:?}: {e}");
+    }
+}

@@ -340,6 +340,12 @@ pub struct TestbedConfig {
     /// 9000 gives every link jumbo frames, which Fairway over AF_XDP takes
     /// in several UMEM frames (multi-buffer).
     pub mtu: u32,
+    /// Give every client an IPv6 unique-local address too (client `i` is
+    /// host `10 + i` of fd77::/64, fd77::a for client 0; Fairway's is fd77::1, see
+    /// [`Testbed::server_ip6`](super::Testbed::server_ip6)). Off by
+    /// default: the clients' kernels then keep IPv6, and its router
+    /// solicitations and listener reports, off the testbed.
+    pub ipv6: bool,
 }
 
 /// The CPUs [`TestbedConfig::rx_cpus`] steers receive processing to.
@@ -377,6 +383,7 @@ impl Default for TestbedConfig {
             linkem: None,
             rx_cpus: None,
             mtu: super::MTU,
+            ipv6: false,
         }
     }
 }
@@ -385,6 +392,12 @@ impl TestbedConfig {
     /// The default configuration under another prefix.
     pub fn new(prefix: impl Into<String>) -> TestbedConfig {
         TestbedConfig { prefix: prefix.into(), ..TestbedConfig::default() }
+    }
+
+    /// Gives the clients IPv6 addresses beside their IPv4 ones.
+    pub fn ipv6(mut self, on: bool) -> TestbedConfig {
+        self.ipv6 = on;
+        self
     }
 
     /// Sets the number of clients.
