@@ -193,6 +193,22 @@ fn curl_plaintext_json_and_bytes() {
     assert_eq!((r.status, r.header("Content-Length"), r.body.len()), (200, Some("13"), 0));
 }
 
+#[test]
+fn listening_on_the_ipv6_unspecified_address_serves_both_families() {
+    let server = FairwayProcess::start_on("[::]:0", &[]);
+    assert!(server.addr.is_ipv6(), "{}", server.addr);
+    let port = server.addr.port();
+    for url in [format!("http://127.0.0.1:{port}/plaintext"), format!("http://[::1]:{port}/plaintext")] {
+        let r = curl(&[&url]);
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"Hello, World!"[..]), "{url}");
+    }
+    // An IPv6-only address takes IPv6 alone.
+    let v6 = FairwayProcess::start_on("[::1]:0", &[]);
+    let r = curl(&[&format!("http://[::1]:{}/json", v6.addr.port())]);
+    assert_eq!(r.status, 200);
+    assert!(std::net::TcpStream::connect(("127.0.0.1", v6.addr.port())).is_err(), "IPv4 reached [::1]");
+}
+
 /// A Python client: 16 requests on one connection, one at a time and then
 /// pipelined in a single write; prints `path status length sha256` per
 /// response, in the order read, then `alive` if the connection still

@@ -203,6 +203,12 @@ fn socket(addr: SocketAddr, reuse_port: bool) -> io::Result<Socket> {
     // Connections of an earlier run in TIME_WAIT do not block a restart;
     // on Linux this never lets two listeners share a port.
     socket.set_reuse_address(true)?;
+    if let SocketAddr::V6(v6) = addr
+        && v6.ip().is_unspecified()
+    {
+        // `[::]` takes both families, whatever net.ipv6.bindv6only says.
+        socket.set_only_v6(false)?;
+    }
     if reuse_port {
         socket.set_reuse_port(true)?;
     }

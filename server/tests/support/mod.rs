@@ -23,8 +23,14 @@ impl FairwayProcess {
     /// --log info` plus `extra`, and waits for the address it serves on.
     #[track_caller]
     pub fn start(extra: &[&str]) -> FairwayProcess {
+        FairwayProcess::start_on("127.0.0.1:0", extra)
+    }
+
+    /// [`start`](Self::start) listening on `listen`.
+    #[track_caller]
+    pub fn start_on(listen: &str, extra: &[&str]) -> FairwayProcess {
         let mut child = Command::new(env!("CARGO_BIN_EXE_fairway"))
-            .args(["--backend", "kernel", "--listen", "127.0.0.1:0", "--shards", "2", "--log", "info"])
+            .args(["--backend", "kernel", "--listen", listen, "--shards", "2", "--log", "info"])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

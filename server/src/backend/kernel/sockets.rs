@@ -235,6 +235,9 @@ impl Transport for KernelSockets {
             let listener = self.listener.as_ref()?;
             match listener.accept() {
                 Ok((stream, peer)) => {
+                    // An IPv4 client of a socket on `[::]` is that IPv4
+                    // address, for the logs, the metrics and the weights.
+                    let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
                     if let Err(e) = stream.set_nodelay(true) {
                         debug!("TCP_NODELAY: {e}");
                     }
