@@ -456,7 +456,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 25] = [
+        let per_shard: [(&str, &str, &str, Get); 30] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -502,6 +502,27 @@ impl MetricsHub {
                 "Closed connections given up after the user timeout with their data held by a zero window.",
                 |m| m.stack.as_ref().map(|c| c.orphans_given_up),
             ),
+            ("fairway_icmp_echo_replies_total", "counter", "ICMP and ICMPv6 echo replies sent.", |m| {
+                m.stack.as_ref().map(|c| c.echo_replies)
+            }),
+            (
+                "fairway_ipv6_neighbor_solicitations_total",
+                "counter",
+                "IPv6 Neighbor Solicitations sent (duplicate address detection's included).",
+                |m| m.stack.as_ref().map(|c| c.neighbor_solicits),
+            ),
+            ("fairway_ipv6_neighbor_advertisements_total", "counter", "IPv6 Neighbor Advertisements sent.", |m| {
+                m.stack.as_ref().map(|c| c.neighbor_adverts)
+            }),
+            (
+                "fairway_ipv6_duplicate_addresses_total",
+                "counter",
+                "IPv6 addresses of ours found in use by another node, and so never used.",
+                |m| m.stack.as_ref().map(|c| c.duplicate_addresses),
+            ),
+            ("fairway_ipv6_parameter_problems_total", "counter", "ICMPv6 parameter problems sent.", |m| {
+                m.stack.as_ref().map(|c| c.param_problems_sent)
+            }),
             (
                 "fairway_pool_bytes_trimmed_total",
                 "counter",

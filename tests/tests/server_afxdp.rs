@@ -401,6 +401,19 @@ fn the_kernel_resolves_fairway_over_ipv6_and_its_pings_are_answered() {
     let served = Served::start(&tb, &flags.iter().map(String::as_str).collect::<Vec<_>>());
     fairway_tests::served::check_ipv6_neighbour_and_ping(&tb, 0, tb.server_mac());
     check_endpoints(&tb, 0);
+    // /metrics says so too (a shard publishes at most once a second).
+    let advertised = || {
+        let text = String::from_utf8(curl_body(&tb, 0, "/metrics", T).unwrap()).unwrap();
+        fairway_tests::platform::metric_samples(&text, "fairway_ipv6_neighbor_advertisements_total")
+            .iter()
+            .map(|(_, v)| v)
+            .sum::<f64>()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while advertised() < 1.0 {
+        assert!(std::time::Instant::now() < deadline, "no advertisement in /metrics");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let reports = served.stop();
     let [report] = reports.as_slice() else { panic!("one shard: {reports:?}") };
     let c = &report.counters;
