@@ -53,12 +53,15 @@ pub struct Ipv6Config {
     /// is used (RFC 4862 §5.1 `DupAddrDetectTransmits`, 1 by default); 0
     /// uses every address at once.
     pub dad_transmits: u8,
+    /// The default router for off-link destinations. Without one, the
+    /// routers that advertise themselves (RFC 4861 §6.3.4) are used.
+    pub gateway: Option<Ipv6Addr>,
 }
 
 impl Ipv6Config {
     /// The configured `addresses`, with duplicate address detection.
     pub fn new(addresses: Vec<(Ipv6Addr, u8)>) -> Ipv6Config {
-        Ipv6Config { addresses, dad_transmits: 1 }
+        Ipv6Config { addresses, dad_transmits: 1, gateway: None }
     }
 }
 

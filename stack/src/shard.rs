@@ -209,6 +209,18 @@ impl Shard {
         self.ipv6.iter().flat_map(|v6| v6.addresses.iter().map(|a| (a.addr, a.state)))
     }
 
+    /// The IPv6 default router: the configured one, else the first router
+    /// whose advertisement is still in force.
+    pub fn ipv6_default_router(&self) -> Option<core::net::Ipv6Addr> {
+        let v6 = self.ipv6.as_ref()?;
+        v6.gateway.or_else(|| v6.routers.iter().find(|&&(_, until)| until > self.now).map(|&(r, _)| r))
+    }
+
+    /// The link MTU a router advertised (RFC 4861 §6.3.4), when below ours.
+    pub fn ipv6_link_mtu(&self) -> Option<u32> {
+        self.ipv6.as_ref()?.link_mtu
+    }
+
     /// An IPv6 neighbour's link address and state, for tests.
     #[cfg(test)]
     pub(crate) fn ipv6_neighbor(

@@ -50,11 +50,21 @@ pub(super) struct OurAddress {
     pub(super) probes_left: u8,
 }
 
-/// The shard's IPv6 side: its addresses and its neighbours.
+/// The most default routers remembered from advertisements.
+pub(super) const MAX_ROUTERS: usize = 4;
+
+/// The shard's IPv6 side: its addresses, its neighbours and its routers.
 #[derive(Debug)]
 pub(super) struct Ipv6State {
     pub(super) addresses: Vec<OurAddress>,
     pub(super) neighbors: NdpCache,
+    /// The configured default router, which advertisements do not replace.
+    pub(super) gateway: Option<Ipv6Addr>,
+    /// Routers that advertised themselves, each until its lifetime ends
+    /// (RFC 4861 §6.3.4's default router list), at most [`MAX_ROUTERS`].
+    pub(super) routers: Vec<(Ipv6Addr, Instant)>,
+    /// The link MTU a router advertised, when below ours.
+    pub(super) link_mtu: Option<u32>,
 }
 
 impl Ipv6State {
@@ -71,7 +81,13 @@ impl Ipv6State {
                 addresses.push(OurAddress { addr, prefix_len, state, probes_left });
             }
         }
-        Ipv6State { addresses, neighbors: NdpCache::new(neighbors) }
+        Ipv6State {
+            addresses,
+            neighbors: NdpCache::new(neighbors),
+            gateway: config.gateway,
+            routers: Vec::with_capacity(MAX_ROUTERS),
+            link_mtu: None,
+        }
     }
 
     /// Our address `addr`, in any state.

@@ -12,7 +12,7 @@ use crate::counters::DropReason;
 use crate::time::{Duration, Instant};
 use crate::wire::{self, NDP_HOP_LIMIT};
 
-use super::ipv6::{ALL_NODES, AddressState, Peer6};
+use super::ipv6::{ALL_NODES, AddressState, MAX_ROUTERS, Peer6};
 use super::{NDP_TIMER, Shard};
 
 /// Time between duplicate-detection probes (RFC 4861 §10 `RetransTimer`).
@@ -30,6 +30,10 @@ impl Shard {
             NdiscRepr::NeighborSolicit { target_addr, lladdr } => self.on_solicit(now, peer, target_addr, lladdr),
             NdiscRepr::NeighborAdvert { flags, target_addr, lladdr } => {
                 self.on_advert(now, peer, flags, target_addr, lladdr);
+            }
+            NdiscRepr::RouterAdvert { router_lifetime, lladdr, mtu, .. } => {
+                let lifetime = Duration::from_micros(router_lifetime.total_micros());
+                self.on_router_advert(now, peer, lifetime, lladdr, mtu);
             }
             _ => self.drop(DropReason::Icmpv6Ignored),
         }
@@ -124,6 +128,42 @@ impl Shard {
                 let _ = v6.neighbors.confirm(now, target);
             }
             None => {}
+        }
+    }
+
+    /// RFC 4861 §6.1.2 and §6.3.4: a router on the link offers itself as
+    /// a default router for `lifetime` (none: it withdraws), tells its
+    /// link address, and perhaps the link's MTU.
+    fn on_router_advert(
+        &mut self,
+        now: Instant,
+        peer: Peer6,
+        lifetime: Duration,
+        lladdr: Option<RawHardwareAddress>,
+        mtu: Option<u32>,
+    ) {
+        if !peer.ip.is_unicast_link_local() {
+            return self.drop(DropReason::NdpInvalid);
+        }
+        let mac = match lladdr.map(ethernet) {
+            Some(Some(mac)) => Some(mac),
+            Some(None) => return self.drop(DropReason::NdpInvalid),
+            None => None,
+        };
+        let our_mtu = self.config.mtu;
+        let Some(v6) = &mut self.ipv6 else { return };
+        let router = peer.ip;
+        v6.routers.retain(|&(r, until)| r != router && until > now);
+        if lifetime > Duration::ZERO && v6.routers.len() < MAX_ROUTERS {
+            v6.routers.push((router, now + lifetime));
+        }
+        if let Some(mac) = mac {
+            v6.neighbors.update_stale(now, router, mac);
+        }
+        // RFC 4861 §6.3.4: an MTU below the minimum, or above what the link
+        // takes, is ignored.
+        if let Some(mtu) = mtu.filter(|&m| (1280..=our_mtu as u32).contains(&m)) {
+            v6.link_mtu = Some(mtu);
         }
     }
 

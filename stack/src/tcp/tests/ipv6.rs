@@ -552,3 +552,62 @@ fn an_error_is_not_answered_with_an_error() {
     assert_eq!(v6.dropped(DropReason::Icmpv6Ignored), 1);
     assert!(v6.ipv6_frames().is_empty());
 }
+
+// ---------------------------------------------------------------------------
+// Router advertisements (RFC 4861 §6.3.4)
+// ---------------------------------------------------------------------------
+
+fn router_advert(src: Ipv6Addr, hop_limit: u8, lifetime_s: u64, mtu: Option<u32>) -> Vec<u8> {
+    let ra = NdiscRepr::RouterAdvert {
+        hop_limit: 64,
+        flags: smoltcp::wire::NdiscRouterFlags::empty(),
+        router_lifetime: smoltcp::time::Duration::from_secs(lifetime_s),
+        reachable_time: smoltcp::time::Duration::ZERO,
+        retrans_time: smoltcp::time::Duration::ZERO,
+        lladdr: Some(RawHardwareAddress::from(EthernetAddress(REMOTE_MAC))),
+        mtu,
+        prefix_info: None,
+    };
+    let payload = icmp(src, ALL_NODES, &Icmpv6Repr::Ndisc(ra));
+    frame(wire::ipv6_multicast_mac(ALL_NODES), src, ALL_NODES, hop_limit, IpProtocol::Icmpv6, &payload)
+}
+
+#[test]
+fn a_router_advertisement_offers_a_default_router_for_its_lifetime() {
+    let mut v6 = V6::up();
+    assert_eq!(v6.shard.ipv6_default_router(), None);
+    let router = peer_link_local();
+    v6.send(&router_advert(router, 255, 1800, Some(1400)));
+    assert_eq!(v6.shard.ipv6_default_router(), Some(router));
+    assert_eq!(v6.shard.ipv6_link_mtu(), Some(1400));
+    assert_eq!(v6.shard.ipv6_neighbor(v6.now, router), Some((REMOTE_MAC, NeighborState::Stale)));
+    assert!(v6.ipv6_frames().is_empty(), "advertisements are not answered");
+    // A lifetime of zero withdraws it.
+    v6.send(&router_advert(router, 255, 0, None));
+    assert_eq!(v6.shard.ipv6_default_router(), None);
+    // A lifetime runs out.
+    v6.send(&router_advert(router, 255, 10, None));
+    assert_eq!(v6.shard.ipv6_default_router(), Some(router));
+    let _ = v6.advance(Duration::from_secs(11));
+    v6.send(&echo(PEER, GLOBAL)); // the shard learns the time from a frame
+    assert_eq!(v6.shard.ipv6_default_router(), None);
+}
+
+#[test]
+fn only_a_link_local_router_on_the_link_counts_and_a_configured_gateway_wins() {
+    let mut v6 = V6::up();
+    v6.send(&router_advert(PEER, 255, 1800, None));
+    v6.send(&router_advert(peer_link_local(), 64, 1800, None));
+    assert_eq!(v6.dropped(DropReason::NdpInvalid), 2);
+    assert_eq!(v6.shard.ipv6_default_router(), None);
+    // An MTU below IPv6's minimum is ignored.
+    v6.send(&router_advert(peer_link_local(), 255, 1800, Some(1000)));
+    assert_eq!(v6.shard.ipv6_link_mtu(), None);
+
+    let mut c: Config = config();
+    let gateway = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0x99);
+    c.ipv6 = Some(Ipv6Config { dad_transmits: 0, gateway: Some(gateway), ..Ipv6Config::new(vec![(GLOBAL, 64)]) });
+    let mut v6 = V6 { shard: Shard::new(c), now: Instant::ZERO };
+    v6.send(&router_advert(peer_link_local(), 255, 1800, None));
+    assert_eq!(v6.shard.ipv6_default_router(), Some(gateway));
+}
