@@ -69,6 +69,10 @@ struct UpArgs {
     /// (Fairway over AF_XDP then takes each in several UMEM frames).
     #[arg(long, default_value_t = testbed::MTU, value_parser = parse_mtu)]
     mtu: u32,
+    /// Give the clients IPv6 addresses in fd77::/64 too (client I is
+    /// fd77::a + I; Fairway is fd77::1 when started with --ip fd77::1/64).
+    #[arg(long)]
+    ipv6: bool,
     /// One-way delay of emulated links, each direction (e.g. 25ms).
     #[arg(long, value_parser = parse_duration, help_heading = "Link emulation")]
     delay: Option<Duration>,
@@ -156,7 +160,8 @@ impl UpArgs {
             .clients(self.clients)
             .queues(self.queues)
             .subnet(self.subnet)
-            .mtu(self.mtu);
+            .mtu(self.mtu)
+            .ipv6(self.ipv6);
         config.tap_multi_queue = self.tap_multi_queue;
         config.linkem = self.linkem.clone();
         if let Some(params) = &self.server_link {
@@ -243,9 +248,11 @@ fn describe(testbed: &Testbed) -> String {
                 format!("through fairway-linkem (pid {pid}): {params}")
             }
         };
+        let v6 =
+            if c.ipv6 { format!(" and {}/{}", testbed.client_ip6(i), testbed::IPV6_PREFIX_LEN) } else { String::new() };
         let _ = writeln!(
             out,
-            "  {:<width$}  eth0 {}/{len} {}, {how}",
+            "  {:<width$}  eth0 {}/{len}{v6} {}, {how}",
             testbed.client_ns(i),
             testbed.client_ip(i),
             testbed.client_mac(i)
@@ -259,6 +266,14 @@ fn describe(testbed: &Testbed) -> String {
         let c0 = testbed.client_ns(0);
         let _ = writeln!(out, "  ip netns exec {c0} ping {server_ip}");
         let _ = writeln!(out, "  ip netns exec {c0} curl http://{server_ip}/");
+        if c.ipv6 {
+            let _ = writeln!(
+                out,
+                "  ip netns exec {c0} ping -6 {}   (Fairway started with --ip {})",
+                testbed.server_ip6(),
+                testbed.server_prefix6()
+            );
+        }
         let _ = writeln!(out, "  ip netns exec {srv} tcpdump -eni {SERVER_IF}");
     }
     let _ = writeln!(out, "  {}", xtask_line(&c.prefix, "status"));
@@ -304,6 +319,8 @@ mod tests {
     fn plain_options_apply_to_every_client_or_the_chosen_ones() {
         assert_eq!(config(&[]).unwrap().mtu, 1500);
         assert_eq!(config(&["--mtu", "9000"]).unwrap().mtu, 9000);
+        assert!(!config(&[]).unwrap().ipv6);
+        assert!(config(&["--ipv6"]).unwrap().ipv6);
         assert!(config(&["--mtu", "9001"]).unwrap_err().contains("not within 576..=9000"));
         let c = config(&["--clients", "3", "--delay", "5ms", "--rate", "100mbit"]).unwrap();
         for i in 0..3 {
