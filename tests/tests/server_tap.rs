@@ -15,7 +15,7 @@ use fairway_tests::served::{
     Root, Served, check_endpoints, check_graceful_shutdown, check_large_files, check_static_files, check_uploads,
     check_wrk,
 };
-use fairway_tests::testbed::{self, TAP_IF, Testbed, TestbedConfig};
+use fairway_tests::testbed::{self, LinkParams, TAP_IF, Testbed, TestbedConfig};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -92,13 +92,15 @@ fn a_user_handler_over_tap() {
     assert_eq!(reports[0].requests, requests, "{reports:?}");
 }
 
-/// IPv6 over TAP: as over AF_XDP, the kernel resolves the stack by
-/// Neighbor Discovery and its `ping -6` is answered.
+/// IPv6 over TAP, with the client behind the link emulator (which passes
+/// IPv6 and its multicast as any frame): as over AF_XDP, the kernel
+/// resolves the stack by Neighbor Discovery and its `ping -6` is answered.
 #[test]
-fn the_kernel_resolves_fairway_over_ipv6_through_the_tap() {
+fn the_kernel_resolves_fairway_over_ipv6_through_the_tap_and_the_link_emulator() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
-    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(1).queues(1).ipv6(true))
+    let link = LinkParams::parse_list("delay=5ms").unwrap();
+    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(1).queues(1).ipv6(true).link(0, link))
         .unwrap_or_else(|e| panic!("testbed up: {e}"));
     let ip6 = tb.server_prefix6();
     let served = Served::start(&tb, &["--backend", "tap", "--ip", &tb.server_prefix(), "--ip", &ip6, "--shards", "1"]);
