@@ -118,6 +118,24 @@ pub struct Ip6Prefix {
     pub prefix: u8,
 }
 
+impl Ip6Prefix {
+    /// Whether `other` is in this prefix.
+    #[must_use]
+    pub fn contains(&self, other: Ipv6Addr) -> bool {
+        self.addr.to_bits() & self.mask() == other.to_bits() & self.mask()
+    }
+
+    /// The prefix itself: the address with its host bits clear.
+    #[must_use]
+    pub fn network(&self) -> Ip6Prefix {
+        Ip6Prefix { addr: Ipv6Addr::from_bits(self.addr.to_bits() & self.mask()), prefix: self.prefix }
+    }
+
+    fn mask(&self) -> u128 {
+        u128::MAX.checked_shl(128 - u32::from(self.prefix.min(128))).unwrap_or(0)
+    }
+}
+
 impl fmt::Display for Ip6Prefix {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.addr, self.prefix)
@@ -131,6 +149,55 @@ pub enum AnyPrefix {
     V4(IpPrefix),
     /// `fd77::1/64`.
     V6(Ip6Prefix),
+}
+
+impl AnyPrefix {
+    /// Whether `addr` is in this prefix (an IPv4-mapped IPv6 address counts
+    /// as its IPv4 address).
+    #[must_use]
+    pub fn contains(&self, addr: std::net::IpAddr) -> bool {
+        match (self, addr.to_canonical()) {
+            (AnyPrefix::V4(p), std::net::IpAddr::V4(a)) => p.contains(a),
+            (AnyPrefix::V6(p), std::net::IpAddr::V6(a)) => p.contains(a),
+            _ => false,
+        }
+    }
+
+    /// The prefix itself: the address with its host bits clear.
+    #[must_use]
+    pub fn network(&self) -> AnyPrefix {
+        match self {
+            AnyPrefix::V4(p) => AnyPrefix::V4(p.network()),
+            AnyPrefix::V6(p) => AnyPrefix::V6(p.network()),
+        }
+    }
+
+    /// The prefix length.
+    #[must_use]
+    pub fn prefix_len(&self) -> u8 {
+        match self {
+            AnyPrefix::V4(p) => p.prefix,
+            AnyPrefix::V6(p) => p.prefix,
+        }
+    }
+
+    /// The address, of either family.
+    #[must_use]
+    pub fn addr(&self) -> std::net::IpAddr {
+        match self {
+            AnyPrefix::V4(p) => p.addr.into(),
+            AnyPrefix::V6(p) => p.addr.into(),
+        }
+    }
+}
+
+impl fmt::Display for AnyPrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AnyPrefix::V4(p) => p.fmt(f),
+            AnyPrefix::V6(p) => p.fmt(f),
+        }
+    }
 }
 
 impl FromStr for AnyPrefix {
@@ -485,8 +552,8 @@ pub struct Options {
     #[arg(long, value_name = "RATE")]
     pub capacity: Option<Bandwidth>,
 
-    /// A client's weight in the fairness policy's shares, by address or IPv4 prefix (10.77.0.12=2,
-    /// 10.77.0.0/24=0.5; 0.001 to 1000), repeatable; the longest matching prefix wins. equal-rate gives
+    /// A client's weight in the fairness policy's shares, by address or prefix of either family
+    /// (10.77.0.12=2, 10.77.0.0/24=0.5, fd77::/64=2; 0.001 to 1000), repeatable; the longest matching prefix wins. equal-rate gives
     /// each flow capacity × weight / Σ weights (seed does not weigh its flows). In the --config file, a
     /// table: weight = { "10.77.0.0/24" = 0.5 }, which --weight adds to and wins over for the same
     /// prefix [default: 1 for every client]

@@ -571,12 +571,34 @@ fn the_longest_matching_prefix_decides_a_clients_weight() {
 #[test]
 fn a_weight_names_its_network_not_the_address_it_was_written_with() {
     let w: ClientWeight = " 10.77.0.12/24 = 0.5".parse().unwrap();
-    assert_eq!(w.clients(), IpPrefix { addr: Ipv4Addr::new(10, 77, 0, 0), prefix: 24 });
+    assert_eq!(w.clients(), AnyPrefix::V4(IpPrefix { addr: Ipv4Addr::new(10, 77, 0, 0), prefix: 24 }));
     assert_eq!(w.weight().get(), 0.5);
     assert_eq!(w.to_string(), "10.77.0.0/24=0.5");
     assert_eq!("10.77.0.12=1e1".parse::<ClientWeight>().unwrap().to_string(), "10.77.0.12/32=10");
     assert_eq!(Weight::new(Weight::MIN).map(Weight::get), Some(0.001));
     assert_eq!(Weight::new(Weight::MAX + 1.0), None);
+}
+
+#[test]
+fn weights_take_ipv6_prefixes_beside_ipv4_ones() {
+    let weights = ClientWeights::new(
+        ["fd77::/64=2", "fd77::5=3", "0.0.0.0/0=0.5", "fd77::9/64=4"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .filter(|w: &ClientWeight| w.to_string() != "fd77::/64=4")
+            .collect(),
+    )
+    .unwrap();
+    let w = |s: &str| weights.weight_of(ip(s)).get();
+    assert_eq!(w("fd77::5"), 3.0, "the /128 is the longest match");
+    assert_eq!(w("fd77::9"), 2.0);
+    assert_eq!(w("2001:db8::1"), 1.0, "no prefix of its own, and IPv4's /0 is IPv4's");
+    assert_eq!(w("10.0.0.1"), 0.5);
+    assert_eq!("fd77::5=3".parse::<ClientWeight>().unwrap().to_string(), "fd77::5/128=3");
+    assert_eq!(" fd77::9/64 = 4".parse::<ClientWeight>().unwrap().to_string(), "fd77::/64=4", "the network");
+    let twice = ClientWeights::new(vec!["fd77::/64=2".parse().unwrap(), "fd77::1/64=3".parse().unwrap()]);
+    assert!(twice.unwrap_err().contains("--weight fd77::/64 is given twice"));
+    assert!("fd77::x=2".parse::<ClientWeight>().unwrap_err().contains("nor an IPv6 address"));
 }
 
 #[test]

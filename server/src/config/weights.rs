@@ -1,5 +1,5 @@
 //! Per-client weights for the fairness policy (`--weight`, the file's
-//! `[weight]` table): which clients, by address or IPv4 prefix, get which
+//! `[weight]` table): which clients, by address or prefix (IPv4 or IPv6), get which
 //! share of the capacity, and the lookup the backends make when a flow is
 //! put under control.
 //!
@@ -14,7 +14,7 @@ use std::str::FromStr;
 
 use serde::de::{Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
 
-use super::IpPrefix;
+use super::{AnyPrefix, Ip6Prefix, IpPrefix};
 
 /// A flow's weight in the policy's shares: from [`Weight::MIN`] to
 /// [`Weight::MAX`], 1 by default.
@@ -59,16 +59,17 @@ impl fmt::Display for Weight {
 }
 
 /// The weight of the clients in one prefix: `10.77.0.12=2` (a bare
-/// address is a /32) or `10.77.0.0/24=0.5`.
+/// address is a /32, or a /128 for IPv6), `10.77.0.0/24=0.5`,
+/// `fd77::/64=2`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientWeight {
-    clients: IpPrefix,
+    clients: AnyPrefix,
     weight: Weight,
 }
 
 impl ClientWeight {
     /// `weight` for the clients `clients` names (`10.77.0.12`,
-    /// `10.77.0.0/24`).
+    /// `10.77.0.0/24`, `fd77::/64`).
     ///
     /// # Errors
     ///
@@ -77,10 +78,15 @@ impl ClientWeight {
     pub fn new(clients: &str, weight: f64) -> Result<ClientWeight, String> {
         let clients = clients.trim();
         let prefix = if clients.contains('/') {
-            clients.parse::<IpPrefix>()?
+            clients.parse::<AnyPrefix>()?
         } else {
-            let addr = clients.parse().map_err(|_| format!("'{clients}' is not an IPv4 address or ADDR/PREFIX"))?;
-            IpPrefix { addr, prefix: 32 }
+            match clients.parse() {
+                Ok(std::net::IpAddr::V4(addr)) => AnyPrefix::V4(IpPrefix { addr, prefix: 32 }),
+                Ok(std::net::IpAddr::V6(addr)) => AnyPrefix::V6(Ip6Prefix { addr, prefix: 128 }),
+                Err(_) => {
+                    return Err(format!("'{clients}' is not an IPv4 address or ADDR/PREFIX, nor an IPv6 address"));
+                }
+            }
         };
         let weight = Weight::new(weight).ok_or_else(|| {
             format!("weight {weight} for {clients} is out of range: from {} to {}", Weight::MIN, Weight::MAX)
@@ -92,7 +98,7 @@ impl ClientWeight {
 
     /// The clients: a network (its host bits clear) and its prefix length.
     #[must_use]
-    pub fn clients(&self) -> IpPrefix {
+    pub fn clients(&self) -> AnyPrefix {
         self.clients
     }
 
@@ -137,7 +143,7 @@ impl ClientWeights {
     /// Two weights for the same network, named.
     pub fn new(mut weights: Vec<ClientWeight>) -> Result<ClientWeights, String> {
         // Two weights for one network end up side by side.
-        weights.sort_by(|a, b| b.clients.prefix.cmp(&a.clients.prefix).then(a.clients.addr.cmp(&b.clients.addr)));
+        weights.sort_by(|a, b| b.clients.prefix_len().cmp(&a.clients.prefix_len()).then(a.clients.addr().cmp(&b.clients.addr())));
         if let Some(pair) = weights.windows(2).find(|p| p[0].clients == p[1].clients) {
             return Err(format!(
                 "--weight {} is given twice ({} and {})",
@@ -148,18 +154,11 @@ impl ClientWeights {
     }
 
     /// The weight of a flow from `peer`: the longest matching prefix's,
-    /// else 1. An IPv6 peer counts by its IPv4-mapped address, if it has
-    /// one (a dual-stack listener's IPv4 clients); other IPv6 peers get 1.
+    /// else 1. An IPv4-mapped IPv6 peer (a dual-stack listener's IPv4
+    /// client) counts by its IPv4 address.
     #[must_use]
     pub fn weight_of(&self, peer: IpAddr) -> Weight {
-        let v4 = match peer {
-            IpAddr::V4(a) => a,
-            IpAddr::V6(a) => match a.to_ipv4_mapped() {
-                Some(a) => a,
-                None => return Weight::default(),
-            },
-        };
-        self.by_prefix.iter().find(|w| w.clients.contains(v4)).map_or_else(Weight::default, |w| w.weight)
+        self.by_prefix.iter().find(|w| w.clients.contains(peer)).map_or_else(Weight::default, |w| w.weight)
     }
 
     /// Whether every client has weight 1.
