@@ -106,12 +106,7 @@ fn segment_in_ack_out(c: &mut Criterion) {
 }
 
 fn tuple(i: u32) -> FourTuple {
-    FourTuple {
-        local_ip: OUR_IP,
-        remote_ip: Ipv4Addr::from_bits(0x0a00_0000 | ((i >> 16) + 2)),
-        local_port: 80,
-        remote_port: (i & 0xffff) as u16,
-    }
+    FourTuple::v4(OUR_IP, Ipv4Addr::from_bits(0x0a00_0000 | ((i >> 16) + 2)), 80, (i & 0xffff) as u16)
 }
 
 fn flow_table_lookup(c: &mut Criterion) {

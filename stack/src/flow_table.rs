@@ -5,20 +5,22 @@
 //! state inserts and removes allocate nothing.
 
 use core::hash::{BuildHasher, Hash, Hasher};
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use foldhash::fast::FixedState;
 use hashbrown::HashMap;
 
 use crate::pool::Key;
 
-/// A connection's identity, from our side.
+/// A connection's identity, from our side, in either family: the
+/// addresses are IPv6, an IPv4 connection's IPv4-mapped (`::ffff:a.b.c.d`),
+/// so one table and one hash serve both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FourTuple {
     /// Our address.
-    pub local_ip: Ipv4Addr,
+    pub local_ip: Ipv6Addr,
     /// The peer's address.
-    pub remote_ip: Ipv4Addr,
+    pub remote_ip: Ipv6Addr,
     /// Our port.
     pub local_port: u16,
     /// The peer's port.
@@ -26,21 +28,48 @@ pub struct FourTuple {
 }
 
 impl FourTuple {
-    /// Our end as a socket address.
-    pub fn local(&self) -> SocketAddrV4 {
-        SocketAddrV4::new(self.local_ip, self.local_port)
+    /// An IPv4 connection's tuple.
+    pub fn v4(local_ip: Ipv4Addr, remote_ip: Ipv4Addr, local_port: u16, remote_port: u16) -> FourTuple {
+        FourTuple { local_ip: local_ip.to_ipv6_mapped(), remote_ip: remote_ip.to_ipv6_mapped(), local_port, remote_port }
     }
 
-    /// The peer's end as a socket address.
-    pub fn remote(&self) -> SocketAddrV4 {
-        SocketAddrV4::new(self.remote_ip, self.remote_port)
+    /// The tuple of `local` and `remote`, both of one family (an IPv4
+    /// address in IPv4-mapped form).
+    pub fn new(local: SocketAddr, remote: SocketAddr) -> FourTuple {
+        let mapped = |ip: IpAddr| match ip {
+            IpAddr::V4(ip) => ip.to_ipv6_mapped(),
+            IpAddr::V6(ip) => ip,
+        };
+        FourTuple {
+            local_ip: mapped(local.ip()),
+            remote_ip: mapped(remote.ip()),
+            local_port: local.port(),
+            remote_port: remote.port(),
+        }
+    }
+
+    /// Our and the peer's IPv4 addresses, for an IPv4 connection.
+    pub fn ipv4(&self) -> Option<(Ipv4Addr, Ipv4Addr)> {
+        Some((self.local_ip.to_ipv4_mapped()?, self.remote_ip.to_ipv4_mapped()?))
+    }
+
+    /// Our end as a socket address of its family.
+    pub fn local(&self) -> SocketAddr {
+        SocketAddr::new(self.local_ip.to_canonical(), self.local_port)
+    }
+
+    /// The peer's end as a socket address of its family.
+    pub fn remote(&self) -> SocketAddr {
+        SocketAddr::new(self.remote_ip.to_canonical(), self.remote_port)
     }
 }
 
 impl Hash for FourTuple {
-    /// Two integer writes instead of four field hashes: this runs per frame.
+    /// Three integer writes instead of four field hashes: this runs per
+    /// frame.
     fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64((self.local_ip.to_bits() as u64) << 32 | self.remote_ip.to_bits() as u64);
+        state.write_u128(self.local_ip.to_bits());
+        state.write_u128(self.remote_ip.to_bits());
         state.write_u32((self.local_port as u32) << 16 | self.remote_port as u32);
     }
 }
@@ -113,12 +142,7 @@ mod tests {
     use crate::pool::Slab;
 
     fn tuple(port: u16) -> FourTuple {
-        FourTuple {
-            local_ip: Ipv4Addr::new(10, 0, 0, 1),
-            remote_ip: Ipv4Addr::new(10, 0, 0, 2),
-            local_port: 80,
-            remote_port: port,
-        }
+        FourTuple::v4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2), 80, port)
     }
 
     #[test]

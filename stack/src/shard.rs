@@ -28,7 +28,7 @@ use crate::counters::{Counters, DropReason};
 use crate::flow_table::FlowTable;
 use crate::neighbor::ArpCache;
 use crate::pool::{BufferPool, Key, Slab, StoragePool};
-use crate::tcp::connection::{Connection, Env, NEVER};
+use crate::tcp::connection::{Connection, Env};
 use crate::tcp::isn::IsnGenerator;
 use crate::tcp::syn_cookie::SynCookies;
 use crate::time::{Duration, Instant};
@@ -292,7 +292,6 @@ impl Shard {
             }
             let Some(key) = self.conns.key_at(id - FIRST_CONNECTION_TIMER) else { continue };
             let Some(conn) = self.conns.get_mut(key) else { continue };
-            conn.wheel_at = NEVER;
             let outcome = conn.on_timer(now, &mut self.env.0);
             self.apply(key, outcome, None);
         }

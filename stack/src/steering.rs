@@ -8,7 +8,7 @@
 //! same owner) and deterministic, so a shard that opens a connection can pick
 //! a local port whose flow it will own ([`crate::Config::steering`]).
 
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::flow_table::FourTuple;
 
@@ -38,7 +38,25 @@ pub fn owner(a: (Ipv4Addr, u16), b: (Ipv4Addr, u16), count: u16) -> u16 {
         return 0;
     }
     let key = |(ip, port): (Ipv4Addr, u16)| (u64::from(u32::from(ip)) << 16) | u64::from(port);
-    let (x, y) = (key(a), key(b));
+    pick(key(a), key(b), count)
+}
+
+/// [`owner`] for an IPv6 flow.
+#[must_use]
+pub fn owner6(a: (Ipv6Addr, u16), b: (Ipv6Addr, u16), count: u16) -> u16 {
+    if count <= 1 {
+        return 0;
+    }
+    let key = |(ip, port): (Ipv6Addr, u16)| {
+        let bits = ip.to_bits();
+        mix(bits as u64 ^ mix((bits >> 64) as u64)) ^ u64::from(port)
+    };
+    pick(key(a), key(b), count)
+}
+
+/// The shard of the flow between endpoints keyed `x` and `y`, the same
+/// whichever way round.
+fn pick(x: u64, y: u64, count: u16) -> u16 {
     let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
     let h = mix(lo ^ mix(hi));
     // Multiply-shift maps the hash onto 0..count without a division's bias
@@ -49,7 +67,10 @@ pub fn owner(a: (Ipv4Addr, u16), b: (Ipv4Addr, u16), count: u16) -> u16 {
 /// [`owner`] of a connection's 4-tuple.
 #[must_use]
 pub fn owner_of_tuple(tuple: &FourTuple, count: u16) -> u16 {
-    owner((tuple.local_ip, tuple.local_port), (tuple.remote_ip, tuple.remote_port), count)
+    match tuple.ipv4() {
+        Some((local, remote)) => owner((local, tuple.local_port), (remote, tuple.remote_port), count),
+        None => owner6((tuple.local_ip, tuple.local_port), (tuple.remote_ip, tuple.remote_port), count),
+    }
 }
 
 /// A 64-bit finaliser (splitmix64's): every input bit moves every output bit.
@@ -65,6 +86,16 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        #[test]
+        fn both_directions_of_an_ipv6_flow_have_the_same_owner(a: u128, pa: u16, b: u128, pb: u16, count in 1u16..64) {
+            let (a, b) = ((Ipv6Addr::from_bits(a), pa), (Ipv6Addr::from_bits(b), pb));
+            let o = owner6(a, b, count);
+            prop_assert!(o < count);
+            prop_assert_eq!(o, owner6(b, a, count));
+            let tuple = FourTuple { local_ip: a.0, local_port: a.1, remote_ip: b.0, remote_port: b.1 };
+            prop_assert_eq!(owner_of_tuple(&tuple, count), o);
+        }
+
         #[test]
         fn both_directions_have_the_same_owner(a: u32, pa: u16, b: u32, pb: u16, count in 1u16..64) {
             let (a, b) = ((Ipv4Addr::from(a), pa), (Ipv4Addr::from(b), pb));
@@ -96,7 +127,7 @@ mod tests {
         let b = (Ipv4Addr::new(6, 7, 8, 9), 10);
         assert_eq!((owner(a, b, 0), owner(a, b, 1)), (0, 0));
         let s = Steering { index: 0, count: 1 };
-        let tuple = FourTuple { local_ip: a.0, local_port: a.1, remote_ip: b.0, remote_port: b.1 };
+        let tuple = FourTuple::v4(a.0, b.0, a.1, b.1);
         assert!(s.owns(&tuple));
     }
 }

@@ -143,7 +143,9 @@ impl ClientWeights {
     /// Two weights for the same network, named.
     pub fn new(mut weights: Vec<ClientWeight>) -> Result<ClientWeights, String> {
         // Two weights for one network end up side by side.
-        weights.sort_by(|a, b| b.clients.prefix_len().cmp(&a.clients.prefix_len()).then(a.clients.addr().cmp(&b.clients.addr())));
+        weights.sort_by(|a, b| {
+            b.clients.prefix_len().cmp(&a.clients.prefix_len()).then(a.clients.addr().cmp(&b.clients.addr()))
+        });
         if let Some(pair) = weights.windows(2).find(|p| p[0].clients == p[1].clients) {
             return Err(format!(
                 "--weight {} is given twice ({} and {})",

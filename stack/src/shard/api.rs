@@ -136,8 +136,7 @@ impl Shard {
             if port < lo || port > hi {
                 continue;
             }
-            let tuple =
-                FourTuple { local_ip: self.config.ip, remote_ip: *to.ip(), local_port: port, remote_port: to.port() };
+            let tuple = FourTuple::v4(self.config.ip, *to.ip(), port, to.port());
             let owned = self.config.steering.is_none_or(|s| s.owns(&tuple));
             if owned && !self.flows.contains(&tuple) && !self.listener_ports.contains_key(&port) {
                 return Some(tuple);
@@ -268,7 +267,7 @@ impl Shard {
     /// The peer's end of a connection the application holds: what
     /// [`flow`](Self::flow) says of it, without the rest.
     pub fn peer(&self, h: Handle) -> Option<SocketAddr> {
-        self.conns.get(h.0).filter(|c| c.is_accepted() && !c.is_orphan()).map(|c| c.tuple.remote().into())
+        self.conns.get(h.0).filter(|c| c.is_accepted() && !c.is_orphan()).map(|c| c.tuple.remote())
     }
 
     /// Statistics of a connection the application holds. A pure ACK held

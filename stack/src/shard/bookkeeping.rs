@@ -24,9 +24,9 @@ impl Shard {
     pub(super) fn sync_timer(&mut self, key: Key) {
         let Some(conn) = self.conns.get_mut(key) else { return };
         let at = conn.next_deadline(&self.env.0.cfg);
-        if at != conn.wheel_at {
-            conn.wheel_at = at;
-            let id = key.index() + FIRST_CONNECTION_TIMER;
+        // The wheel keeps each connection's deadline as scheduled.
+        let id = key.index() + FIRST_CONNECTION_TIMER;
+        if Some(at) != self.timers.deadline(id) {
             if at == NEVER {
                 self.timers.cancel(id);
             } else {
@@ -39,9 +39,9 @@ impl Shard {
     pub(super) fn apply(&mut self, key: Key, outcome: Outcome, peer: Option<Peer>) {
         if let Some((seq, ack)) = outcome.reset
             && let Some(conn) = self.conns.get(key)
+            && let Some((_, remote)) = conn.tuple.ipv4()
         {
             let header = conn.reset_header(seq, ack);
-            let remote = conn.tuple.remote_ip;
             let mac = peer.map(|p| p.mac).or_else(|| route(&self.config, remote).and_then(|hop| self.arp.get(hop)));
             if let Some(mac) = mac {
                 self.queue_tcp_control(mac, remote, &header);
@@ -79,8 +79,6 @@ impl Shard {
         }
         conn.on_removed(&mut self.env.0);
         self.flows.remove(&conn.tuple, key);
-        if conn.wheel_at != NEVER {
-            self.timers.cancel(key.index() + FIRST_CONNECTION_TIMER);
-        }
+        self.timers.cancel(key.index() + FIRST_CONNECTION_TIMER);
     }
 }

@@ -34,7 +34,7 @@ impl Shard {
             return self.drop(DropReason::TcpMalformed);
         };
         let seg = Segment::from_repr(&repr, packet.psh());
-        let tuple = FourTuple { local_ip, remote_ip: peer.ip, local_port: seg.dst_port, remote_port: seg.src_port };
+        let tuple = FourTuple::v4(local_ip, peer.ip, seg.dst_port, seg.src_port);
         match self.flows.get(&tuple) {
             Some(key) => self.segment_for_connection(now, peer, key, tuple, &seg),
             None => self.segment_without_connection(now, peer, tuple, &seg),

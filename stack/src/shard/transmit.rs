@@ -45,7 +45,11 @@ impl Shard {
     /// Gives `key` a transmit turn. Returns a frame length if one was written.
     pub(super) fn transmit_connection(&mut self, now: Instant, key: Key, buf: &mut [u8]) -> Option<usize> {
         let conn = self.conns.get_mut(key)?;
-        let remote = conn.tuple.remote_ip;
+        // Only IPv4 connections exist so far.
+        let Some((_, remote)) = conn.tuple.ipv4() else {
+            conn.set_in_ready(false);
+            return None;
+        };
         let Some(next_hop) = route(&self.config, remote) else {
             conn.set_in_ready(false);
             self.env.0.counters.drop(DropReason::NoRoute);
@@ -131,9 +135,9 @@ pub(super) fn write_segment(
     dst_mac: [u8; 6],
     frame: &mut [u8],
 ) -> Option<usize> {
+    let (local, remote) = conn.tuple.ipv4()?;
     let emitted = conn.emit(now, env, &mut frame[TCP_OFFSET..])?;
     let tcp_len = emitted.len;
-    let (local, remote) = (conn.tuple.local_ip, conn.tuple.remote_ip);
     // The payload was summed as it was copied in: only the header is read.
     let segment = &mut frame[TCP_OFFSET..TCP_OFFSET + tcp_len];
     let sum = checksum::pseudo_header(local, remote, IpProtocol::Tcp.into(), tcp_len as u16)

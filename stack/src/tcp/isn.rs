@@ -42,12 +42,7 @@ mod tests {
     use core::net::Ipv4Addr;
 
     fn tuple(remote_port: u16) -> FourTuple {
-        FourTuple {
-            local_ip: Ipv4Addr::new(10, 0, 0, 1),
-            local_port: 80,
-            remote_ip: Ipv4Addr::new(10, 0, 0, 2),
-            remote_port,
-        }
+        FourTuple::v4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2), 80, remote_port)
     }
 
     #[test]

@@ -116,12 +116,7 @@ mod tests {
     use core::net::Ipv4Addr;
 
     fn tuple(port: u16) -> FourTuple {
-        FourTuple {
-            local_ip: Ipv4Addr::new(10, 0, 0, 1),
-            remote_ip: Ipv4Addr::new(10, 0, 0, 2),
-            local_port: 80,
-            remote_port: port,
-        }
+        FourTuple::v4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2), 80, port)
     }
 
     #[test]

@@ -303,8 +303,6 @@ pub(crate) struct Connection {
     unacked_since: Instant,
     /// When the peer last sent us anything (keep-alive).
     last_rx: Instant,
-    /// The deadline currently in the shard's timer wheel.
-    pub wheel_at: Instant,
 
     rtt: RttEstimator,
     min_rtt: MinRtt,
@@ -419,7 +417,6 @@ impl Connection {
             state_timer: StateTimer::Off,
             unacked_since: now,
             last_rx: now,
-            wheel_at: NEVER,
             rtt: RttEstimator::new(env.cfg.initial_rto),
             min_rtt: MinRtt::default(),
             cc: Congestion::new(env.cfg.congestion, env.mss as u32),
@@ -1008,8 +1005,8 @@ impl Connection {
     /// A statistics snapshot.
     pub fn stats(&self) -> FlowStats {
         FlowStats {
-            local: self.tuple.local().into(),
-            remote: self.tuple.remote().into(),
+            local: self.tuple.local(),
+            remote: self.tuple.remote(),
             state: self.state,
             srtt: self.rtt.srtt(),
             rttvar: self.rtt.rttvar(),
@@ -1042,12 +1039,13 @@ impl Connection {
 #[cfg(test)]
 mod size {
     /// The control block is most of an idle connection's cost (the budget is
-    /// 1 KiB per idle connection, slab, flow table and timer included); keep
-    /// it within ten cache lines.
+    /// 1 KiB per idle connection, slab, flow table and timer included, which
+    /// `tests/tests/c100k.rs` holds it to); keep it within eleven cache
+    /// lines. It was ten until the 4-tuple took IPv6 addresses (24 bytes
+    /// more; the copy of the timer wheel's deadline went, 8 bytes less).
     #[test]
-    fn a_control_block_fits_in_ten_cache_lines() {
+    fn a_control_block_fits_in_eleven_cache_lines() {
         let size = core::mem::size_of::<super::Connection>();
-        eprintln!("SIZE {size}");
-        assert!(size <= 10 * 64, "Connection grew to {size} bytes");
+        assert!(size <= 11 * 64, "Connection grew to {size} bytes");
     }
 }

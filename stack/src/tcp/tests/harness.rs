@@ -212,7 +212,7 @@ impl T {
 
     /// Our ISS for a connection from the peer's `port`, at the current time.
     pub fn expected_iss(&self, remote_port: u16) -> u32 {
-        let tuple = FourTuple { local_ip: LOCAL_IP, remote_ip: REMOTE_IP, local_port: LOCAL_PORT, remote_port };
+        let tuple = FourTuple::v4(LOCAL_IP, REMOTE_IP, LOCAL_PORT, remote_port);
         IsnGenerator::new(self.secret).isn(self.now, &tuple).get()
     }
 
