@@ -34,8 +34,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
-use fairway_stack::steering::owner;
-use smoltcp::wire::{EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket, UdpPacket};
+use fairway_stack::steering::{owner, owner6};
+use smoltcp::wire::{
+    EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, Ipv6ExtHeader, Ipv6Packet, TcpPacket, UdpPacket,
+};
 
 use crate::{Device, Wait};
 
@@ -76,6 +78,31 @@ pub fn classify(frame: &[u8], count: u16) -> Owner {
             };
             match ports {
                 Some((sp, dp)) => Owner::Shard(owner((src, sp), (dst, dp), count)),
+                None => Owner::Here,
+            }
+        }
+        EthernetProtocol::Ipv6 => {
+            let Ok(ip) = Ipv6Packet::new_checked(eth.payload()) else { return Owner::Here };
+            let (src, dst) = (ip.src_addr(), ip.dst_addr());
+            // Past the options and routing headers to TCP or UDP; ICMPv6
+            // (Neighbor Discovery, echo) is for whichever shard gets it,
+            // and so are fragments, which the stack drops.
+            let (mut next, mut rest) = (ip.next_header(), ip.payload());
+            let ports = loop {
+                match next {
+                    IpProtocol::HopByHop | IpProtocol::Ipv6Opts | IpProtocol::Ipv6Route => {
+                        let Ok(ext) = Ipv6ExtHeader::new_checked(rest) else { break None };
+                        let len = (usize::from(ext.header_len()) + 1) * 8;
+                        next = ext.next_header();
+                        rest = &rest[len..];
+                    }
+                    IpProtocol::Tcp => break TcpPacket::new_checked(rest).ok().map(|t| (t.src_port(), t.dst_port())),
+                    IpProtocol::Udp => break UdpPacket::new_checked(rest).ok().map(|u| (u.src_port(), u.dst_port())),
+                    _ => break None,
+                }
+            };
+            match ports {
+                Some((sp, dp)) => Owner::Shard(owner6((src, sp), (dst, dp), count)),
                 None => Owner::Here,
             }
         }
@@ -533,6 +560,51 @@ mod tests {
             let mut t = TcpPacket::new_unchecked(p.payload_mut());
             tcp.emit(&mut t, &src.0.into(), &dst.0.into(), &caps);
         })
+    }
+
+    /// An IPv6 frame from `src` to `dst` carrying `next` and `payload`.
+    fn ipv6(src: core::net::Ipv6Addr, dst: core::net::Ipv6Addr, next: IpProtocol, payload: &[u8]) -> Vec<u8> {
+        let ip = smoltcp::wire::Ipv6Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: next,
+            payload_len: payload.len(),
+            hop_limit: 64,
+        };
+        eth(ip.buffer_len() + payload.len(), EthernetProtocol::Ipv6, |buf| {
+            ip.emit(&mut Ipv6Packet::new_unchecked(&mut buf[..40]));
+            buf[40..].copy_from_slice(payload);
+        })
+    }
+
+    #[test]
+    fn ipv6_flows_follow_the_stacks_ipv6_hash_past_extension_headers() {
+        let (client, server) = ("fd77::a".parse().unwrap(), "fd77::1".parse().unwrap());
+        // A bare 20-byte header: classify reads no more than its ports.
+        let segment = |sp: u16, dp: u16| {
+            let mut h = [sp.to_be_bytes(), dp.to_be_bytes()].concat();
+            h.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0x10, 0, 0, 0, 0, 0]);
+            h
+        };
+        for count in [1u16, 2, 3, 8] {
+            for port in 40000..40100 {
+                let expected = Owner::Shard(owner6((client, port), (server, 80), count));
+                let to_server = ipv6(client, server, IpProtocol::Tcp, &segment(port, 80));
+                let from_server = ipv6(server, client, IpProtocol::Tcp, &segment(80, port));
+                assert_eq!(classify(&to_server, count), expected);
+                assert_eq!(classify(&from_server, count), expected);
+                // Behind a Destination Options header (8 bytes of padding).
+                let options = [vec![u8::from(IpProtocol::Tcp), 0, 1, 4, 0, 0, 0, 0], segment(port, 80)].concat();
+                assert_eq!(classify(&ipv6(client, server, IpProtocol::Ipv6Opts, &options), count), expected);
+            }
+        }
+        // Neighbor Discovery and echo: any shard answers.
+        assert_eq!(classify(&ipv6(client, server, IpProtocol::Icmpv6, &[135, 0, 0, 0]), 4), Owner::Here);
+        // Cut anywhere, or with a header longer than the packet: no panic.
+        let frame = ipv6(client, server, IpProtocol::Ipv6Opts, &[6, 9, 0, 0, 0, 0, 0, 0, 0, 80, 0, 80]);
+        for len in 0..=frame.len() {
+            let _ = classify(&frame[..len], 4);
+        }
     }
 
     fn arp() -> Vec<u8> {
