@@ -394,7 +394,7 @@ pub struct Options {
 
     /// The userspace stack's own addresses and subnets, one per --ip: one IPv4, e.g. 10.0.0.1/24 (required
     /// with afxdp and tap), where it serves HTTP on port 80, and any IPv6, e.g. fd77::1/64, which turn IPv6 on
-    /// (with the link-local address): they answer ping and Neighbor Discovery; TCP over IPv6 is not served yet
+    /// (with the link-local address): HTTP is served on port 80 of these too
     #[arg(long, value_name = "ADDR/PREFIX")]
     #[serde(default, deserialize_with = "one_or_many")]
     pub ip: Vec<AnyPrefix>,

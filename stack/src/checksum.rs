@@ -110,6 +110,19 @@ pub fn pseudo_header(src: Ipv4Address, dst: Ipv4Address, protocol: u8, length: u
         .add_u16(length)
 }
 
+/// The IPv6 pseudo-header sum for TCP, UDP or ICMPv6 (RFC 8200 §8.1):
+/// the addresses, the upper-layer length and the next header.
+#[must_use]
+#[inline]
+pub fn pseudo_header_v6(src: core::net::Ipv6Addr, dst: core::net::Ipv6Addr, protocol: u8, length: u32) -> Sum {
+    Sum::new()
+        .add_bytes(&src.octets())
+        .add_bytes(&dst.octets())
+        .add_u16((length >> 16) as u16)
+        .add_u16(length as u16)
+        .add_u16(u16::from(protocol))
+}
+
 /// The checksum field value for `data`: `!fold(sum(data))`.
 #[must_use]
 #[inline]

@@ -127,8 +127,6 @@ reasons! {
     Ipv6UnknownProtocol => "ipv6_unknown_protocol",
     /// "No next header": nothing to deliver (RFC 8200 §4.7).
     Ipv6NoNextHeader => "ipv6_no_next_header",
-    /// TCP over IPv6, which the stack does not serve yet.
-    TcpOverIpv6 => "tcp_over_ipv6",
     /// Malformed ICMPv6 or bad ICMPv6 checksum.
     Icmpv6Malformed => "icmpv6_malformed",
     /// ICMPv6 we do not act on.

@@ -1,4 +1,4 @@
-//! Fairway's protocol engine: a sans-IO TCP/IPv4 stack.
+//! Fairway's protocol engine: a sans-IO TCP/IP stack, IPv4 and IPv6.
 //!
 //! A [`Shard`] owns one share of the flows and everything they need. The
 //! driver feeds it frames and the current time (`handle_*`) and takes frames
@@ -27,10 +27,10 @@
 //!   [`ListenError`], [`ConnectError`], [`SendError`], [`RecvError`] and
 //!   [`ConnectionError`]; [`FlowStats`] and [`State`] describe a
 //!   connection, [`Counters`] and [`DropReason`] the shard. Addresses are
-//!   `SocketAddr`s of either family (listening on `[::]` is listening on
-//!   every address of ours); the stack itself speaks IPv4 so far, so an
-//!   IPv6 destination has no route and an IPv6 address is not ours, and an
-//!   IPv4-mapped one stands for its IPv4 address.
+//!   `SocketAddr`s of either family: a listener takes its port on every
+//!   address of ours (IPv4 and, with [`Config::ipv6`], IPv6: [`Ipv6Config`],
+//!   Neighbor Discovery, ICMPv6); active opens are IPv4 only so far, and
+//!   an IPv4-mapped address stands for its IPv4 address.
 //! - [`time`]: the stack's clock types, passed in by the driver.
 //! - [`fairness`]: the RTT-aware window-control policies.
 //! - [`steering`]: which shard owns a flow.

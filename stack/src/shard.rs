@@ -75,10 +75,10 @@ struct ListenerState {
     notified: bool,
 }
 
-/// A frame held until its next hop is resolved.
+/// A frame held until its next hop (IPv4-mapped for IPv4) is resolved.
 #[derive(Debug)]
 struct PendingFrame {
-    next_hop: Ipv4Addr,
+    next_hop: core::net::Ipv6Addr,
     frame: Box<[u8]>,
     len: usize,
 }

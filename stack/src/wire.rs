@@ -199,10 +199,47 @@ impl TcpHeader {
 /// The SACK option's kind (RFC 2018).
 const SACK_OPTION_KIND: u8 = 5;
 
+/// The TCP pseudo-header sum of a `len`-byte segment from `src` to `dst`,
+/// of either family (IPv4 addresses IPv4-mapped, as in a
+/// [`FourTuple`](crate::flow_table::FourTuple)).
+pub(crate) fn tcp_pseudo_header(src: Ipv6Addr, dst: Ipv6Addr, len: usize) -> checksum::Sum {
+    match (src.to_ipv4_mapped(), dst.to_ipv4_mapped()) {
+        (Some(src), Some(dst)) => checksum::pseudo_header(src, dst, IpProtocol::Tcp.into(), len as u16),
+        _ => checksum::pseudo_header_v6(src, dst, IpProtocol::Tcp.into(), len as u32),
+    }
+}
+
+/// Where the TCP header starts in one of our frames to `dst` (IPv4-mapped
+/// for IPv4): after the IPv4 or the IPv6 header.
+pub(crate) fn tcp_offset(dst: Ipv6Addr) -> usize {
+    if dst.to_ipv4_mapped().is_some() { TCP_OFFSET } else { ETHERNET_HEADER_LEN + IPV6_HEADER_LEN }
+}
+
+/// Writes the Ethernet and IP headers of a frame carrying a `tcp_len`-byte
+/// TCP segment from `src` to `dst`, of either family.
+pub(crate) fn emit_tcp_headers(
+    frame: &mut [u8],
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    tcp_len: usize,
+) {
+    match (src.to_ipv4_mapped(), dst.to_ipv4_mapped()) {
+        (Some(src), Some(dst)) => {
+            emit_ipv4(&mut frame[ETHERNET_HEADER_LEN..], src, dst, IpProtocol::Tcp, tcp_len);
+            emit_ethernet(frame, src_mac, dst_mac, EthernetProtocol::Ipv4);
+        }
+        _ => {
+            emit_ipv6(&mut frame[ETHERNET_HEADER_LEN..], src, dst, IpProtocol::Tcp, tcp_len, DEFAULT_TTL);
+            emit_ethernet(frame, src_mac, dst_mac, EthernetProtocol::Ipv6);
+        }
+    }
+}
+
 /// Fills the checksum of the TCP segment `segment` (header and payload).
-pub(crate) fn fill_tcp_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
-    let sum =
-        checksum::pseudo_header(src, dst, IpProtocol::Tcp.into(), segment.len() as u16).add_bytes(segment).finish();
+pub(crate) fn fill_tcp_checksum(segment: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr) {
+    let sum = tcp_pseudo_header(src, dst, segment.len()).add_bytes(segment).finish();
     TcpPacket::new_unchecked(segment).set_checksum(sum);
 }
 
@@ -212,23 +249,23 @@ pub(crate) fn set_tcp_checksum(segment: &mut [u8], checksum: u16) {
 }
 
 /// Whether the TCP segment's checksum (with the pseudo-header) is right.
-pub(crate) fn tcp_checksum_ok(segment: &[u8], src: Ipv4Addr, dst: Ipv4Addr) -> bool {
-    checksum::pseudo_header(src, dst, IpProtocol::Tcp.into(), segment.len() as u16).add_bytes(segment).fold() == 0xffff
+pub(crate) fn tcp_checksum_ok(segment: &[u8], src: Ipv6Addr, dst: Ipv6Addr) -> bool {
+    tcp_pseudo_header(src, dst, segment.len()).add_bytes(segment).fold() == 0xffff
 }
 
-/// Writes a whole TCP frame with an empty payload; returns its length.
-#[allow(clippy::too_many_arguments)]
+/// Writes a whole TCP frame with an empty payload from `src` to `dst` (of
+/// either family, IPv4 addresses IPv4-mapped); returns its length.
 pub(crate) fn emit_tcp_frame(
     frame: &mut [u8],
     src_mac: [u8; 6],
     dst_mac: [u8; 6],
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
     header: &TcpHeader,
 ) -> usize {
-    emit_ethernet(frame, src_mac, dst_mac, EthernetProtocol::Ipv4);
-    let tcp_len = header.emit(&mut frame[TCP_OFFSET..]);
-    fill_tcp_checksum(&mut frame[TCP_OFFSET..TCP_OFFSET + tcp_len], src, dst);
-    emit_ipv4(&mut frame[ETHERNET_HEADER_LEN..], src, dst, IpProtocol::Tcp, tcp_len);
-    TCP_OFFSET + tcp_len
+    let offset = tcp_offset(dst);
+    let tcp_len = header.emit(&mut frame[offset..]);
+    fill_tcp_checksum(&mut frame[offset..offset + tcp_len], src, dst);
+    emit_tcp_headers(frame, src_mac, dst_mac, src, dst, tcp_len);
+    offset + tcp_len
 }

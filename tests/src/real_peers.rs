@@ -149,7 +149,20 @@ pub fn pattern_sha256(n: u64) -> String {
 
 /// `curl` from client `client`: the body's SHA-256, or why it failed.
 pub fn curl_sha256(tb: &Testbed, client: usize, path: &str, timeout: Duration) -> Result<String, String> {
-    let url = format!("http://{}:{HTTP_PORT}{path}", tb.server_ip());
+    curl_url_sha256(tb, client, &format!("http://{}:{HTTP_PORT}{path}", tb.server_ip()), timeout)
+}
+
+/// [`curl_sha256`] of `path` at Fairway's IPv6 address (a testbed with
+/// [`TestbedConfig::ipv6`](crate::testbed::TestbedConfig::ipv6)).
+///
+/// # Errors
+///
+/// As [`curl_sha256`].
+pub fn curl6_sha256(tb: &Testbed, client: usize, path: &str, timeout: Duration) -> Result<String, String> {
+    curl_url_sha256(tb, client, &format!("http://[{}]:{HTTP_PORT}{path}", tb.server_ip6()), timeout)
+}
+
+fn curl_url_sha256(tb: &Testbed, client: usize, url: &str, timeout: Duration) -> Result<String, String> {
     let script =
         format!("curl -sS -f --max-time {} '{url}' | sha256sum; exit ${{PIPESTATUS[0]}}", timeout.as_secs().max(1));
     let out = testbed::exec_timeout(&tb.client_ns(client), &["bash", "-c", &script], timeout + Duration::from_secs(5))

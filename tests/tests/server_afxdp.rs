@@ -389,9 +389,11 @@ fn the_worst_tcp_attack_over_afxdp_leaves_downloads_intact_and_memory_bounded() 
 /// IPv6 beside IPv4 (`--ip fd77::1/64`): the server's addresses come up
 /// after duplicate address detection, the kernel resolves Fairway by
 /// Neighbor Discovery and its `ping -6` is answered, at the global and the
-/// link-local address, while IPv4 clients are served as before.
+/// link-local address; kernel curl downloads over IPv6 arrive byte-exact
+/// (Fairway resolving the client by Neighbor Discovery in turn), and IPv4
+/// clients are served as before by the same server.
 #[test]
-fn the_kernel_resolves_fairway_over_ipv6_and_its_pings_are_answered() {
+fn the_kernel_resolves_fairway_over_ipv6_pings_it_and_downloads_byte_exact() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
     let tb = Testbed::up(TestbedConfig::new(prefix()).clients(1).queues(1).ipv6(true))
@@ -400,6 +402,11 @@ fn the_kernel_resolves_fairway_over_ipv6_and_its_pings_are_answered() {
         [tb.afxdp_flags(), ["--queues", "1", "--shards", "1"].map(str::to_owned).to_vec()].concat();
     let served = Served::start(&tb, &flags.iter().map(String::as_str).collect::<Vec<_>>());
     fairway_tests::served::check_ipv6_neighbour_and_ping(&tb, 0, tb.server_mac());
+    // HTTP over IPv6: bodies byte-exact, from one byte to 20 MB.
+    for size in [1u64, 1439, 1440, 1441, 1 << 20, 20 << 20] {
+        let got = fairway_tests::real_peers::curl6_sha256(&tb, 0, &format!("/bytes/{size}"), T);
+        assert_eq!(got.unwrap(), fairway_tests::real_peers::pattern_sha256(size), "/bytes/{size} over IPv6");
+    }
     check_endpoints(&tb, 0);
     // /metrics says so too (a shard publishes at most once a second).
     let advertised = || {

@@ -15,16 +15,19 @@ use super::transmit::route;
 use super::{ListenerState, Shard};
 
 impl Shard {
-    /// Listens on `addr`: our address, or the unspecified address of
-    /// either family (`0.0.0.0`, `[::]`) for any of ours. The stack speaks
-    /// IPv4 only so far: an IPv6 address other than `[::]` and an
-    /// IPv4-mapped one of ours is not available.
+    /// Listens on `addr`'s port: at one of our addresses (IPv4, IPv6, or
+    /// IPv4-mapped), or at the unspecified address of either family
+    /// (`0.0.0.0`, `[::]`). A listener takes its port on every address of
+    /// ours, of both families.
     pub fn listen(&mut self, addr: impl Into<SocketAddr>) -> Result<Listener, ListenError> {
         let addr = addr.into();
         let ours = match addr.ip() {
             ip if ip.is_unspecified() => true,
             IpAddr::V4(ip) => ip == self.config.ip,
-            IpAddr::V6(ip) => ip.to_ipv4_mapped() == Some(self.config.ip),
+            IpAddr::V6(ip) => {
+                ip.to_ipv4_mapped() == Some(self.config.ip)
+                    || self.ipv6.as_ref().is_some_and(|v6| v6.find(ip).is_some())
+            }
         };
         if !ours {
             return Err(ListenError::AddressNotAvailable);
@@ -92,7 +95,7 @@ impl Shard {
     }
 
     /// Opens a connection to `to`. Completion is signalled by
-    /// [`Event::Connected`] (or [`Event::Error`]). The stack speaks IPv4
+    /// [`Event::Connected`] (or [`Event::Error`]). Active opens speak IPv4
     /// only so far: an IPv6 destination has no route (an IPv4-mapped one
     /// is its IPv4 address).
     pub fn connect(&mut self, now: Instant, to: impl Into<SocketAddr>) -> Result<Handle, ConnectError> {

@@ -37,7 +37,7 @@ impl Shard {
         let known = self.arp.contains(spa);
         if known || for_us {
             self.arp.update(now, spa, sha);
-            self.flush_pending(spa, sha);
+            self.flush_pending(spa.to_ipv6_mapped(), sha);
         }
         if for_us {
             if operation == ArpOperation::Request {
@@ -82,7 +82,9 @@ impl Shard {
         }
     }
 
-    pub(super) fn hold_for_arp(&mut self, next_hop: Ipv4Addr, frame: Box<[u8]>, len: usize) {
+    /// Holds `frame` until `next_hop` (IPv4-mapped for IPv4) resolves, by
+    /// ARP or Neighbor Discovery.
+    pub(super) fn hold_for_resolution(&mut self, next_hop: core::net::Ipv6Addr, frame: Box<[u8]>, len: usize) {
         if self.pending.len() >= self.config.limits.arp_pending
             && let Some(old) = self.pending.pop_front()
         {
@@ -95,8 +97,8 @@ impl Shard {
         }
     }
 
-    /// Sends the frames that waited for `ip`.
-    pub(super) fn flush_pending(&mut self, ip: Ipv4Addr, mac: [u8; 6]) {
+    /// Sends the frames that waited for `ip` (IPv4-mapped for IPv4).
+    pub(super) fn flush_pending(&mut self, ip: core::net::Ipv6Addr, mac: [u8; 6]) {
         let mut i = 0;
         while i < self.pending.len() {
             if self.pending[i].next_hop != ip {
@@ -118,15 +120,15 @@ impl Shard {
         let mut i = 0;
         while i < self.pending.len() {
             let hop = self.pending[i].next_hop;
-            if self.arp.gave_up(hop) {
+            if self.gave_up(hop) {
                 if let Some(p) = self.pending.remove(i) {
                     self.frames.give(p.frame);
                 }
                 self.drop(DropReason::ArpUnresolved);
                 continue;
             }
-            if self.arp.lookup(now, hop) == Lookup::MissRequest {
-                self.queue_arp(ArpOperation::Request, [0; 6], hop, wire::BROADCAST_MAC);
+            if self.resolve(now, hop) == Lookup::MissRequest {
+                self.solicit(hop);
             }
             i += 1;
         }

@@ -4,8 +4,7 @@
 use crate::pool::Key;
 use crate::tcp::connection::{Action, NEVER, Outcome};
 
-use super::transmit::route;
-use super::{FIRST_CONNECTION_TIMER, Peer, Shard};
+use super::{FIRST_CONNECTION_TIMER, Shard};
 
 impl Shard {
     /// Puts the connection's deadline in the wheel and, if it has something to
@@ -36,15 +35,14 @@ impl Shard {
     }
 
     /// Carries out what a connection asked for.
-    pub(super) fn apply(&mut self, key: Key, outcome: Outcome, peer: Option<Peer>) {
+    pub(super) fn apply(&mut self, key: Key, outcome: Outcome, peer: Option<[u8; 6]>) {
         if let Some((seq, ack)) = outcome.reset
             && let Some(conn) = self.conns.get(key)
-            && let Some((_, remote)) = conn.tuple.ipv4()
         {
-            let header = conn.reset_header(seq, ack);
-            let mac = peer.map(|p| p.mac).or_else(|| route(&self.config, remote).and_then(|hop| self.arp.get(hop)));
+            let (header, tuple) = (conn.reset_header(seq, ack), conn.tuple);
+            let mac = peer.or_else(|| self.next_hop(tuple.remote_ip).and_then(|hop| self.neighbor_mac(hop)));
             if let Some(mac) = mac {
-                self.queue_tcp_control(mac, remote, &header);
+                self.queue_tcp_control(mac, &tuple, &header);
             }
         }
         match outcome.action {

@@ -22,13 +22,13 @@ use crate::tcp::State;
 use crate::tcp::segment::Segment;
 use crate::time::Instant;
 
-use super::{Peer, Shard};
+use super::Shard;
 
 /// A pure ACK held back until its batch ends.
 #[derive(Debug)]
 pub(super) struct HeldAck {
     key: Key,
-    peer: Peer,
+    peer: [u8; 6],
     /// When it arrived: it is processed as of then.
     at: Instant,
     seg: Segment<'static>,
@@ -65,7 +65,7 @@ impl Shard {
     /// the one held for `key` (`already_held`, the connection's flag, says
     /// whether there is one: the list is only searched then) if it
     /// supersedes it, after delivering that one if not.
-    pub(super) fn hold_ack(&mut self, now: Instant, peer: Peer, key: Key, seg: &Segment<'_>, already_held: bool) {
+    pub(super) fn hold_ack(&mut self, now: Instant, peer: [u8; 6], key: Key, seg: &Segment<'_>, already_held: bool) {
         let detached = seg.without_payload();
         if already_held && let Some(i) = self.held.iter().position(|h| h.key == key) {
             if supersedes(&self.held[i].seg, seg) {

@@ -50,7 +50,7 @@ impl Shard {
         let payload = &packet[header_len..];
         let peer = Peer { mac: src_mac, ip: src };
         match ip.next_header() {
-            IpProtocol::Tcp => self.handle_tcp(now, peer, dst, payload),
+            IpProtocol::Tcp => self.handle_tcp(now, src_mac, dst.to_ipv6_mapped(), src.to_ipv6_mapped(), payload),
             IpProtocol::Icmp => self.handle_icmp(peer, packet, payload),
             IpProtocol::Udp => {
                 self.drop(DropReason::UdpNoPort);

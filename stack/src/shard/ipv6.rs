@@ -132,7 +132,7 @@ impl Ipv6State {
 }
 
 /// Whether `a` and `b` share their first `len` bits.
-fn same_prefix(a: Ipv6Addr, b: Ipv6Addr, len: u8) -> bool {
+pub(super) fn same_prefix(a: Ipv6Addr, b: Ipv6Addr, len: u8) -> bool {
     let len = u32::from(len.min(128));
     let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
     a.to_bits() & mask == b.to_bits() & mask
@@ -204,7 +204,8 @@ impl Shard {
                 }
                 match protocol {
                     IpProtocol::Icmpv6 => self.handle_icmpv6(now, peer, ip.hop_limit(), packet, payload),
-                    IpProtocol::Tcp => self.drop(DropReason::TcpOverIpv6),
+                    IpProtocol::Tcp if dst.is_multicast() => self.drop(DropReason::Ipv6NotForUs),
+                    IpProtocol::Tcp => self.handle_tcp(now, peer.mac, dst, src, payload),
                     IpProtocol::Udp => {
                         self.drop(DropReason::UdpNoPort);
                         let reason = Icmpv6DstUnreachable::PortUnreachable;

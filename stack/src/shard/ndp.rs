@@ -69,6 +69,7 @@ impl Shard {
         }
         if let Some(mac) = mac {
             v6.neighbors.update_stale(now, peer.ip, mac);
+            self.flush_pending(peer.ip, mac);
         }
         // The answer: to the asker, or to all nodes when it has no address
         // yet (then unsolicited, §7.2.4).
@@ -129,6 +130,10 @@ impl Shard {
             }
             None => {}
         }
+        // What waited for the neighbour goes to the address it has now.
+        if let Some(mac) = v6.neighbors.get(target) {
+            self.flush_pending(target, mac);
+        }
     }
 
     /// RFC 4861 §6.1.2 and §6.3.4: a router on the link offers itself as
@@ -164,6 +169,19 @@ impl Shard {
         // takes, is ignored.
         if let Some(mtu) = mtu.filter(|&m| (1280..=our_mtu as u32).contains(&m)) {
             v6.link_mtu = Some(mtu);
+        }
+    }
+
+    /// A Neighbor Solicitation for `target` from the address of ours that
+    /// suits it, to its solicited-node group, with our link address (RFC
+    /// 4861 §7.2.2).
+    pub(super) fn solicit_neighbor(&mut self, target: Ipv6Addr) {
+        let Some(src) = self.ipv6.as_ref().and_then(|v6| v6.source_for(target)) else { return };
+        let group = solicited_node(target);
+        let lladdr = Some(RawHardwareAddress::from(EthernetAddress(self.config.mac)));
+        let ns = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr: target, lladdr });
+        if self.queue_icmpv6(wire::ipv6_multicast_mac(group), src, group, NDP_HOP_LIMIT, &ns) {
+            self.env.0.counters.neighbor_solicits += 1;
         }
     }
 

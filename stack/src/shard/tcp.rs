@@ -1,7 +1,7 @@
 //! TCP demultiplexing: segments to their connection, or to a listener
 //! (the SYN queue, SYN cookies), or answered with an RST.
 
-use core::net::Ipv4Addr;
+use core::net::Ipv6Addr;
 
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{TcpPacket, TcpRepr};
@@ -18,23 +18,26 @@ use crate::tcp::syn_cookie::{CookieOptions, SynCookies};
 use crate::time::Instant;
 use crate::wire::{self, Flags, TcpHeader};
 
-use super::transmit::route;
-use super::{Peer, Shard};
+use super::Shard;
 
 impl Shard {
-    pub(super) fn handle_tcp(&mut self, now: Instant, peer: Peer, local_ip: Ipv4Addr, bytes: &[u8]) {
+    /// A TCP segment from `remote` (at link address `peer`) to our
+    /// `local`, addresses of either family (IPv4 ones IPv4-mapped).
+    pub(super) fn handle_tcp(&mut self, now: Instant, peer: [u8; 6], local: Ipv6Addr, remote: Ipv6Addr, bytes: &[u8]) {
         let Ok(packet) = TcpPacket::new_checked(bytes) else {
             return self.drop(DropReason::TcpTruncated);
         };
-        if !wire::tcp_checksum_ok(bytes, peer.ip, local_ip) {
+        if !wire::tcp_checksum_ok(bytes, remote, local) {
             return self.drop(DropReason::TcpBadChecksum);
         }
         let caps = ChecksumCapabilities::ignored();
-        let Ok(repr) = TcpRepr::parse(&packet, &peer.ip.into(), &local_ip.into(), &caps) else {
+        let (src, dst) = (remote.to_canonical().into(), local.to_canonical().into());
+        let Ok(repr) = TcpRepr::parse(&packet, &src, &dst, &caps) else {
             return self.drop(DropReason::TcpMalformed);
         };
         let seg = Segment::from_repr(&repr, packet.psh());
-        let tuple = FourTuple::v4(local_ip, peer.ip, seg.dst_port, seg.src_port);
+        let tuple =
+            FourTuple { local_ip: local, remote_ip: remote, local_port: seg.dst_port, remote_port: seg.src_port };
         match self.flows.get(&tuple) {
             Some(key) => self.segment_for_connection(now, peer, key, tuple, &seg),
             None => self.segment_without_connection(now, peer, tuple, &seg),
@@ -44,7 +47,7 @@ impl Shard {
     pub(super) fn segment_for_connection(
         &mut self,
         now: Instant,
-        peer: Peer,
+        peer: [u8; 6],
         key: Key,
         tuple: FourTuple,
         seg: &Segment<'_>,
@@ -63,7 +66,14 @@ impl Shard {
     }
 
     /// Hands `seg` to connection `key` now, and acts on the outcome.
-    pub(super) fn deliver_segment(&mut self, now: Instant, peer: Peer, key: Key, tuple: FourTuple, seg: &Segment<'_>) {
+    pub(super) fn deliver_segment(
+        &mut self,
+        now: Instant,
+        peer: [u8; 6],
+        key: Key,
+        tuple: FourTuple,
+        seg: &Segment<'_>,
+    ) {
         let Some(conn) = self.conns.get_mut(key) else {
             // Cannot happen while the table and slab agree; recover anyway.
             self.flows.remove(&tuple, key);
@@ -118,7 +128,13 @@ impl Shard {
         }
     }
 
-    pub(super) fn segment_without_connection(&mut self, now: Instant, peer: Peer, tuple: FourTuple, seg: &Segment<'_>) {
+    pub(super) fn segment_without_connection(
+        &mut self,
+        now: Instant,
+        peer: [u8; 6],
+        tuple: FourTuple,
+        seg: &Segment<'_>,
+    ) {
         if seg.flags.rst {
             return self.drop(DropReason::TcpNoConnection);
         }
@@ -145,19 +161,19 @@ impl Shard {
             flags: Flags { rst: true, ..Flags::default() },
             ..TcpHeader::default()
         };
-        self.queue_tcp_control(peer.mac, peer.ip, &header);
+        self.queue_tcp_control(peer, &tuple, &header);
     }
 
     pub(super) fn open_passive(
         &mut self,
         now: Instant,
-        peer: Peer,
+        peer: [u8; 6],
         tuple: FourTuple,
         listener: u32,
         seg: &Segment<'_>,
     ) {
         // Nothing to answer through: a spoofed or misrouted SYN.
-        if route(&self.config, peer.ip).is_none() {
+        if self.next_hop(tuple.remote_ip).is_none() {
             return self.drop(DropReason::NoRoute);
         }
         let Some(Some(l)) = self.listeners.get_mut(listener as usize) else { return };
@@ -189,7 +205,7 @@ impl Shard {
     /// Answers a SYN with a SYN cookie and keeps nothing (RFC 4987 §3.6).
     /// The SYN-ACK goes back to the link-layer sender, like an RST: a
     /// stateless reply must not make state in the ARP cache either.
-    pub(super) fn send_cookie(&mut self, now: Instant, peer: Peer, tuple: FourTuple, seg: &Segment<'_>) {
+    pub(super) fn send_cookie(&mut self, now: Instant, peer: [u8; 6], tuple: FourTuple, seg: &Segment<'_>) {
         let cfg = &self.config.tcp;
         let our_mss = self.env.0.mss;
         let offered = seg.mss.filter(|&m| m > 0).unwrap_or(536).min(our_mss);
@@ -215,8 +231,9 @@ impl Shard {
             timestamp,
             ..TcpHeader::default()
         };
-        let (local, our_mac) = (self.config.ip, self.config.mac);
-        if self.push_control(|frame| wire::emit_tcp_frame(frame, our_mac, peer.mac, local, peer.ip, &header)) {
+        let our_mac = self.config.mac;
+        let (local, remote) = (tuple.local_ip, tuple.remote_ip);
+        if self.push_control(|frame| wire::emit_tcp_frame(frame, our_mac, peer, local, remote, &header)) {
             self.env.0.counters.syn_cookies_sent += 1;
             self.env.0.counters.segments_out += 1;
         }
@@ -262,8 +279,8 @@ impl Shard {
 
     /// Queues a TCP segment without payload (RST) that belongs to no live
     /// connection's send path.
-    pub(super) fn queue_tcp_control(&mut self, mac: [u8; 6], remote: Ipv4Addr, header: &TcpHeader) {
-        let local = self.config.ip;
+    pub(super) fn queue_tcp_control(&mut self, mac: [u8; 6], tuple: &FourTuple, header: &TcpHeader) {
+        let (local, remote) = (tuple.local_ip, tuple.remote_ip);
         let our_mac = self.config.mac;
         if self.push_control(|frame| wire::emit_tcp_frame(frame, our_mac, mac, local, remote, header)) {
             self.env.0.counters.resets_sent += 1;

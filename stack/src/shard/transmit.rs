@@ -2,20 +2,20 @@
 //! queue (ARP, ICMP, RSTs) and then the connections that have something
 //! to send, in turn.
 
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 
-use smoltcp::wire::{ArpOperation, EthernetProtocol, IpProtocol};
+use smoltcp::wire::ArpOperation;
 
-use crate::checksum;
 use crate::config::Config;
 use crate::counters::DropReason;
 use crate::neighbor::Lookup;
 use crate::pool::Key;
 use crate::tcp::connection::{Connection, Env};
 use crate::time::Instant;
-use crate::wire::{self, ETHERNET_HEADER_LEN, TCP_OFFSET};
+use crate::wire;
 
 use super::Shard;
+use super::ipv6::same_prefix;
 
 impl Shard {
     /// Writes the next frame to send into `buf` and returns its length, or
@@ -44,19 +44,16 @@ impl Shard {
 
     /// Gives `key` a transmit turn. Returns a frame length if one was written.
     pub(super) fn transmit_connection(&mut self, now: Instant, key: Key, buf: &mut [u8]) -> Option<usize> {
-        let conn = self.conns.get_mut(key)?;
-        // Only IPv4 connections exist so far.
-        let Some((_, remote)) = conn.tuple.ipv4() else {
-            conn.set_in_ready(false);
-            return None;
-        };
-        let Some(next_hop) = route(&self.config, remote) else {
-            conn.set_in_ready(false);
+        let remote = self.conns.get(key)?.tuple.remote_ip;
+        let Some(next_hop) = self.next_hop(remote) else {
+            if let Some(conn) = self.conns.get_mut(key) {
+                conn.set_in_ready(false);
+            }
             self.env.0.counters.drop(DropReason::NoRoute);
             return None;
         };
         let frame_len = self.config.max_frame_len().min(buf.len());
-        let lookup = self.arp.lookup(now, next_hop);
+        let lookup = self.resolve(now, next_hop);
         let (mac, refresh) = match lookup {
             Lookup::Hit(mac) => (Some(mac), false),
             Lookup::HitRefresh(mac) => (Some(mac), true),
@@ -66,25 +63,25 @@ impl Shard {
         let written = match mac {
             Some(mac) => write_segment(&self.config, &mut self.env.0, conn, now, mac, &mut buf[..frame_len]),
             None => {
-                // Unresolved: hold one segment until ARP answers; the
-                // connection's own timers cover anything after that.
+                // Unresolved: hold one segment until the neighbour answers;
+                // the connection's own timers cover anything after that.
                 let mut held = self.frames.take();
                 let n = write_segment(&self.config, &mut self.env.0, conn, now, [0; 6], &mut held[..frame_len]);
                 conn.set_in_ready(false);
                 match n {
-                    Some(len) => self.hold_for_arp(next_hop, held, len),
+                    Some(len) => self.hold_for_resolution(next_hop, held, len),
                     None => self.frames.give(held),
                 }
                 self.sync_timer(key);
                 if lookup == Lookup::MissRequest {
-                    self.queue_arp(ArpOperation::Request, [0; 6], next_hop, wire::BROADCAST_MAC);
+                    self.solicit(next_hop);
                     return self.poll_control(buf);
                 }
                 return None;
             }
         };
         if refresh {
-            self.queue_arp(ArpOperation::Request, [0; 6], next_hop, wire::BROADCAST_MAC);
+            self.solicit(next_hop);
         }
         match written {
             Some(n) => {
@@ -100,6 +97,54 @@ impl Shard {
                 self.sync_timer(key);
                 None
             }
+        }
+    }
+
+    /// The next hop towards `dst` (IPv4-mapped for IPv4): itself when on a
+    /// subnet of ours (for IPv6: one of our prefixes, or link-local), else
+    /// the gateway, or for IPv6 the default router.
+    pub(super) fn next_hop(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+        if let Some(dst) = dst.to_ipv4_mapped() {
+            return route(&self.config, dst).map(|hop| hop.to_ipv6_mapped());
+        }
+        let v6 = self.ipv6.as_ref()?;
+        let on_link =
+            dst.is_unicast_link_local() || v6.addresses.iter().any(|a| same_prefix(a.addr, dst, a.prefix_len));
+        if on_link { Some(dst) } else { self.ipv6_default_router() }
+    }
+
+    /// The link address cached for neighbour `hop`, without side effects.
+    pub(super) fn neighbor_mac(&self, hop: Ipv6Addr) -> Option<[u8; 6]> {
+        match hop.to_ipv4_mapped() {
+            Some(hop) => self.arp.get(hop),
+            None => self.ipv6.as_ref()?.neighbors.get(hop),
+        }
+    }
+
+    /// Looks `hop` up for a frame about to go (ARP's cache or Neighbor
+    /// Discovery's).
+    pub(super) fn resolve(&mut self, now: Instant, hop: Ipv6Addr) -> Lookup {
+        match (hop.to_ipv4_mapped(), &mut self.ipv6) {
+            (Some(hop), _) => self.arp.lookup(now, hop),
+            (None, Some(v6)) => v6.neighbors.lookup(now, hop),
+            (None, None) => Lookup::MissWait,
+        }
+    }
+
+    /// For an unresolved `hop`: whether its requests are used up.
+    pub(super) fn gave_up(&self, hop: Ipv6Addr) -> bool {
+        match hop.to_ipv4_mapped() {
+            Some(hop) => self.arp.gave_up(hop),
+            None => self.ipv6.as_ref().is_none_or(|v6| v6.neighbors.gave_up(hop)),
+        }
+    }
+
+    /// Asks for `hop`'s link address: an ARP request, or a Neighbor
+    /// Solicitation to its solicited-node group with ours (RFC 4861 §7.2.2).
+    pub(super) fn solicit(&mut self, hop: Ipv6Addr) {
+        match hop.to_ipv4_mapped() {
+            Some(hop) => self.queue_arp(ArpOperation::Request, [0; 6], hop, wire::BROADCAST_MAC),
+            None => self.solicit_neighbor(hop),
         }
     }
 
@@ -135,18 +180,18 @@ pub(super) fn write_segment(
     dst_mac: [u8; 6],
     frame: &mut [u8],
 ) -> Option<usize> {
-    let (local, remote) = conn.tuple.ipv4()?;
-    let emitted = conn.emit(now, env, &mut frame[TCP_OFFSET..])?;
+    let (local, remote) = (conn.tuple.local_ip, conn.tuple.remote_ip);
+    let offset = wire::tcp_offset(remote);
+    let emitted = conn.emit(now, env, &mut frame[offset..])?;
     let tcp_len = emitted.len;
     // The payload was summed as it was copied in: only the header is read.
-    let segment = &mut frame[TCP_OFFSET..TCP_OFFSET + tcp_len];
-    let sum = checksum::pseudo_header(local, remote, IpProtocol::Tcp.into(), tcp_len as u16)
+    let segment = &mut frame[offset..offset + tcp_len];
+    let sum = wire::tcp_pseudo_header(local, remote, tcp_len)
         .add_bytes(&segment[..emitted.header_len])
         .add_sum(emitted.payload_sum);
     wire::set_tcp_checksum(segment, sum.finish());
-    wire::emit_ipv4(&mut frame[ETHERNET_HEADER_LEN..], local, remote, IpProtocol::Tcp, tcp_len);
-    wire::emit_ethernet(frame, config.mac, dst_mac, EthernetProtocol::Ipv4);
-    Some(TCP_OFFSET + tcp_len)
+    wire::emit_tcp_headers(frame, config.mac, dst_mac, local, remote, tcp_len);
+    Some(offset + tcp_len)
 }
 
 /// The next hop towards `dst`: itself when on our subnet, else the gateway.

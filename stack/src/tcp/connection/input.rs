@@ -526,7 +526,7 @@ impl Connection {
     pub(super) fn receive_data(&mut self, now: Instant, seg: &Segment<'_>, env: &mut Env) {
         let mut seq = seg.seq;
         let mut data = seg.payload;
-        self.rcv_mss = self.rcv_mss.max(data.len().min(env.mss as usize) as u16);
+        self.rcv_mss = self.rcv_mss.max(data.len().min(self.our_mss(env) as usize) as u16);
         self.measure_rcv_rtt(now, seg);
         // Trim what we already have.
         if seq.lt(self.rcv_nxt) {

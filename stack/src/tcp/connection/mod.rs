@@ -402,7 +402,7 @@ impl Connection {
             snd_wl2: iss,
             snd_wnd: 0,
             max_snd_wnd: 0,
-            snd_mss: DEFAULT_PEER_MSS.min(env.mss),
+            snd_mss: DEFAULT_PEER_MSS.min(mss_for(&tuple, env)),
             recover: iss,
             inflation: 0,
             rtt_seq: iss,
@@ -412,14 +412,14 @@ impl Connection {
             rcv_adv: SeqNumber::default(),
             rcv_fin: SeqNumber::default(),
             unacked_rx: 0,
-            rcv_mss: DEFAULT_PEER_MSS.min(env.mss),
+            rcv_mss: DEFAULT_PEER_MSS.min(mss_for(&tuple, env)),
             timers: TimerTable::new(),
             state_timer: StateTimer::Off,
             unacked_since: now,
             last_rx: now,
             rtt: RttEstimator::new(env.cfg.initial_rto),
             min_rtt: MinRtt::default(),
-            cc: Congestion::new(env.cfg.congestion, env.mss as u32),
+            cc: Congestion::new(env.cfg.congestion, u32::from(mss_for(&tuple, env))),
             snd_wscale: 0,
             rcv_wscale: 0,
             quick_acks: env.cfg.quick_acks,
@@ -507,7 +507,7 @@ impl Connection {
         c.snd_una = ack;
         c.snd_nxt = ack;
         c.snd_max = ack;
-        c.snd_mss = options.mss.min(env.mss);
+        c.snd_mss = options.mss.min(c.our_mss(env));
         if let (Some(shift), true) = (options.wscale, env.cfg.window_scaling) {
             c.set(flag::WSCALE);
             c.snd_wscale = shift.min(MAX_WINDOW_SHIFT);
@@ -539,7 +539,7 @@ impl Connection {
         // RFC 9293 §3.7.1: send at most the peer's MSS (536 without the
         // option; never less than MIN_PEER_MSS), and never more than our
         // own link allows.
-        self.snd_mss = peer_mss(seg).0.min(env.mss);
+        self.snd_mss = peer_mss(seg).0.min(self.our_mss(env));
         // The window in a SYN is never scaled (RFC 7323 §2.2).
         self.snd_wnd = seg.window as u32;
         self.max_snd_wnd = self.snd_wnd;
@@ -1033,6 +1033,20 @@ impl Connection {
             timestamps: self.has(flag::TIMESTAMPS),
             sack: self.has(flag::SACK),
         }
+    }
+}
+
+/// The MSS we announce and send at most on a connection of `tuple`'s
+/// family: the shard's (the link MTU less minimal IPv4 and TCP headers),
+/// 20 bytes less over IPv6, whose header is that much longer.
+pub(crate) fn mss_for(tuple: &FourTuple, env: &Env) -> u16 {
+    if tuple.ipv4().is_some() { env.mss } else { env.mss.saturating_sub(20) }
+}
+
+impl Connection {
+    /// [`mss_for`] this connection.
+    pub(crate) fn our_mss(&self, env: &Env) -> u16 {
+        mss_for(&self.tuple, env)
     }
 }
 

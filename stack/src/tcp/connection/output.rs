@@ -101,7 +101,7 @@ impl Connection {
             ack: synack.then_some(self.rcv_nxt),
             flags: Flags { syn: true, ..Flags::default() },
             window: self.window_to_advertise(env, true),
-            mss: Some(env.mss),
+            mss: Some(self.our_mss(env)),
             wscale: wscale.then_some(window_shift(cfg.rx_buffer)),
             sack_permitted: sack,
             timestamp: timestamps.then(|| (self.ts_now(now), if synack { self.ts_recent } else { 0 })),

@@ -22,7 +22,7 @@ impl Connection {
         let free = capacity - self.rx.len();
         let mut window = free.min(MAX_UNSCALED_WINDOW << self.rcv_shift());
         if self.rcv_wnd_cap != u32::MAX {
-            let floor = 2 * env.mss as usize;
+            let floor = 2 * self.our_mss(env) as usize;
             let unit = 1usize << self.rcv_shift();
             window = window.min((self.rcv_wnd_cap as usize).max(floor).next_multiple_of(unit));
         }
@@ -32,7 +32,7 @@ impl Connection {
     /// Receiver silly-window avoidance step: min(RCV.BUFF / 2, MSS), and at
     /// least one unit of the window field.
     pub(super) fn window_step(&self, env: &Env) -> usize {
-        (env.cfg.rx_buffer / 2).min(env.mss as usize).max(1 << self.rcv_shift())
+        (env.cfg.rx_buffer / 2).min(self.our_mss(env) as usize).max(1 << self.rcv_shift())
     }
 
     /// The value for an outgoing segment's window field. Moves the advertised

@@ -513,7 +513,7 @@ fn hop_by_hop_anywhere_but_first_and_unknown_next_headers_get_parameter_problems
 }
 
 #[test]
-fn udp_gets_port_unreachable_but_not_about_a_group_and_tcp_is_counted() {
+fn udp_gets_port_unreachable_but_not_about_a_group_and_tcp_to_a_group_is_dropped() {
     let mut v6 = V6::up();
     let udp = [0x30, 0x39, 0x00, 0x35, 0x00, 0x08, 0x00, 0x00];
     v6.send(&frame(LOCAL_MAC, PEER, GLOBAL, 64, IpProtocol::Udp, &udp));
@@ -526,8 +526,10 @@ fn udp_gets_port_unreachable_but_not_about_a_group_and_tcp_is_counted() {
     v6.send(&to_all);
     assert!(v6.ipv6_frames().is_empty());
     assert_eq!(v6.dropped(DropReason::IcmpSuppressed), 1);
+    v6.send(&frame(wire::ipv6_multicast_mac(ALL_NODES), PEER, ALL_NODES, 64, IpProtocol::Tcp, &[0; 20]));
+    assert_eq!(v6.dropped(DropReason::Ipv6NotForUs), 1);
     v6.send(&frame(LOCAL_MAC, PEER, GLOBAL, 64, IpProtocol::Tcp, &[0; 20]));
-    assert_eq!(v6.dropped(DropReason::TcpOverIpv6), 1);
+    assert_eq!(v6.dropped(DropReason::TcpTruncated), 1, "a data offset of 0");
     assert!(v6.ipv6_frames().is_empty());
 }
 
@@ -610,4 +612,124 @@ fn only_a_link_local_router_on_the_link_counts_and_a_configured_gateway_wins() {
     let mut v6 = V6 { shard: Shard::new(c), now: Instant::ZERO };
     v6.send(&router_advert(peer_link_local(), 255, 1800, None));
     assert_eq!(v6.shard.ipv6_default_router(), Some(gateway));
+}
+
+// ---------------------------------------------------------------------------
+// TCP over IPv6
+// ---------------------------------------------------------------------------
+
+/// A TCP segment from the peer (`PEER`, port 5000) to `GLOBAL:port`.
+fn tcp6(port: u16, control: smoltcp::wire::TcpControl, seq: u32, ack: Option<u32>, payload: &[u8]) -> Vec<u8> {
+    let repr = smoltcp::wire::TcpRepr {
+        src_port: 5000,
+        dst_port: port,
+        control,
+        seq_number: smoltcp::wire::TcpSeqNumber(seq as i32),
+        ack_number: ack.map(|a| smoltcp::wire::TcpSeqNumber(a as i32)),
+        window_len: 65535,
+        window_scale: None,
+        max_seg_size: (control == smoltcp::wire::TcpControl::Syn).then_some(1440),
+        sack_permitted: false,
+        sack_ranges: [None; 3],
+        timestamp: None,
+        payload,
+    };
+    let mut bytes = vec![0u8; repr.buffer_len()];
+    let mut packet = smoltcp::wire::TcpPacket::new_unchecked(&mut bytes[..]);
+    repr.emit(&mut packet, &PEER.into(), &GLOBAL.into(), &ChecksumCapabilities::default());
+    frame(LOCAL_MAC, PEER, GLOBAL, 64, IpProtocol::Tcp, &bytes)
+}
+
+/// What a TCP frame of ours holds: its Ethernet destination, addresses,
+/// flags, sequence numbers, MSS option and payload; the checksum checked.
+#[derive(Debug)]
+struct Tcp6 {
+    dst_mac: [u8; 6],
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    syn: bool,
+    rst: bool,
+    seq: u32,
+    ack: Option<u32>,
+    mss: Option<u16>,
+    payload: Vec<u8>,
+}
+
+fn parse_tcp6(frame: &[u8]) -> Tcp6 {
+    let eth = EthernetFrame::new_checked(frame).unwrap();
+    assert_eq!(eth.ethertype(), EthernetProtocol::Ipv6);
+    let ip = Ipv6Packet::new_checked(eth.payload()).unwrap();
+    assert_eq!(ip.next_header(), IpProtocol::Tcp);
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    let packet = smoltcp::wire::TcpPacket::new_checked(ip.payload()).unwrap();
+    assert!(packet.verify_checksum(&src.into(), &dst.into()), "a bad TCP checksum");
+    let repr = smoltcp::wire::TcpRepr::parse(&packet, &src.into(), &dst.into(), &ChecksumCapabilities::default())
+        .unwrap();
+    Tcp6 {
+        dst_mac: eth.dst_addr().0,
+        src,
+        dst,
+        syn: repr.control == smoltcp::wire::TcpControl::Syn,
+        rst: repr.control == smoltcp::wire::TcpControl::Rst,
+        seq: repr.seq_number.0 as u32,
+        ack: repr.ack_number.map(|a| a.0 as u32),
+        mss: repr.max_seg_size,
+        payload: repr.payload.to_vec(),
+    }
+}
+
+#[test]
+fn a_connection_over_ipv6_resolves_its_peer_and_carries_data_both_ways() {
+    use crate::api::Event;
+    use core::net::{SocketAddr, SocketAddrV6};
+    use smoltcp::wire::TcpControl;
+
+    let mut v6 = V6::up();
+    let listener = v6.shard.listen(SocketAddr::from(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 80, 0, 0))).unwrap();
+    v6.send(&tcp6(80, TcpControl::Syn, 1000, None, &[]));
+    // The peer is not known yet: a solicitation goes out, the SYN-ACK waits.
+    let out = one(v6.ipv6_frames());
+    let Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr, lladdr }) = out.repr() else { panic!() };
+    assert_eq!((target_addr, out.src, out.dst), (PEER, GLOBAL, solicited_node(PEER)));
+    assert_eq!(lladdr, Some(RawHardwareAddress::from(EthernetAddress(LOCAL_MAC))));
+    let na = NdiscRepr::NeighborAdvert {
+        flags: NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::OVERRIDE,
+        target_addr: PEER,
+        lladdr: Some(RawHardwareAddress::from(EthernetAddress(REMOTE_MAC))),
+    };
+    v6.send(&frame(LOCAL_MAC, PEER, GLOBAL, 255, IpProtocol::Icmpv6, &icmp(PEER, GLOBAL, &Icmpv6Repr::Ndisc(na))));
+    let frames = v6.frames();
+    assert_eq!(frames.len(), 1);
+    let syn_ack = parse_tcp6(&frames[0]);
+    assert!(syn_ack.syn && syn_ack.ack == Some(1001), "{syn_ack:?}");
+    assert_eq!((syn_ack.dst_mac, syn_ack.src, syn_ack.dst), (REMOTE_MAC, GLOBAL, PEER));
+    assert_eq!(syn_ack.mss, Some(1440), "the IPv6 header is 20 bytes longer");
+    let iss = syn_ack.seq;
+    v6.send(&tcp6(80, TcpControl::None, 1001, Some(iss + 1), b"hello"));
+    let h = v6.shard.accept(listener).expect("established");
+    let flow = v6.shard.flow(h).unwrap();
+    assert_eq!(flow.remote, SocketAddr::from(SocketAddrV6::new(PEER, 5000, 0, 0)));
+    assert_eq!(flow.local, SocketAddr::from(SocketAddrV6::new(GLOBAL, 80, 0, 0)));
+    assert_eq!(flow.mss, 1440);
+    let mut buf = [0u8; 16];
+    assert_eq!(v6.shard.recv(h, &mut buf), Ok(5));
+    assert_eq!(&buf[..5], b"hello");
+    assert_eq!(v6.shard.send(h, b"world"), Ok(5));
+    let out: Vec<Tcp6> = v6.frames().iter().map(|f| parse_tcp6(f)).collect();
+    let data = out.iter().find(|s| !s.payload.is_empty()).expect("the data");
+    assert_eq!((data.payload.as_slice(), data.seq, data.ack), (&b"world"[..], iss + 1, Some(1006)));
+    while let Some(event) = v6.shard.poll_event() {
+        assert!(!matches!(event, Event::Error(..)), "{event:?}");
+    }
+    // A closed port answers with an RST over IPv6.
+    v6.send(&tcp6(81, TcpControl::Syn, 7, None, &[]));
+    let rst = parse_tcp6(&one_frame(v6.frames()));
+    assert!(rst.rst && rst.ack == Some(8), "{rst:?}");
+    assert_eq!(v6.dropped(DropReason::TcpNoConnection), 1);
+}
+
+#[track_caller]
+fn one_frame(frames: Vec<Vec<u8>>) -> Vec<u8> {
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    frames.into_iter().next().unwrap()
 }
