@@ -29,6 +29,7 @@ pub struct FourTuple {
 
 impl FourTuple {
     /// An IPv4 connection's tuple.
+    #[inline]
     pub fn v4(local_ip: Ipv4Addr, remote_ip: Ipv4Addr, local_port: u16, remote_port: u16) -> FourTuple {
         FourTuple { local_ip: local_ip.to_ipv6_mapped(), remote_ip: remote_ip.to_ipv6_mapped(), local_port, remote_port }
     }
@@ -49,6 +50,7 @@ impl FourTuple {
     }
 
     /// Our and the peer's IPv4 addresses, for an IPv4 connection.
+    #[inline]
     pub fn ipv4(&self) -> Option<(Ipv4Addr, Ipv4Addr)> {
         Some((self.local_ip.to_ipv4_mapped()?, self.remote_ip.to_ipv4_mapped()?))
     }

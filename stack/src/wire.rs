@@ -202,6 +202,7 @@ const SACK_OPTION_KIND: u8 = 5;
 /// The TCP pseudo-header sum of a `len`-byte segment from `src` to `dst`,
 /// of either family (IPv4 addresses IPv4-mapped, as in a
 /// [`FourTuple`](crate::flow_table::FourTuple)).
+#[inline]
 pub(crate) fn tcp_pseudo_header(src: Ipv6Addr, dst: Ipv6Addr, len: usize) -> checksum::Sum {
     match (src.to_ipv4_mapped(), dst.to_ipv4_mapped()) {
         (Some(src), Some(dst)) => checksum::pseudo_header(src, dst, IpProtocol::Tcp.into(), len as u16),
@@ -211,12 +212,14 @@ pub(crate) fn tcp_pseudo_header(src: Ipv6Addr, dst: Ipv6Addr, len: usize) -> che
 
 /// Where the TCP header starts in one of our frames to `dst` (IPv4-mapped
 /// for IPv4): after the IPv4 or the IPv6 header.
+#[inline]
 pub(crate) fn tcp_offset(dst: Ipv6Addr) -> usize {
     if dst.to_ipv4_mapped().is_some() { TCP_OFFSET } else { ETHERNET_HEADER_LEN + IPV6_HEADER_LEN }
 }
 
 /// Writes the Ethernet and IP headers of a frame carrying a `tcp_len`-byte
 /// TCP segment from `src` to `dst`, of either family.
+#[inline]
 pub(crate) fn emit_tcp_headers(
     frame: &mut [u8],
     src_mac: [u8; 6],
@@ -246,6 +249,12 @@ pub(crate) fn fill_tcp_checksum(segment: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr
 /// Puts `checksum` in the TCP segment's checksum field.
 pub(crate) fn set_tcp_checksum(segment: &mut [u8], checksum: u16) {
     TcpPacket::new_unchecked(segment).set_checksum(checksum);
+}
+
+/// [`tcp_checksum_ok`] for IPv4, as the receive path calls it per segment.
+#[inline]
+pub(crate) fn tcp_checksum_ok_v4(segment: &[u8], src: Ipv4Addr, dst: Ipv4Addr) -> bool {
+    checksum::pseudo_header(src, dst, IpProtocol::Tcp.into(), segment.len() as u16).add_bytes(segment).fold() == 0xffff
 }
 
 /// Whether the TCP segment's checksum (with the pseudo-header) is right.

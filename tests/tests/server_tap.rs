@@ -106,7 +106,8 @@ fn the_kernel_resolves_fairway_over_ipv6_through_the_tap_and_the_link_emulator()
     let served = Served::start(&tb, &["--backend", "tap", "--ip", &tb.server_prefix(), "--ip", &ip6, "--shards", "1"]);
     fairway_tests::served::check_ipv6_neighbour_and_ping(&tb, 0, tb.tap_stack_mac());
     let size = 4 << 20;
-    let got = fairway_tests::real_peers::curl6_sha256(&tb, 0, &format!("/bytes/{size}"), Duration::from_secs(60)).unwrap();
+    let got =
+        fairway_tests::real_peers::curl6_sha256(&tb, 0, &format!("/bytes/{size}"), Duration::from_secs(60)).unwrap();
     assert_eq!(got, fairway_tests::real_peers::pattern_sha256(size), "/bytes/{size} over IPv6");
     let reports = served.stop();
     assert!(reports.iter().map(|r| r.counters.echo_replies).sum::<u64>() >= 3, "{reports:?}");

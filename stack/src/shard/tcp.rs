@@ -27,7 +27,11 @@ impl Shard {
         let Ok(packet) = TcpPacket::new_checked(bytes) else {
             return self.drop(DropReason::TcpTruncated);
         };
-        if !wire::tcp_checksum_ok(bytes, remote, local) {
+        let sum_ok = match (remote.to_ipv4_mapped(), local.to_ipv4_mapped()) {
+            (Some(remote), Some(local)) => wire::tcp_checksum_ok_v4(bytes, remote, local),
+            _ => wire::tcp_checksum_ok(bytes, remote, local),
+        };
+        if !sum_ok {
             return self.drop(DropReason::TcpBadChecksum);
         }
         let caps = ChecksumCapabilities::ignored();

@@ -4,15 +4,16 @@
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 
-use smoltcp::wire::ArpOperation;
+use smoltcp::wire::{ArpOperation, EthernetProtocol, IpProtocol};
 
+use crate::checksum;
 use crate::config::Config;
 use crate::counters::DropReason;
 use crate::neighbor::Lookup;
 use crate::pool::Key;
 use crate::tcp::connection::{Connection, Env};
 use crate::time::Instant;
-use crate::wire;
+use crate::wire::{self, ETHERNET_HEADER_LEN, IPV6_HEADER_LEN, TCP_OFFSET};
 
 use super::Shard;
 use super::ipv6::same_prefix;
@@ -45,7 +46,12 @@ impl Shard {
     /// Gives `key` a transmit turn. Returns a frame length if one was written.
     pub(super) fn transmit_connection(&mut self, now: Instant, key: Key, buf: &mut [u8]) -> Option<usize> {
         let remote = self.conns.get(key)?.tuple.remote_ip;
-        let Some(next_hop) = self.next_hop(remote) else {
+        // IPv4 first, the way it went before IPv6: this runs per segment.
+        let hop = match remote.to_ipv4_mapped() {
+            Some(remote) => route(&self.config, remote).map(|hop| (hop.to_ipv6_mapped(), self.arp.lookup(now, hop))),
+            None => self.next_hop6(remote).map(|hop| (hop, self.resolve(now, hop))),
+        };
+        let Some((next_hop, lookup)) = hop else {
             if let Some(conn) = self.conns.get_mut(key) {
                 conn.set_in_ready(false);
             }
@@ -53,7 +59,6 @@ impl Shard {
             return None;
         };
         let frame_len = self.config.max_frame_len().min(buf.len());
-        let lookup = self.resolve(now, next_hop);
         let (mac, refresh) = match lookup {
             Lookup::Hit(mac) => (Some(mac), false),
             Lookup::HitRefresh(mac) => (Some(mac), true),
@@ -103,10 +108,16 @@ impl Shard {
     /// The next hop towards `dst` (IPv4-mapped for IPv4): itself when on a
     /// subnet of ours (for IPv6: one of our prefixes, or link-local), else
     /// the gateway, or for IPv6 the default router.
+    #[inline]
     pub(super) fn next_hop(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
         if let Some(dst) = dst.to_ipv4_mapped() {
             return route(&self.config, dst).map(|hop| hop.to_ipv6_mapped());
         }
+        self.next_hop6(dst)
+    }
+
+    /// [`next_hop`](Self::next_hop) of an IPv6 destination.
+    fn next_hop6(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
         let v6 = self.ipv6.as_ref()?;
         let on_link =
             dst.is_unicast_link_local() || v6.addresses.iter().any(|a| same_prefix(a.addr, dst, a.prefix_len));
@@ -123,6 +134,7 @@ impl Shard {
 
     /// Looks `hop` up for a frame about to go (ARP's cache or Neighbor
     /// Discovery's).
+    #[inline]
     pub(super) fn resolve(&mut self, now: Instant, hop: Ipv6Addr) -> Lookup {
         match (hop.to_ipv4_mapped(), &mut self.ipv6) {
             (Some(hop), _) => self.arp.lookup(now, hop),
@@ -181,16 +193,25 @@ pub(super) fn write_segment(
     frame: &mut [u8],
 ) -> Option<usize> {
     let (local, remote) = (conn.tuple.local_ip, conn.tuple.remote_ip);
-    let offset = wire::tcp_offset(remote);
+    let v4 = conn.tuple.ipv4();
+    let offset = if v4.is_some() { TCP_OFFSET } else { ETHERNET_HEADER_LEN + IPV6_HEADER_LEN };
     let emitted = conn.emit(now, env, &mut frame[offset..])?;
     let tcp_len = emitted.len;
     // The payload was summed as it was copied in: only the header is read.
     let segment = &mut frame[offset..offset + tcp_len];
-    let sum = wire::tcp_pseudo_header(local, remote, tcp_len)
-        .add_bytes(&segment[..emitted.header_len])
-        .add_sum(emitted.payload_sum);
+    let pseudo = match v4 {
+        Some((local, remote)) => checksum::pseudo_header(local, remote, IpProtocol::Tcp.into(), tcp_len as u16),
+        None => checksum::pseudo_header_v6(local, remote, IpProtocol::Tcp.into(), tcp_len as u32),
+    };
+    let sum = pseudo.add_bytes(&segment[..emitted.header_len]).add_sum(emitted.payload_sum);
     wire::set_tcp_checksum(segment, sum.finish());
-    wire::emit_tcp_headers(frame, config.mac, dst_mac, local, remote, tcp_len);
+    match v4 {
+        Some((local, remote)) => {
+            wire::emit_ipv4(&mut frame[ETHERNET_HEADER_LEN..], local, remote, IpProtocol::Tcp, tcp_len);
+            wire::emit_ethernet(frame, config.mac, dst_mac, EthernetProtocol::Ipv4);
+        }
+        None => wire::emit_tcp_headers(frame, config.mac, dst_mac, local, remote, tcp_len),
+    }
     Some(offset + tcp_len)
 }
 

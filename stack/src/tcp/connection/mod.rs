@@ -1039,12 +1039,14 @@ impl Connection {
 /// The MSS we announce and send at most on a connection of `tuple`'s
 /// family: the shard's (the link MTU less minimal IPv4 and TCP headers),
 /// 20 bytes less over IPv6, whose header is that much longer.
+#[inline]
 pub(crate) fn mss_for(tuple: &FourTuple, env: &Env) -> u16 {
     if tuple.ipv4().is_some() { env.mss } else { env.mss.saturating_sub(20) }
 }
 
 impl Connection {
     /// [`mss_for`] this connection.
+    #[inline]
     pub(crate) fn our_mss(&self, env: &Env) -> u16 {
         mss_for(&self.tuple, env)
     }
