@@ -1,6 +1,6 @@
 //! The application's side: listeners, connections and their events.
 
-use core::net::{IpAddr, SocketAddr, SocketAddrV4};
+use core::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::collections::VecDeque;
 
 use crate::api::{ConnectError, Event, FlowStats, Handle, ListenError, Listener, RecvError, SendError};
@@ -94,30 +94,46 @@ impl Shard {
         }
     }
 
-    /// Opens a connection to `to`. Completion is signalled by
-    /// [`Event::Connected`] (or [`Event::Error`]). Active opens speak IPv4
-    /// only so far: an IPv6 destination has no route (an IPv4-mapped one
-    /// is its IPv4 address).
+    /// Opens a connection to `to`, of either family (an IPv4-mapped
+    /// address is its IPv4 address; an IPv6 one needs IPv6 on, and goes
+    /// from our address that suits it). Completion is signalled by
+    /// [`Event::Connected`] (or [`Event::Error`]).
     pub fn connect(&mut self, now: Instant, to: impl Into<SocketAddr>) -> Result<Handle, ConnectError> {
-        let to = match to.into() {
-            SocketAddr::V4(to) => to,
-            SocketAddr::V6(to) => match to.ip().to_ipv4_mapped() {
-                Some(ip) => SocketAddrV4::new(ip, to.port()),
-                None => return Err(ConnectError::NoRoute),
-            },
-        };
         self.advance(now);
-        let ip = *to.ip();
-        if to.port() == 0 || ip == self.config.ip || !is_unicast(ip) {
-            return Err(ConnectError::InvalidAddress);
-        }
-        if route(&self.config, ip).is_none() {
-            return Err(ConnectError::NoRoute);
-        }
+        let (local, remote) = match to.into() {
+            SocketAddr::V6(to) if to.ip().to_ipv4_mapped().is_none() => {
+                let ip = *to.ip();
+                let ours = self.ipv6.as_ref().is_some_and(|v6| v6.find(ip).is_some());
+                if to.port() == 0 || ip.is_multicast() || ip.is_unspecified() || ip.is_loopback() || ours {
+                    return Err(ConnectError::InvalidAddress);
+                }
+                let source = self.ipv6.as_ref().and_then(|v6| v6.source_for(ip));
+                let (Some(source), Some(_)) = (source, self.next_hop(ip)) else {
+                    return Err(ConnectError::NoRoute);
+                };
+                (source, SocketAddr::V6(to))
+            }
+            to => {
+                let to = match to {
+                    SocketAddr::V4(to) => to,
+                    SocketAddr::V6(to) => {
+                        SocketAddrV4::new(to.ip().to_ipv4_mapped().unwrap_or(Ipv4Addr::UNSPECIFIED), to.port())
+                    }
+                };
+                let ip = *to.ip();
+                if to.port() == 0 || ip == self.config.ip || !is_unicast(ip) {
+                    return Err(ConnectError::InvalidAddress);
+                }
+                if route(&self.config, ip).is_none() {
+                    return Err(ConnectError::NoRoute);
+                }
+                (self.config.ip.to_ipv6_mapped(), SocketAddr::V4(to))
+            }
+        };
         if self.conns.len() >= self.config.limits.max_connections {
             return Err(ConnectError::TooManyConnections);
         }
-        let tuple = self.pick_local_port(to).ok_or(ConnectError::NoPort)?;
+        let tuple = self.pick_local_port(local, remote).ok_or(ConnectError::NoPort)?;
         let iss = self.isn.isn(now, &tuple);
         let placeholder = Connection::connect(Key::default(), tuple, iss, now, &self.env.0);
         let key = self.conns.insert(placeholder);
@@ -129,7 +145,9 @@ impl Shard {
         Ok(Handle(key))
     }
 
-    pub(super) fn pick_local_port(&mut self, to: SocketAddrV4) -> Option<FourTuple> {
+    /// A free local port at our address `local` (IPv4-mapped for IPv4)
+    /// for a connection to `to`, whose flow this shard owns.
+    pub(super) fn pick_local_port(&mut self, local: core::net::Ipv6Addr, to: SocketAddr) -> Option<FourTuple> {
         let (lo, hi) = self.config.tcp.ephemeral_ports;
         let (lo, hi) = (lo.min(hi), lo.max(hi));
         let span = (hi - lo) as u32 + 1;
@@ -139,7 +157,7 @@ impl Shard {
             if port < lo || port > hi {
                 continue;
             }
-            let tuple = FourTuple::v4(self.config.ip, *to.ip(), port, to.port());
+            let tuple = FourTuple::new(SocketAddr::new(local.to_canonical(), port), to);
             let owned = self.config.steering.is_none_or(|s| s.owns(&tuple));
             if owned && !self.flows.contains(&tuple) && !self.listener_ports.contains_key(&port) {
                 return Some(tuple);

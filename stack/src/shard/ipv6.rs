@@ -118,15 +118,20 @@ impl Ipv6State {
                 .any(|a| a.state != AddressState::Duplicate && wire::ipv6_multicast_mac(solicited_node(a.addr)) == mac)
     }
 
-    /// Our source for a packet to `dst`: a preferred address on the same
-    /// prefix, else the link-local one when it is preferred, else the
-    /// first preferred.
+    /// Our source for a packet to `dst` (RFC 6724's first rules, as far
+    /// as they matter here): the link-local address for a link-local
+    /// destination; else a preferred address on `dst`'s prefix, else any
+    /// preferred address of wider scope, else the link-local one.
     pub(super) fn source_for(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
         let preferred = || self.addresses.iter().filter(|a| a.state == AddressState::Preferred);
+        let link_local = || preferred().find(|a| a.addr.is_unicast_link_local());
+        if dst.is_unicast_link_local() || dst.is_multicast() && dst.segments()[0] & 0x000f <= 2 {
+            return link_local().or_else(|| preferred().next()).map(|a| a.addr);
+        }
         preferred()
             .find(|a| !a.addr.is_unicast_link_local() && same_prefix(a.addr, dst, a.prefix_len))
-            .or_else(|| preferred().find(|a| a.addr.is_unicast_link_local()))
-            .or_else(|| preferred().next())
+            .or_else(|| preferred().find(|a| !a.addr.is_unicast_link_local()))
+            .or_else(link_local)
             .map(|a| a.addr)
     }
 }

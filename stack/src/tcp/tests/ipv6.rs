@@ -733,3 +733,75 @@ fn one_frame(frames: Vec<Vec<u8>>) -> Vec<u8> {
     assert_eq!(frames.len(), 1, "{frames:?}");
     frames.into_iter().next().unwrap()
 }
+
+#[test]
+fn an_active_open_over_ipv6_resolves_its_peer_or_goes_through_the_router() {
+    use crate::api::{ConnectError, Event};
+    use core::net::{SocketAddr, SocketAddrV6};
+    use smoltcp::wire::TcpControl;
+
+    let mut v6 = V6::up();
+    let to = SocketAddr::from(SocketAddrV6::new(PEER, 5000, 0, 0));
+    let h = v6.shard.connect(v6.now, to).unwrap();
+    let out = one(v6.ipv6_frames());
+    let Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr, .. }) = out.repr() else { panic!() };
+    assert_eq!(target_addr, PEER);
+    let na = NdiscRepr::NeighborAdvert {
+        flags: NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::OVERRIDE,
+        target_addr: PEER,
+        lladdr: Some(RawHardwareAddress::from(EthernetAddress(REMOTE_MAC))),
+    };
+    v6.send(&frame(LOCAL_MAC, PEER, GLOBAL, 255, IpProtocol::Icmpv6, &icmp(PEER, GLOBAL, &Icmpv6Repr::Ndisc(na))));
+    let syn = parse_tcp6(&one_frame(v6.frames()));
+    assert!(syn.syn && syn.ack.is_none() && syn.mss == Some(1440), "{syn:?}");
+    assert_eq!((syn.dst_mac, syn.src, syn.dst), (REMOTE_MAC, GLOBAL, PEER));
+    // The peer's SYN-ACK, from port 5000 to ours.
+    let port = v6.shard.flow(h).unwrap().local.port();
+    let repr = smoltcp::wire::TcpRepr {
+        src_port: 5000,
+        dst_port: port,
+        control: TcpControl::Syn,
+        seq_number: smoltcp::wire::TcpSeqNumber(300),
+        ack_number: Some(smoltcp::wire::TcpSeqNumber((syn.seq + 1) as i32)),
+        window_len: 65535,
+        window_scale: None,
+        max_seg_size: Some(1440),
+        sack_permitted: false,
+        sack_ranges: [None; 3],
+        timestamp: None,
+        payload: &[],
+    };
+    let mut bytes = vec![0u8; repr.buffer_len()];
+    repr.emit(
+        &mut smoltcp::wire::TcpPacket::new_unchecked(&mut bytes[..]),
+        &PEER.into(),
+        &GLOBAL.into(),
+        &ChecksumCapabilities::default(),
+    );
+    v6.send(&frame(LOCAL_MAC, PEER, GLOBAL, 64, IpProtocol::Tcp, &bytes));
+    assert_eq!(v6.shard.poll_event(), Some(Event::Connected(h)));
+    let ack = parse_tcp6(&one_frame(v6.frames()));
+    assert_eq!(ack.ack, Some(301));
+
+    // Off-link: no route without a router; through the advertised one.
+    let far = SocketAddr::from(SocketAddrV6::new("2001:db8::7".parse().unwrap(), 80, 0, 0));
+    assert_eq!(v6.shard.connect(v6.now, far), Err(ConnectError::NoRoute));
+    let router = peer_link_local();
+    v6.send(&router_advert(router, 255, 1800, None));
+    let h = v6.shard.connect(v6.now, far).unwrap();
+    // The SYN goes at once to the MAC the advertisement gave (and a
+    // solicitation confirms it, the entry being unconfirmed).
+    let frames = v6.frames();
+    let tcp: Vec<Tcp6> =
+        frames.iter().filter(|f| Ipv6Packet::new_checked(&f[14..]).unwrap().next_header() == IpProtocol::Tcp).map(|f| parse_tcp6(f)).collect();
+    let [syn] = tcp.as_slice() else { panic!("{tcp:?}") };
+    assert_eq!((syn.dst_mac, syn.dst), (REMOTE_MAC, "2001:db8::7".parse::<Ipv6Addr>().unwrap()), "to the router's MAC");
+    assert_eq!(syn.src, GLOBAL, "from an address of global scope");
+    assert_eq!(frames.len(), 2, "and a solicitation to confirm the router");
+    assert!(v6.shard.flow(h).is_some());
+    // Our own addresses and groups are refused.
+    for bad in [GLOBAL, ALL_NODES] {
+        let to = SocketAddr::from(SocketAddrV6::new(bad, 80, 0, 0));
+        assert_eq!(v6.shard.connect(v6.now, to), Err(ConnectError::InvalidAddress));
+    }
+}
