@@ -177,6 +177,9 @@ pub struct Counters {
     /// Addresses of ours found in use by another node (RFC 4862 §5.4.5):
     /// never used.
     pub duplicate_addresses: u64,
+    /// Connections whose segments shrank to a path MTU a Packet Too Big
+    /// told (RFC 8201).
+    pub path_mtu_updates: u64,
     /// ARP requests sent (gratuitous ones included).
     pub arp_requests: u64,
     /// ARP replies sent.
@@ -221,6 +224,7 @@ impl Default for Counters {
             neighbor_solicits: 0,
             neighbor_adverts: 0,
             duplicate_addresses: 0,
+            path_mtu_updates: 0,
             arp_requests: 0,
             arp_replies: 0,
             syn_cookies_sent: 0,

@@ -15,7 +15,9 @@ use smoltcp::wire::{
 
 use crate::config::{Ipv6Config, link_local, solicited_node};
 use crate::counters::DropReason;
+use crate::flow_table::FourTuple;
 use crate::neighbor::NdpCache;
+use crate::tcp::seq::SeqNumber;
 use crate::time::Instant;
 use crate::wire::{self, DEFAULT_TTL, ETHERNET_HEADER_LEN, IPV6_HEADER_LEN};
 
@@ -260,8 +262,36 @@ impl Shard {
                 }
             }
             Icmpv6Repr::Ndisc(ndisc) => self.handle_ndisc(now, peer, hop_limit, icmp.msg_code(), ndisc),
+            Icmpv6Repr::PktTooBig { mtu, header, data } => self.on_packet_too_big(now, mtu, header, data),
             _ => self.drop(DropReason::Icmpv6Ignored),
         }
+    }
+
+    /// RFC 8201: a router could not forward a packet of ours at `mtu`
+    /// bytes. The TCP connection it came from (by the ports and sequence
+    /// number the message quotes) sends smaller segments from now on.
+    fn on_packet_too_big(&mut self, now: Instant, mtu: u32, header: Ipv6Repr, data: &[u8]) {
+        let (Some(ports), Some(seq)) = (data.get(..4), data.get(4..8)) else {
+            return self.drop(DropReason::Icmpv6Ignored);
+        };
+        let ours = self.ipv6.as_ref().is_some_and(|v6| v6.is_preferred(header.src_addr));
+        if header.next_header != IpProtocol::Tcp || !ours {
+            return self.drop(DropReason::Icmpv6Ignored);
+        }
+        let tuple = FourTuple {
+            local_ip: header.src_addr,
+            remote_ip: header.dst_addr,
+            local_port: u16::from_be_bytes([ports[0], ports[1]]),
+            remote_port: u16::from_be_bytes([ports[2], ports[3]]),
+        };
+        let seq = SeqNumber::new(u32::from_be_bytes([seq[0], seq[1], seq[2], seq[3]]));
+        let Some(key) = self.flows.get(&tuple) else { return self.drop(DropReason::Icmpv6Ignored) };
+        let changed = self.conns.get_mut(key).is_some_and(|conn| conn.on_packet_too_big(now, seq, mtu));
+        if !changed {
+            return self.drop(DropReason::Icmpv6Ignored);
+        }
+        self.env.0.counters.path_mtu_updates += 1;
+        self.sync(key);
     }
 
     /// Our source address for a packet to `dst`, if one is in use.

@@ -673,6 +673,25 @@ impl Connection {
         self.cwnd_cap = cap.map_or(u32::MAX, |c| c.max(2 * self.mss()));
     }
 
+    /// The path to the peer takes packets of `mtu` bytes at most (an ICMPv6
+    /// Packet Too Big about the segment at `seq`, RFC 8201 §4): segments
+    /// shrink to fit, and the data in flight goes again at the new size
+    /// from the retransmission timer, fired now. Ignored unless `seq` is
+    /// in flight (a blind sender cannot guess it) and the MTU is news.
+    /// Returns whether it changed anything.
+    pub fn on_packet_too_big(&mut self, now: Instant, seq: SeqNumber, mtu: u32) -> bool {
+        let in_flight = self.outstanding() > 0 && seq.since(self.snd_una) < self.snd_nxt.since(self.snd_una);
+        // IPv6 links carry 1,280 bytes at least (RFC 8200 §5); 60 bytes
+        // of IPv6 and TCP headers.
+        let mss = (mtu.max(1280) - 60).min(u32::from(u16::MAX)) as u16;
+        if !in_flight || mss >= self.snd_mss {
+            return false;
+        }
+        self.snd_mss = mss;
+        self.timers[Timer::Retransmit] = now;
+        true
+    }
+
     /// Sets or clears the cap on the pacing rate (bytes per second).
     pub fn set_pacing_cap(&mut self, cap: Option<u64>) {
         self.pacing_cap = cap.map_or(u64::MAX, |c| c.max(1));

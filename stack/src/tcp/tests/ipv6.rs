@@ -692,12 +692,7 @@ fn a_connection_over_ipv6_resolves_its_peer_and_carries_data_both_ways() {
     let Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr, lladdr }) = out.repr() else { panic!() };
     assert_eq!((target_addr, out.src, out.dst), (PEER, GLOBAL, solicited_node(PEER)));
     assert_eq!(lladdr, Some(RawHardwareAddress::from(EthernetAddress(LOCAL_MAC))));
-    let na = NdiscRepr::NeighborAdvert {
-        flags: NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::OVERRIDE,
-        target_addr: PEER,
-        lladdr: Some(RawHardwareAddress::from(EthernetAddress(REMOTE_MAC))),
-    };
-    v6.send(&frame(LOCAL_MAC, PEER, GLOBAL, 255, IpProtocol::Icmpv6, &icmp(PEER, GLOBAL, &Icmpv6Repr::Ndisc(na))));
+    v6.send(&peer_answers_solicitation());
     let frames = v6.frames();
     assert_eq!(frames.len(), 1);
     let syn_ack = parse_tcp6(&frames[0]);
@@ -746,12 +741,7 @@ fn an_active_open_over_ipv6_resolves_its_peer_or_goes_through_the_router() {
     let out = one(v6.ipv6_frames());
     let Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr, .. }) = out.repr() else { panic!() };
     assert_eq!(target_addr, PEER);
-    let na = NdiscRepr::NeighborAdvert {
-        flags: NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::OVERRIDE,
-        target_addr: PEER,
-        lladdr: Some(RawHardwareAddress::from(EthernetAddress(REMOTE_MAC))),
-    };
-    v6.send(&frame(LOCAL_MAC, PEER, GLOBAL, 255, IpProtocol::Icmpv6, &icmp(PEER, GLOBAL, &Icmpv6Repr::Ndisc(na))));
+    v6.send(&peer_answers_solicitation());
     let syn = parse_tcp6(&one_frame(v6.frames()));
     assert!(syn.syn && syn.ack.is_none() && syn.mss == Some(1440), "{syn:?}");
     assert_eq!((syn.dst_mac, syn.src, syn.dst), (REMOTE_MAC, GLOBAL, PEER));
@@ -804,4 +794,70 @@ fn an_active_open_over_ipv6_resolves_its_peer_or_goes_through_the_router() {
         let to = SocketAddr::from(SocketAddrV6::new(bad, 80, 0, 0));
         assert_eq!(v6.shard.connect(v6.now, to), Err(ConnectError::InvalidAddress));
     }
+}
+
+/// The peer's answer to our solicitation for it: solicited, with its MAC.
+fn peer_answers_solicitation() -> Vec<u8> {
+    let na = NdiscRepr::NeighborAdvert {
+        flags: NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::OVERRIDE,
+        target_addr: PEER,
+        lladdr: Some(RawHardwareAddress::from(EthernetAddress(REMOTE_MAC))),
+    };
+    frame(LOCAL_MAC, PEER, GLOBAL, 255, IpProtocol::Icmpv6, &icmp(PEER, GLOBAL, &Icmpv6Repr::Ndisc(na)))
+}
+
+/// A connection from the peer's port 5000 to our port 80 over IPv6,
+/// accepted: its handle and our ISS.
+fn established6(v6: &mut V6) -> (crate::api::Handle, u32) {
+    use core::net::{SocketAddr, SocketAddrV6};
+    let any = SocketAddr::from(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 80, 0, 0));
+    let listener = v6.shard.listen(any).unwrap();
+    v6.send(&tcp6(80, smoltcp::wire::TcpControl::Syn, 1000, None, &[]));
+    let _solicitation = v6.frames();
+    v6.send(&peer_answers_solicitation());
+    let iss = parse_tcp6(&one_frame(v6.frames())).seq;
+    v6.send(&tcp6(80, smoltcp::wire::TcpControl::None, 1001, Some(iss + 1), &[]));
+    (v6.shard.accept(listener).expect("established"), iss)
+}
+
+/// A Packet Too Big from a router on the way, quoting our segment at
+/// `seq` from port 80 to the peer's 5000.
+fn packet_too_big(mtu: u32, seq: u32) -> Vec<u8> {
+    let quoted = [&80u16.to_be_bytes()[..], &5000u16.to_be_bytes(), &seq.to_be_bytes(), &[0; 12]].concat();
+    let header = smoltcp::wire::Ipv6Repr {
+        src_addr: GLOBAL,
+        dst_addr: PEER,
+        next_header: IpProtocol::Tcp,
+        payload_len: 1460,
+        hop_limit: 64,
+    };
+    let router = Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 0, 0xfe);
+    let ptb = Icmpv6Repr::PktTooBig { mtu, header, data: &quoted };
+    frame(LOCAL_MAC, router, GLOBAL, 64, IpProtocol::Icmpv6, &icmp(router, GLOBAL, &ptb))
+}
+
+#[test]
+fn a_packet_too_big_shrinks_the_segments_and_sends_the_data_again() {
+    let mut v6 = V6::up();
+    let (h, iss) = established6(&mut v6);
+    assert_eq!(v6.shard.send(h, &[7u8; 3000]), Ok(3000));
+    let sent: Vec<Tcp6> = v6.frames().iter().map(|f| parse_tcp6(f)).collect();
+    assert_eq!(sent.iter().map(|s| s.payload.len()).collect::<Vec<_>>(), [1440, 1440, 120]);
+    // Quoting a sequence number not in flight: a blind guess, ignored.
+    v6.send(&packet_too_big(1280, iss.wrapping_add(90_000)));
+    assert_eq!(v6.shard.counters().path_mtu_updates, 0);
+    assert!(v6.frames().is_empty());
+    // Quoting the first segment: smaller segments, the data again at once.
+    v6.send(&packet_too_big(1280, iss + 1));
+    assert_eq!(v6.shard.counters().path_mtu_updates, 1);
+    assert_eq!(v6.shard.flow(h).unwrap().mss, 1220);
+    let again: Vec<Tcp6> = v6.advance(Duration::ZERO).iter().chain(&v6.frames()).map(|f| parse_tcp6(f)).collect();
+    let first = again.iter().find(|s| !s.payload.is_empty()).expect("a retransmission");
+    assert_eq!((first.seq, first.payload.len()), (iss + 1, 1220));
+    assert!(again.iter().all(|s| s.payload.len() <= 1220), "{again:?}");
+    // An MTU below IPv6's minimum counts as the minimum; a larger one is
+    // no news.
+    v6.send(&packet_too_big(600, iss + 1));
+    v6.send(&packet_too_big(1400, iss + 1));
+    assert_eq!(v6.shard.flow(h).unwrap().mss, 1220);
 }
