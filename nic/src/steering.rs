@@ -84,9 +84,10 @@ pub fn classify(frame: &[u8], count: u16) -> Owner {
         EthernetProtocol::Ipv6 => {
             let Ok(ip) = Ipv6Packet::new_checked(eth.payload()) else { return Owner::Here };
             let (src, dst) = (ip.src_addr(), ip.dst_addr());
-            // Past the options and routing headers to TCP or UDP; ICMPv6
-            // (Neighbor Discovery, echo) is for whichever shard gets it,
-            // and so are fragments, which the stack drops.
+            // Past the options and routing headers to TCP or UDP. Neighbor
+            // Discovery goes to every shard, as ARP does (each keeps its
+            // own neighbour cache); other ICMPv6 (echo) is for whichever
+            // shard gets it, and so are fragments, which the stack drops.
             let (mut next, mut rest) = (ip.next_header(), ip.payload());
             let ports = loop {
                 match next {
@@ -98,6 +99,11 @@ pub fn classify(frame: &[u8], count: u16) -> Owner {
                     }
                     IpProtocol::Tcp => break TcpPacket::new_checked(rest).ok().map(|t| (t.src_port(), t.dst_port())),
                     IpProtocol::Udp => break UdpPacket::new_checked(rest).ok().map(|u| (u.src_port(), u.dst_port())),
+                    // Router and neighbour solicitations and advertisements,
+                    // and redirects (RFC 4861 §4).
+                    IpProtocol::Icmpv6 if rest.first().is_some_and(|t| (133..=137).contains(t)) => {
+                        return Owner::All;
+                    }
                     _ => break None,
                 }
             };
@@ -123,7 +129,8 @@ pub struct SteeringStats {
     pub steered_out: AtomicU64,
     /// Frames other shards passed to this one.
     pub steered_in: AtomicU64,
-    /// ARP frames copied to every other shard (counted once per frame).
+    /// ARP and Neighbor Discovery frames copied to every other shard
+    /// (counted once per frame).
     pub broadcast: AtomicU64,
     /// Frames dropped because the owner's inbox was full.
     pub inbox_full: AtomicU64,
@@ -598,8 +605,10 @@ mod tests {
                 assert_eq!(classify(&ipv6(client, server, IpProtocol::Ipv6Opts, &options), count), expected);
             }
         }
-        // Neighbor Discovery and echo: any shard answers.
-        assert_eq!(classify(&ipv6(client, server, IpProtocol::Icmpv6, &[135, 0, 0, 0]), 4), Owner::Here);
+        // Neighbor Discovery goes to every shard, as ARP does; echo to any.
+        assert_eq!(classify(&ipv6(client, server, IpProtocol::Icmpv6, &[135, 0, 0, 0]), 4), Owner::All);
+        assert_eq!(classify(&ipv6(client, server, IpProtocol::Icmpv6, &[136, 0, 0, 0]), 4), Owner::All);
+        assert_eq!(classify(&ipv6(client, server, IpProtocol::Icmpv6, &[128, 0, 0, 0]), 4), Owner::Here);
         // Cut anywhere, or with a header longer than the packet: no panic.
         let frame = ipv6(client, server, IpProtocol::Ipv6Opts, &[6, 9, 0, 0, 0, 0, 0, 0, 0, 80, 0, 80]);
         for len in 0..=frame.len() {

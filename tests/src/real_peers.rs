@@ -177,6 +177,16 @@ fn curl_url_sha256(tb: &Testbed, client: usize, url: &str, timeout: Duration) ->
 /// `/upload`; returns `Ok` when the server's answer names the right length
 /// and digest.
 pub fn python_upload(tb: &Testbed, client: usize, n: u64, timeout: Duration) -> Result<(), String> {
+    python_upload_to(tb, client, &tb.server_ip().to_string(), n, timeout)
+}
+
+/// [`python_upload`] to `host` (an IPv4 address, or an IPv6 one in
+/// brackets as URLs write it).
+///
+/// # Errors
+///
+/// As [`python_upload`].
+pub fn python_upload_to(tb: &Testbed, client: usize, host: &str, n: u64, timeout: Duration) -> Result<(), String> {
     const SCRIPT: &str = r#"
 import hashlib, os, sys, urllib.request
 url, n, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
@@ -188,7 +198,7 @@ want = f"{n} {hashlib.sha256(data).hexdigest()}\n"
 if got != want:
     sys.exit(f"upload answer {got!r}, expected {want!r}")
 "#;
-    let url = format!("http://{}:{HTTP_PORT}/upload", tb.server_ip());
+    let url = format!("http://{host}:{HTTP_PORT}/upload");
     let (n, secs) = (n.to_string(), timeout.as_secs().max(1).to_string());
     let out = testbed::exec_timeout(
         &tb.client_ns(client),
@@ -203,6 +213,23 @@ if got != want:
 /// (a barrier holds every request until the last connection is up), each
 /// `GET /bytes/{size}` checked byte for byte. Returns how many succeeded.
 pub fn python_concurrent(tb: &Testbed, client: usize, connections: usize, size: u64, timeout: Duration) -> usize {
+    python_concurrent_to(tb, client, &tb.server_ip().to_string(), connections, size, timeout)
+}
+
+/// [`python_concurrent`] to `host` (an address of either family, without
+/// brackets).
+///
+/// # Panics
+///
+/// As [`python_concurrent`].
+pub fn python_concurrent_to(
+    tb: &Testbed,
+    client: usize,
+    host: &str,
+    connections: usize,
+    size: u64,
+    timeout: Duration,
+) -> usize {
     const SCRIPT: &str = r#"
 import asyncio, resource, sys
 host, n, size, timeout = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
@@ -227,11 +254,10 @@ async def main():
     print(sum(1 for r in results if r is True))
 asyncio.run(main())
 "#;
-    let host = tb.server_ip().to_string();
     let (n, size, secs) = (connections.to_string(), size.to_string(), timeout.as_secs().max(1).to_string());
     let out = testbed::exec_timeout(
         &tb.client_ns(client),
-        &["python3", "-c", SCRIPT, &host, &n, &size, &secs],
+        &["python3", "-c", SCRIPT, host, &n, &size, &secs],
         timeout + Duration::from_secs(10),
     )
     .unwrap();

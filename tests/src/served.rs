@@ -127,10 +127,18 @@ pub fn curl_body(tb: &Testbed, client: usize, path: &str, timeout: Duration) -> 
 /// (16 connections, 2 s): no socket errors, only 2xx, and a sane rate.
 /// Returns the requests per second wrk measured.
 pub fn check_wrk(tb: &Testbed, client: usize) -> f64 {
-    let url = url(tb, "/plaintext");
+    check_wrk_at(tb, client, &url(tb, "/plaintext"))
+}
+
+/// [`check_wrk`] against `url`.
+///
+/// # Panics
+///
+/// As [`check_wrk`].
+pub fn check_wrk_at(tb: &Testbed, client: usize, url: &str) -> f64 {
     let out = testbed::exec_timeout(
         &tb.client_ns(client),
-        &["wrk", "-t1", "-c16", "-d2s", "--timeout", "2s", &url],
+        &["wrk", "-t1", "-c16", "-d2s", "--timeout", "2s", url],
         Duration::from_secs(30),
     )
     .unwrap_or_else(|e| panic!("wrk (cargo xtask test installs it): {e}"));

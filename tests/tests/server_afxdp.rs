@@ -390,23 +390,39 @@ fn the_worst_tcp_attack_over_afxdp_leaves_downloads_intact_and_memory_bounded() 
 /// after duplicate address detection, the kernel resolves Fairway by
 /// Neighbor Discovery and its `ping -6` is answered, at the global and the
 /// link-local address; kernel curl downloads over IPv6 arrive byte-exact
-/// (Fairway resolving the client by Neighbor Discovery in turn), and IPv4
-/// clients are served as before by the same server.
+/// (Fairway resolving the client by Neighbor Discovery in turn), up to
+/// 1 GB; Python uploads, 1,000 connections at once and wrk work over IPv6;
+/// IPv4 and IPv6 clients are served at the same time by the same two
+/// shards, which steer each IPv6 flow to its owner.
 #[test]
 fn the_kernel_resolves_fairway_over_ipv6_pings_it_and_downloads_byte_exact() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     testbed::require_root().unwrap_or_else(|e| panic!("{e}"));
-    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(1).queues(1).ipv6(true))
+    let tb = Testbed::up(TestbedConfig::new(prefix()).clients(2).queues(2).ipv6(true))
         .unwrap_or_else(|e| panic!("testbed up: {e}"));
     let flags: Vec<String> =
-        [tb.afxdp_flags(), ["--queues", "1", "--shards", "1"].map(str::to_owned).to_vec()].concat();
+        [tb.afxdp_flags(), ["--queues", "2", "--shards", "2"].map(str::to_owned).to_vec()].concat();
     let served = Served::start(&tb, &flags.iter().map(String::as_str).collect::<Vec<_>>());
     fairway_tests::served::check_ipv6_neighbour_and_ping(&tb, 0, tb.server_mac());
     // HTTP over IPv6: bodies byte-exact, from one byte to 20 MB.
-    for size in [1u64, 1439, 1440, 1441, 1 << 20, 20 << 20] {
-        let got = fairway_tests::real_peers::curl6_sha256(&tb, 0, &format!("/bytes/{size}"), T);
+    for size in [1u64, 1439, 1440, 1441, 1 << 20, 20 << 20, 1_000_000_000] {
+        let got = fairway_tests::real_peers::curl6_sha256(&tb, 0, &format!("/bytes/{size}"), LARGE_TIMEOUT);
         assert_eq!(got.unwrap(), fairway_tests::real_peers::pattern_sha256(size), "/bytes/{size} over IPv6");
     }
+    let (v4, v6) = (tb.server_ip().to_string(), tb.server_ip6().to_string());
+    for size in [0u64, 100_000, 3 << 20] {
+        fairway_tests::real_peers::python_upload_to(&tb, 1, &format!("[{v6}]"), size, T)
+            .unwrap_or_else(|e| panic!("upload of {size} bytes over IPv6: {e}"));
+    }
+    assert_eq!(fairway_tests::real_peers::python_concurrent_to(&tb, 0, &v6, 1000, 1000, T), 1000);
+    fairway_tests::served::check_wrk_at(&tb, 1, &format!("http://[{v6}]/plaintext"));
+    // Both families at once, from both clients.
+    std::thread::scope(|s| {
+        let (tb, v4, v6) = (&tb, &v4, &v6);
+        let ipv4 = s.spawn(move || fairway_tests::real_peers::python_concurrent_to(tb, 0, v4, 200, 50_000, T));
+        let ipv6 = s.spawn(move || fairway_tests::real_peers::python_concurrent_to(tb, 1, v6, 200, 50_000, T));
+        assert_eq!((ipv4.join().unwrap(), ipv6.join().unwrap()), (200, 200));
+    });
     check_endpoints(&tb, 0);
     // /metrics says so too (a shard publishes at most once a second).
     let advertised = || {
@@ -422,8 +438,11 @@ fn the_kernel_resolves_fairway_over_ipv6_pings_it_and_downloads_byte_exact() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let reports = served.stop();
-    let [report] = reports.as_slice() else { panic!("one shard: {reports:?}") };
-    let c = &report.counters;
-    assert!(c.neighbor_adverts >= 1 && c.neighbor_solicits >= 2, "{c}");
-    assert_eq!(c.duplicate_addresses, 0, "{c}");
+    assert_eq!(reports.len(), 2);
+    let sum = |f: fn(&fairway::backend::ShardReport) -> u64| reports.iter().map(f).sum::<u64>();
+    assert!(sum(|r| r.counters.neighbor_adverts) >= 1, "{reports:?}");
+    assert!(sum(|r| r.counters.neighbor_solicits) >= 4, "each shard probes both addresses: {reports:?}");
+    assert_eq!(sum(|r| r.counters.duplicate_addresses), 0, "{reports:?}");
+    // Every IPv6 flow stayed on the shard that owns it.
+    assert_eq!(sum(|r| r.counters.dropped(DropReason::TcpNoConnection)), 0, "{reports:?}");
 }
