@@ -702,14 +702,15 @@ Builds the Fairway server and serves in the foreground until Ctrl-C.
 As root, over AF_XDP on the namespace testbed:
 1. installs the AF_XDP build packages and the testbed's tools when missing
 2. cargo build --release -p fairway --features afxdp
-3. brings the testbed up as `cargo xtask testbed up --queues N` does
-   (prefix fw; an earlier fw testbed is replaced)
+3. brings the testbed up as `cargo xtask testbed up --queues N --ipv6`
+   does (prefix fw; an earlier fw testbed is replaced)
 4. starts, in the server namespace fw-srv,
      fairway --backend afxdp --iface fw0 --ip 10.77.0.1/24 \\
-       --queues N --shards N [FAIRWAY ARGS...]
+       --ip fd77::1/64 --queues N --shards N [FAIRWAY ARGS...]
 5. waits until curl in the client namespace fw-c0 gets an answer, then
-   prints the curl line that works there:
+   prints the curl lines that work there, over IPv4 and IPv6:
      ip netns exec fw-c0 curl http://10.77.0.1/plaintext
+     ip netns exec fw-c0 curl -6 'http://[fd77::1]/plaintext'
 6. on Ctrl-C: stops the server and takes the testbed down.
 
 Not root, --kernel, or the AF_XDP server fails to start (no kernel support,

@@ -373,7 +373,8 @@ where
             }
         }
     }
-    tracing::info!("serving HTTP on {}:80 with {count} shard(s) over {}", ip.addr, config.backend);
+    let ipv6: String = config.ip6.iter().map(|p| format!(" and [{}]:80", p.addr)).collect();
+    tracing::info!("serving HTTP on {}:80{ipv6} with {count} shard(s) over {}", ip.addr, config.backend);
     Ok(Running::new(handles, halt, hub, None))
 }
 

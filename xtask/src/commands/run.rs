@@ -33,6 +33,9 @@ const CLIENT_NS: &str = "fw-c0";
 const SERVER_IF: &str = "fw0";
 const SERVER_IP: &str = "10.77.0.1";
 const SERVER_PREFIX_LEN: u8 = 24;
+/// Its IPv6 address there (the testbed's `--ipv6` subnet).
+const SERVER_IP6: &str = "fd77::1";
+const SERVER_PREFIX6_LEN: u8 = 64;
 /// Where the kernel backend listens unless `--listen` follows `--`.
 pub const KERNEL_LISTEN: &str = "127.0.0.1:8080";
 /// The path every check and printed curl line asks for.
@@ -103,10 +106,12 @@ fn queues(args: &RunArgs) -> usize {
 fn afxdp_args(queues: usize, extra: &[OsString]) -> Vec<OsString> {
     let queues = queues.to_string();
     let ip = format!("{SERVER_IP}/{SERVER_PREFIX_LEN}");
-    let mut line: Vec<OsString> = ["--backend", "afxdp", "--iface", SERVER_IF, "--ip", &ip, "--queues", &queues]
-        .into_iter()
-        .map(OsString::from)
-        .collect();
+    let ip6 = format!("{SERVER_IP6}/{SERVER_PREFIX6_LEN}");
+    let mut line: Vec<OsString> =
+        ["--backend", "afxdp", "--iface", SERVER_IF, "--ip", &ip, "--ip", &ip6, "--queues", &queues]
+            .into_iter()
+            .map(OsString::from)
+            .collect();
     if flag_value(extra, "--shards").is_none() {
         line.extend(["--shards".into(), queues.into()]);
     }
@@ -223,7 +228,10 @@ enum Afxdp {
 
 fn serve_afxdp(cargo: &Cargo, server: &Path, args: &RunArgs, stop: &AtomicBool) -> Result<Afxdp, Failure> {
     let queues = queues(args);
-    let up = TestbedArgs { action: TestbedAction::Up, args: vec!["--queues".into(), queues.to_string().into()] };
+    let up = TestbedArgs {
+        action: TestbedAction::Up,
+        args: vec!["--queues".into(), queues.to_string().into(), "--ipv6".into()],
+    };
     let up = testbed::fairway_testbed(cargo, &up);
     // Down however `up` ends: a Ctrl-C can cut it short, and `down` is
     // safe when nothing exists.
@@ -259,6 +267,7 @@ fn serve_afxdp(cargo: &Cargo, server: &Path, args: &RunArgs, stop: &AtomicBool) 
         flag_value(&args.fairway, "--shards").unwrap_or_else(|| queues.to_string())
     );
     println!("ip netns exec {CLIENT_NS} curl {url}");
+    println!("ip netns exec {CLIENT_NS} curl -6 'http://[{SERVER_IP6}]{PROBE_PATH}'");
     eprintln!("xtask run: serving until Ctrl-C; then the server stops and the testbed comes down");
     server.serve_until(stop)?;
     Ok(Afxdp::Served)
@@ -554,7 +563,20 @@ mod tests {
     fn afxdp_server_line() {
         assert_eq!(
             strs(&afxdp_args(2, &[])),
-            ["--backend", "afxdp", "--iface", "fw0", "--ip", "10.77.0.1/24", "--queues", "2", "--shards", "2"]
+            [
+                "--backend",
+                "afxdp",
+                "--iface",
+                "fw0",
+                "--ip",
+                "10.77.0.1/24",
+                "--ip",
+                "fd77::1/64",
+                "--queues",
+                "2",
+                "--shards",
+                "2"
+            ]
         );
         // The user's --shards replaces ours; other flags follow ours.
         assert_eq!(
@@ -566,6 +588,8 @@ mod tests {
                 "fw0",
                 "--ip",
                 "10.77.0.1/24",
+                "--ip",
+                "fd77::1/64",
                 "--queues",
                 "2",
                 "--shards=1",
@@ -632,6 +656,7 @@ mod tests {
         let help = crate::cli::help(Some(crate::cli::Topic::Run));
         assert!(help.contains(KERNEL_LISTEN));
         assert!(help.contains(&format!("ip netns exec {CLIENT_NS} curl http://{SERVER_IP}{PROBE_PATH}")));
+        assert!(help.contains(&format!("ip netns exec {CLIENT_NS} curl -6 'http://[{SERVER_IP6}]{PROBE_PATH}'")));
         assert!(help.contains(&build(&Cargo::new("cargo", "/ws"), true).display()));
     }
 }
