@@ -90,6 +90,12 @@ pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 /// The server's port.
 pub const SERVER_PORT: u16 = 80;
 
+/// A host's IPv6 address in the scenarios that speak IPv6: fd00::/64 and
+/// its IPv4 address as the last 32 bits.
+pub fn ipv6_of(ip: Ipv4Addr) -> core::net::Ipv6Addr {
+    core::net::Ipv6Addr::from_bits(0xfd00_u128 << 112 | u128::from(ip.to_bits()))
+}
+
 /// The address of client `i`.
 pub fn client_ip(i: usize) -> Ipv4Addr {
     Ipv4Addr::new(10, 1, (i / 250) as u8, (i % 250) as u8 + 1)
@@ -248,6 +254,9 @@ pub struct IntegrityParams {
     pub duplicate: f64,
     /// Probability of corruption.
     pub corrupt: f64,
+    /// Every host speaks IPv6 too (its address [`ipv6_of`] its IPv4 one),
+    /// and the transfers run over IPv6.
+    pub ipv6: bool,
 }
 
 impl IntegrityParams {
@@ -262,6 +271,7 @@ impl IntegrityParams {
             reorder: 0.05,
             duplicate: 0.01,
             corrupt: 0.01,
+            ipv6: false,
         }
     }
 }
@@ -291,10 +301,18 @@ pub fn integrity(seed: u64, p: &IntegrityParams) -> Report {
         .with_duplicate(p.duplicate)
         .with_corrupt(p.corrupt);
     let mut world = World::new(seed, 1500, link, link);
-    let server = world.add_host(Side::Right, world.config_for(SERVER_IP), LinkConfig::ideal());
+    let dual = |mut cfg: fairway_stack::Config| {
+        if p.ipv6 {
+            let ip6 = ipv6_of(cfg.ip);
+            cfg.ipv6 =
+                Some(fairway_stack::Ipv6Config { dad_transmits: 0, ..fairway_stack::Ipv6Config::new(vec![(ip6, 64)]) });
+        }
+        cfg
+    };
+    let server = world.add_host(Side::Right, dual(world.config_for(SERVER_IP)), LinkConfig::ideal());
     let clients: Vec<usize> = (0..4)
         .map(|i| {
-            let mut cfg = world.config_for(client_ip(i));
+            let mut cfg = dual(world.config_for(client_ip(i)));
             cfg.tcp.ephemeral_ports = (10_000, 60_000);
             world.add_host(Side::Left, cfg, LinkConfig::ideal().with_delay(Duration::from_micros(100 * i as u64)))
         })
@@ -310,7 +328,12 @@ pub fn integrity(seed: u64, p: &IntegrityParams) -> Report {
             client: clients[i % clients.len()],
         })
         .collect();
-    let mut app = Transfers::new(server, SocketAddrV4::new(SERVER_IP, SERVER_PORT), specs, p.concurrency);
+    let target = if p.ipv6 {
+        core::net::SocketAddr::new(ipv6_of(SERVER_IP).into(), SERVER_PORT)
+    } else {
+        core::net::SocketAddr::from(SocketAddrV4::new(SERVER_IP, SERVER_PORT))
+    };
+    let mut app = Transfers::new(server, target, specs, p.concurrency);
     let stop = world.run(&mut app, Instant::from_secs(4 * 3600), 500_000_000);
     let summary = Summary::of(&app.results);
     let mut lines = vec![

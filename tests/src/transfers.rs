@@ -9,7 +9,7 @@
 //! server answers with `size` bytes and closes. The bytes follow a pattern
 //! derived from the transfer id, so both ends can produce and check them.
 
-use core::net::SocketAddrV4;
+use core::net::{SocketAddr, SocketAddrV4};
 use std::collections::HashMap;
 
 use fairway_stack::time::{Duration, Instant};
@@ -238,7 +238,7 @@ struct ServerConn {
 /// Runs a list of transfers against one server, at most `concurrency` at a time.
 pub struct Transfers {
     server: usize,
-    server_addr: SocketAddrV4,
+    server_addr: SocketAddr,
     listener: Option<Listener>,
     specs: Vec<TransferSpec>,
     /// Results, in spec order.
@@ -266,8 +266,14 @@ pub struct Transfers {
 
 impl Transfers {
     /// Transfers between the clients named in `specs` and the server host at
-    /// `server_addr`.
-    pub fn new(server: usize, server_addr: SocketAddrV4, specs: Vec<TransferSpec>, concurrency: usize) -> Transfers {
+    /// `server_addr` (of either family).
+    pub fn new(
+        server: usize,
+        server_addr: impl Into<SocketAddr>,
+        specs: Vec<TransferSpec>,
+        concurrency: usize,
+    ) -> Transfers {
+        let server_addr = server_addr.into();
         let results = specs
             .iter()
             .map(|&spec| TransferResult {

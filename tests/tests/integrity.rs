@@ -17,6 +17,18 @@ fn a_thousand_transfers_over_a_hostile_link_arrive_intact() {
     assert!(report.last_line().starts_with("sim: 1000/1000 transfers intact"), "{}", report.last_line());
 }
 
+/// The same over IPv6: every host dual-stack, each transfer to the
+/// server's IPv6 address (Neighbor Discovery across the hostile link too).
+#[test]
+fn a_thousand_transfers_over_ipv6_on_a_hostile_link_arrive_intact() {
+    let report = scenario::integrity(7, &IntegrityParams { ipv6: true, ..IntegrityParams::issue() });
+    for line in &report.lines {
+        println!("{line}");
+    }
+    assert!(report.ok, "{}", report.lines.join("\n"));
+    assert!(report.last_line().starts_with("sim: 1000/1000 transfers intact"), "{}", report.last_line());
+}
+
 #[test]
 fn the_same_seed_gives_the_same_run_and_another_seed_another() {
     let p = IntegrityParams { transfers: 40, max_size: 200_000, concurrency: 10, ..IntegrityParams::issue() };
