@@ -232,6 +232,12 @@ impl Shard {
         Some((neighbors.get(addr)?, neighbors.state(now, addr)?))
     }
 
+    /// IPv6 neighbours cached, for tests.
+    #[cfg(test)]
+    pub(crate) fn ipv6_neighbor_count(&self) -> usize {
+        self.ipv6.as_ref().map_or(0, |v6| v6.neighbors.len())
+    }
+
     /// Records a neighbour for good, as `ip neigh add ... nud permanent` does.
     pub fn add_neighbor(&mut self, ip: Ipv4Addr, mac: [u8; 6]) {
         self.arp.insert_permanent(ip, mac);

@@ -26,6 +26,11 @@ use super::Shard;
 /// The all-nodes multicast group (RFC 4291 §2.7.1).
 pub(super) const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
 
+/// The most extension headers a packet may carry before its upper layer:
+/// more is an attack on the time it takes to walk them (RFC 8200 §4.1
+/// expects a handful).
+const MAX_EXTENSION_HEADERS: usize = 8;
+
 /// The most of an offending packet an ICMPv6 error carries: what fits the
 /// IPv6 minimum MTU (RFC 4443 §2.4 (c)).
 const ERROR_PAYLOAD_MAX: usize = 1280 - IPV6_HEADER_LEN - 8;
@@ -375,7 +380,7 @@ fn walk(packet: &[u8], first: IpProtocol, to_group: bool) -> Walk {
         reason: DropReason::Ipv6BadExtension,
         problem: Some((Icmpv6ParamProblem::ErroneousHdrField, u32::try_from(at).unwrap_or(u32::MAX))),
     };
-    loop {
+    for _ in 0..=MAX_EXTENSION_HEADERS {
         match next {
             IpProtocol::HopByHop | IpProtocol::Ipv6Opts | IpProtocol::Ipv6Route => {
                 if next == IpProtocol::HopByHop && offset != IPV6_HEADER_LEN {
@@ -409,6 +414,8 @@ fn walk(packet: &[u8], first: IpProtocol, to_group: bool) -> Walk {
             protocol => return Walk::Deliver { protocol, offset, next_header_at },
         }
     }
+    // Past the bound: dropped without a word.
+    Walk::Refuse { reason: DropReason::Ipv6BadExtension, problem: None }
 }
 
 /// A routing header whose data (from its type on) starts at `at` in the

@@ -157,6 +157,10 @@ impl Shard {
         };
         let our_mtu = self.config.mtu;
         let Some(v6) = &mut self.ipv6 else { return };
+        if v6.gateway.is_some() {
+            // A configured gateway is not replaced by what the link says.
+            return self.drop(DropReason::Icmpv6Ignored);
+        }
         let router = peer.ip;
         v6.routers.retain(|&(r, until)| r != router && until > now);
         if lifetime > Duration::ZERO && v6.routers.len() < MAX_ROUTERS {

@@ -612,6 +612,8 @@ fn only_a_link_local_router_on_the_link_counts_and_a_configured_gateway_wins() {
     let mut v6 = V6 { shard: Shard::new(c), now: Instant::ZERO };
     v6.send(&router_advert(peer_link_local(), 255, 1800, None));
     assert_eq!(v6.shard.ipv6_default_router(), Some(gateway));
+    assert_eq!(v6.dropped(DropReason::Icmpv6Ignored), 1, "the advertisement is not used");
+    assert_eq!(v6.shard.ipv6_neighbor(v6.now, peer_link_local()), None);
 }
 
 // ---------------------------------------------------------------------------
@@ -860,4 +862,46 @@ fn a_packet_too_big_shrinks_the_segments_and_sends_the_data_again() {
     v6.send(&packet_too_big(600, iss + 1));
     v6.send(&packet_too_big(1400, iss + 1));
     assert_eq!(v6.shard.flow(h).unwrap().mss, 1220);
+}
+
+#[test]
+fn a_chain_of_extension_headers_past_the_bound_is_dropped_without_a_word() {
+    let mut v6 = V6::up();
+    // Eight Destination Options headers pass; nine do not.
+    let chain = |n: usize| {
+        let mut ext = Vec::new();
+        for i in 0..n {
+            let next = if i + 1 == n { IpProtocol::Icmpv6 } else { IpProtocol::Ipv6Opts };
+            ext.extend(options_header(next, &[]));
+        }
+        echo_behind(PEER, GLOBAL, IpProtocol::Ipv6Opts, &ext)
+    };
+    v6.send(&chain(8));
+    assert!(matches!(one(v6.ipv6_frames()).repr(), Icmpv6Repr::EchoReply { .. }));
+    v6.send(&chain(9));
+    assert!(v6.ipv6_frames().is_empty());
+    assert_eq!(v6.dropped(DropReason::Ipv6BadExtension), 1);
+    // A fragment header in front of a TCP segment: counted and dropped.
+    let fragment = [u8::from(IpProtocol::Tcp), 0, 0, 1, 0, 0, 0, 42];
+    v6.send(&frame(LOCAL_MAC, PEER, GLOBAL, 64, IpProtocol::Ipv6Frag, &[&fragment[..], &[0; 20]].concat()));
+    assert_eq!(v6.dropped(DropReason::Ipv6Fragment), 1);
+}
+
+#[test]
+fn no_peer_grows_the_neighbour_cache_past_its_bound() {
+    let mut c: Config = config();
+    c.limits.arp_cache = 16;
+    c.ipv6 = Some(Ipv6Config { dad_transmits: 0, ..Ipv6Config::new(vec![(GLOBAL, 64)]) });
+    let mut v6 = V6 { shard: Shard::new(c), now: Instant::ZERO };
+    // A thousand solicitations from a thousand sources, each recorded.
+    for i in 0..1000u16 {
+        let src = Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 1, i);
+        v6.send(&solicitation(src, GLOBAL, 255, Some([2, 0, 0, 0, (i >> 8) as u8, i as u8])));
+        assert_eq!(v6.ipv6_frames().len(), 1, "answered");
+    }
+    assert_eq!(v6.shard.counters().neighbor_adverts, 1000, "each answered");
+    assert!(v6.shard.ipv6_neighbor_count() <= 16, "{}", v6.shard.ipv6_neighbor_count());
+    let newest = Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 1, 999);
+    assert!(v6.shard.ipv6_neighbor(v6.now, newest).is_some(), "the newest kept, the oldest gone");
+    assert_eq!(v6.shard.ipv6_neighbor(v6.now, Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 1, 0)), None);
 }
