@@ -24,6 +24,7 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     ),
     ("clean", "one 100 MB download over a clean 1 Gbit/s, 1 ms RTT path"),
     ("c100k", "100,000 concurrent idle connections to one shard; stack bytes per idle connection"),
+    ("c100k6", "the same over IPv6"),
     (
         "regression",
         "the regression table: one download per cell, 100 Mbit/s x RTT 10/50/200 ms x loss 0-5 %, \
@@ -65,6 +66,7 @@ pub fn run(name: &str, seed: u64) -> Result<Report, String> {
         "integrity" => Ok(integrity(seed, &IntegrityParams::issue())),
         "clean" => Ok(clean(seed)),
         "c100k" => c100k(seed, 100_000, read_net_heap_bytes),
+        "c100k6" => c100k6(seed, 100_000, read_net_heap_bytes),
         "regression" => Ok(crate::regression::regression_report(seed)),
         "lossy" => Ok(crate::regression::lossy_report(seed)),
         "syn-flood" => {
@@ -394,6 +396,8 @@ struct ManyIdle {
     connected: Vec<usize>,
     accepted: Vec<Handle>,
     failures: usize,
+    /// The server's address, of the family the run speaks.
+    target: core::net::SocketAddr,
 }
 
 impl SimApp for ManyIdle {
@@ -424,7 +428,7 @@ impl SimApp for ManyIdle {
         // One connection first, so ARP is resolved before the flood.
         let target = if self.connected[c] == 0 { 1 } else { self.per_client };
         while self.opened[c] < target {
-            match shard.connect(now, SocketAddrV4::new(SERVER_IP, SERVER_PORT)) {
+            match shard.connect(now, self.target) {
                 Ok(_) => self.opened[c] += 1,
                 Err(_) => {
                     self.failures += 1;
@@ -443,18 +447,47 @@ impl SimApp for ManyIdle {
 /// Opens `total` connections to one shard and measures what the shard holds
 /// per idle connection, by the heap bytes allocated during its calls.
 pub fn c100k(seed: u64, total: usize, heap: fn() -> i64) -> Result<Report, String> {
+    idle_connections(seed, total, heap, false)
+}
+
+/// [`c100k`] over IPv6: every host dual-stack, the connections to the
+/// server's IPv6 address.
+///
+/// # Errors
+///
+/// As [`c100k`].
+pub fn c100k6(seed: u64, total: usize, heap: fn() -> i64) -> Result<Report, String> {
+    idle_connections(seed, total, heap, true)
+}
+
+/// `total` idle connections to one shard, over IPv6 when `ipv6`.
+fn idle_connections(seed: u64, total: usize, heap: fn() -> i64, ipv6: bool) -> Result<Report, String> {
+    let name = if ipv6 { "c100k6" } else { "c100k" };
+    let dual = |mut cfg: fairway_stack::Config| {
+        if ipv6 {
+            let ip6 = ipv6_of(cfg.ip);
+            cfg.ipv6 =
+                Some(fairway_stack::Ipv6Config { dad_transmits: 0, ..fairway_stack::Ipv6Config::new(vec![(ip6, 64)]) });
+        }
+        cfg
+    };
+    let target = if ipv6 {
+        core::net::SocketAddr::new(ipv6_of(SERVER_IP).into(), SERVER_PORT)
+    } else {
+        core::net::SocketAddr::from(SocketAddrV4::new(SERVER_IP, SERVER_PORT))
+    };
     let clients = total.div_ceil(50_000).max(2);
     let per_client = total / clients;
     let total = per_client * clients;
     let mut world = World::new(seed, 1500, LinkConfig::ideal(), LinkConfig::ideal());
-    let mut cfg = world.config_for(SERVER_IP);
+    let mut cfg = dual(world.config_for(SERVER_IP));
     cfg.limits.syn_backlog = total;
     cfg.limits.accept_backlog = total;
     let before = heap();
     let server = world.add_host(Side::Right, cfg, LinkConfig::ideal());
     let created = heap() - before;
     for i in 0..clients {
-        let mut cfg = world.config_for(client_ip(i));
+        let mut cfg = dual(world.config_for(client_ip(i)));
         cfg.tcp.ephemeral_ports = (1024, 65535);
         world.add_host(Side::Left, cfg, LinkConfig::ideal().with_delay(Duration::from_micros(50)));
     }
@@ -467,17 +500,18 @@ pub fn c100k(seed: u64, total: usize, heap: fn() -> i64) -> Result<Report, Strin
         connected: vec![0; clients],
         accepted: Vec::with_capacity(total),
         failures: 0,
+        target,
     };
     world.meter = Some(Meter { host: server, read: heap, bytes: created });
     let stop = world.run(&mut app, Instant::from_secs(600), 10_000_000);
     let bytes = world.meter.map(|m| m.bytes).unwrap_or(0);
     if bytes <= 0 {
-        return Err("c100k needs the counting allocator: run it through the fairway-sim binary".into());
+        return Err(format!("{name} needs the counting allocator: run it through the fairway-sim binary"));
     }
     let shard = &world.hosts[server].shard;
     let established = app.accepted.len();
     let per_conn = bytes as f64 / established.max(1) as f64;
-    let mut lines = vec![format!("scenario c100k, seed {seed}")];
+    let mut lines = vec![format!("scenario {name}, seed {seed}")];
     let _ = write!(lines.last_mut().unwrap(), ", {clients} clients x {per_client} connections");
     lines.push(format!("{:<36}{:>14}", "connections accepted by the server", established));
     lines.push(format!("{:<36}{:>14}", "server connection table", shard.connection_count()));
@@ -490,7 +524,7 @@ pub fn c100k(seed: u64, total: usize, heap: fn() -> i64) -> Result<Report, Strin
         lines.push(format!("run stopped early: {stop:?}"));
     }
     lines.push(format!(
-        "c100k: {established} connections established, {:.0} bytes of stack state per idle connection",
+        "{name}: {established} connections established, {:.0} bytes of stack state per idle connection",
         per_conn
     ));
     Ok(Report { lines, ok })
