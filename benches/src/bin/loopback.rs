@@ -39,6 +39,10 @@ struct Args {
     /// recv, send_slice and recv_slice).
     #[arg(long, value_delimiter = ',', default_values_t = [ApiArg::InPlace, ApiArg::Copy])]
     api: Vec<ApiArg>,
+    /// Then Fairway over IPv6 beside Fairway over IPv4, alternating, at each
+    /// MTU and API, ending with `loopback ipv6: ... ratio R (ipv6/ipv4)`.
+    #[arg(long)]
+    ipv6: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -127,5 +131,50 @@ fn main() -> ExitCode {
         fm / sm,
         api.name()
     );
+    if args.ipv6 {
+        families(&args);
+    }
     ExitCode::SUCCESS
+}
+
+/// Fairway over IPv6 beside Fairway over IPv4, alternating which goes first.
+fn families(args: &Args) {
+    println!("{:>6} {:>9} {:>7} {:>16} {:>16} {:>8}", "mtu", "api", "round", "ipv4 Gbit/s", "ipv6 Gbit/s", "ratio");
+    let mut summary = Vec::new();
+    for &mtu in &args.mtu {
+        for &api in &args.api {
+            let api = Api::from(api);
+            let config = LoopbackConfig {
+                total_bytes: args.bytes,
+                mtu,
+                socket_buffer: args.buffer,
+                chunk: args.chunk as usize,
+                api,
+            };
+            let (mut v4, mut v6) = (Vec::new(), Vec::new());
+            for round in 0..args.rounds {
+                let (a, b) = if round % 2 == 0 {
+                    let a = fairway_loopback::run(&config);
+                    (a, fairway_loopback::run_ipv6(&config))
+                } else {
+                    let b = fairway_loopback::run_ipv6(&config);
+                    (fairway_loopback::run(&config), b)
+                };
+                let (a, b) = (a.gbit_per_s(), b.gbit_per_s());
+                println!("{:>6} {:>9} {:>7} {:>16.2} {:>16.2} {:>8.2}", mtu, api.name(), round + 1, a, b, b / a);
+                v4.push(a);
+                v6.push(b);
+            }
+            let (a, b) = (median(v4), median(v6));
+            println!("{:>6} {:>9} {:>7} {:>16.2} {:>16.2} {:>8.2}", mtu, api.name(), "median", a, b, b / a);
+            summary.push((mtu, api, a, b));
+        }
+    }
+    for &(mtu, api, a, b) in &summary {
+        println!(
+            "loopback ipv6: fairway over IPv6 {b:.2} Gbit/s, over IPv4 {a:.2} Gbit/s, ratio {:.2} (MTU {mtu}, {} API)",
+            b / a,
+            api.name()
+        );
+    }
 }
