@@ -49,6 +49,8 @@ other cores. The built-in server and nginx, ratios to nginx:
   nginx-gso        nginx as deployed on a veth: tx checksum, TSO and GSO
                    on fw0 for its run (off for every other server, so no
                    frame exceeds the MTU), its segments up to 64 KB
+  afxdp6           afxdp with --ip fd77::1/64 too, wrk coming over IPv6
+                   to http://[fd77::1]/ (the client gets fd77::a/64)
   baseline-afxdp   afxdp from the --baseline build of fairway (the server
                    before a change, beside it after)
   baseline-kernel  kernel from that build, on 10.77.0.1:8083
@@ -270,7 +272,7 @@ fn programs(args: &Args) -> Result<Programs, String> {
 /// How to get the binary `server` runs, when it is missing.
 fn build_hint(server: Subject) -> &'static str {
     match server {
-        Subject::FairwayAfxdp | Subject::FairwayKernel => {
+        Subject::FairwayAfxdp | Subject::FairwayAfxdp6 | Subject::FairwayKernel => {
             "cargo build --release -p fairway --features afxdp, or --fairway PATH"
         }
         Subject::BaselineAfxdp | Subject::BaselineKernel => "--baseline PATH: another build's fairway binary",
@@ -367,7 +369,11 @@ fn run(args: &Args) -> Result<(), Failure> {
     let files = RunFiles::create(cores.server.len()).map_err(|e| failed(format!("writing the site: {e}")))?;
     // The kernel's receive processing on each side's own cores, as on two
     // machines (see TestbedConfig::rx_cpus), unless --no-rx-steering.
-    let mut config = TestbedConfig::new(args.prefix.clone()).clients(1).queues(cores.server.len()).mtu(args.mtu);
+    let mut config = TestbedConfig::new(args.prefix.clone())
+        .clients(1)
+        .queues(cores.server.len())
+        .mtu(args.mtu)
+        .ipv6(args.servers.iter().any(|s| s.is_ipv6()));
     if args.rx_steering {
         config = config.rx_cpus(&cores.server, &cores.client);
     }

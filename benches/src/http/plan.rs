@@ -9,6 +9,8 @@ use fairway_tests::{nginx, testbed};
 
 /// Fairway's address on the testbed.
 pub const SERVER_IP: &str = "10.77.0.1";
+/// Its IPv6 address there (the testbed's IPv6 subnet, fd77::/64).
+pub const SERVER_IP6: &str = "fd77::1";
 /// The prefix length of [`SERVER_IP`]'s subnet.
 pub const PREFIX_LEN: u8 = 24;
 /// The static file every server serves, and its size: 1 MB.
@@ -25,6 +27,9 @@ pub const PIPELINE_DEPTH: usize = 16;
 pub enum Subject {
     /// Fairway over AF_XDP on `fw0`, which has no kernel address.
     FairwayAfxdp,
+    /// The same server, its clients coming over IPv6 (`--ip fd77::1/64`
+    /// beside the IPv4 address).
+    FairwayAfxdp6,
     /// Fairway on kernel sockets, `fw0` with the kernel address 10.77.0.1/24.
     FairwayKernel,
     /// nginx on kernel sockets, the same way.
@@ -54,11 +59,12 @@ impl Subject {
     /// server's group, then the axum group. Each server gets the kernel
     /// address on `fw0` for its own run only, so the AF_XDP ones may come
     /// anywhere.
-    pub const ALL: [Subject; 9] = [
+    pub const ALL: [Subject; 10] = [
         Subject::FairwayAfxdp,
         Subject::FairwayKernel,
         Subject::Nginx,
         Subject::NginxGso,
+        Subject::FairwayAfxdp6,
         Subject::BaselineAfxdp,
         Subject::BaselineKernel,
         Subject::AxumAfxdp,
@@ -71,6 +77,7 @@ impl Subject {
     pub fn name(self) -> &'static str {
         match self {
             Subject::FairwayAfxdp => "fairway/afxdp",
+            Subject::FairwayAfxdp6 => "fairway/afxdp6",
             Subject::FairwayKernel => "fairway/kernel",
             Subject::Nginx => "nginx",
             Subject::NginxGso => "nginx/gso",
@@ -87,6 +94,7 @@ impl Subject {
     pub fn key(self) -> &'static str {
         match self {
             Subject::FairwayAfxdp => "afxdp",
+            Subject::FairwayAfxdp6 => "afxdp6",
             Subject::FairwayKernel => "kernel",
             Subject::Nginx => "nginx",
             Subject::NginxGso => "nginx-gso",
@@ -108,6 +116,7 @@ impl Subject {
             Subject::AxumTokio => 8082,
             Subject::BaselineKernel => 8083,
             Subject::FairwayAfxdp
+            | Subject::FairwayAfxdp6
             | Subject::Nginx
             | Subject::NginxGso
             | Subject::BaselineAfxdp
@@ -119,7 +128,7 @@ impl Subject {
     /// have it otherwise: the kernel would answer for Fairway).
     #[must_use]
     pub fn needs_kernel_address(self) -> bool {
-        !matches!(self, Subject::FairwayAfxdp | Subject::BaselineAfxdp | Subject::AxumAfxdp)
+        !matches!(self, Subject::FairwayAfxdp | Subject::FairwayAfxdp6 | Subject::BaselineAfxdp | Subject::AxumAfxdp)
     }
 
     /// The servers it is compared with.
@@ -127,6 +136,7 @@ impl Subject {
     pub fn group(self) -> Group {
         match self {
             Subject::FairwayAfxdp
+            | Subject::FairwayAfxdp6
             | Subject::FairwayKernel
             | Subject::Nginx
             | Subject::NginxGso
@@ -175,12 +185,21 @@ impl Subject {
         }
     }
 
-    /// `http://10.77.0.1[:port]{path}`
+    /// Whether its clients come over IPv6 (the testbed then gives them
+    /// IPv6 addresses).
+    #[must_use]
+    pub fn is_ipv6(self) -> bool {
+        self == Subject::FairwayAfxdp6
+    }
+
+    /// `http://10.77.0.1[:port]{path}`, or `http://[fd77::1]{path}` over
+    /// IPv6.
     #[must_use]
     pub fn url(self, path: &str) -> String {
-        match self.port() {
-            80 => format!("http://{SERVER_IP}{path}"),
-            port => format!("http://{SERVER_IP}:{port}{path}"),
+        match (self.port(), self.is_ipv6()) {
+            (80, true) => format!("http://[{SERVER_IP6}]{path}"),
+            (80, false) => format!("http://{SERVER_IP}{path}"),
+            (port, _) => format!("http://{SERVER_IP}:{port}{path}"),
         }
     }
 }
@@ -245,7 +264,7 @@ impl Programs {
     #[must_use]
     pub fn of(&self, server: Subject) -> Option<&Path> {
         match server {
-            Subject::FairwayAfxdp | Subject::FairwayKernel => Some(&self.fairway),
+            Subject::FairwayAfxdp | Subject::FairwayAfxdp6 | Subject::FairwayKernel => Some(&self.fairway),
             Subject::BaselineAfxdp | Subject::BaselineKernel => self.baseline.as_deref(),
             Subject::AxumAfxdp | Subject::AxumKernel => Some(&self.axum),
             Subject::AxumTokio => Some(&self.axum_tokio),
@@ -487,6 +506,10 @@ pub fn server_command(server: Subject, cores: &Cores, program: &Path, site_dir: 
     let quiet = ["--log", "warn"];
     let words = match server {
         Subject::FairwayAfxdp | Subject::BaselineAfxdp => owned(&[&[&program], &afxdp, &served, &quiet]),
+        Subject::FairwayAfxdp6 => {
+            let ip6 = format!("{SERVER_IP6}/64");
+            owned(&[&[&program], &afxdp, &["--ip", &ip6], &served, &quiet])
+        }
         Subject::FairwayKernel | Subject::BaselineKernel => owned(&[&[&program], &kernel, &served, &quiet]),
         Subject::AxumAfxdp => owned(&[&[&program], &afxdp, &quiet]),
         Subject::AxumKernel => owned(&[&[&program], &kernel, &quiet]),
@@ -687,6 +710,21 @@ mod tests {
         assert_eq!(expected_comm(Path::new("nginx")), "nginx");
         // The kernel keeps 15 bytes of the name.
         assert_eq!(expected_comm(Path::new("/x/a-very-long-server-name")), "a-very-long-ser");
+    }
+
+    #[test]
+    fn the_ipv6_server_is_the_afxdp_one_reached_over_ipv6() {
+        let cores = Cores::split(4, None).unwrap();
+        let (fairway, site) = (Path::new("/t/release/fairway"), Path::new("/dev/shm/site"));
+        assert_eq!(
+            server_command(Subject::FairwayAfxdp6, &cores, fairway, site).join(" "),
+            "taskset -c 0,1 /t/release/fairway --backend afxdp --iface fw0 --ip 10.77.0.1/24 --queues 2 --shards 2 \
+             --ip fd77::1/64 --root /dev/shm/site/root --log warn"
+        );
+        assert_eq!(Subject::FairwayAfxdp6.url("/plaintext"), "http://[fd77::1]/plaintext");
+        assert!(Subject::FairwayAfxdp6.is_ipv6() && !Subject::FairwayAfxdp.is_ipv6());
+        assert!(!Subject::FairwayAfxdp6.needs_kernel_address());
+        assert_eq!(Subject::FairwayAfxdp6.group(), Group::BuiltIn);
     }
 
     #[test]
