@@ -94,7 +94,8 @@ fn a_user_handler_over_tap() {
 
 /// IPv6 over TAP, with the client behind the link emulator (which passes
 /// IPv6 and its multicast as any frame): as over AF_XDP, the kernel
-/// resolves the stack by Neighbor Discovery and its `ping -6` is answered.
+/// resolves the stack by Neighbor Discovery and its `ping -6` is answered;
+/// curl, Python and wrk over IPv6.
 #[test]
 fn the_kernel_resolves_fairway_over_ipv6_through_the_tap_and_the_link_emulator() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
@@ -109,6 +110,10 @@ fn the_kernel_resolves_fairway_over_ipv6_through_the_tap_and_the_link_emulator()
     let got =
         fairway_tests::real_peers::curl6_sha256(&tb, 0, &format!("/bytes/{size}"), Duration::from_secs(60)).unwrap();
     assert_eq!(got, fairway_tests::real_peers::pattern_sha256(size), "/bytes/{size} over IPv6");
+    let v6 = tb.server_ip6().to_string();
+    fairway_tests::real_peers::python_upload_to(&tb, 0, &format!("[{v6}]"), 1 << 20, Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("upload over IPv6: {e}"));
+    fairway_tests::served::check_wrk_at(&tb, 0, &format!("http://[{v6}]/plaintext"));
     let reports = served.stop();
     assert!(reports.iter().map(|r| r.counters.echo_replies).sum::<u64>() >= 3, "{reports:?}");
 }
