@@ -219,28 +219,37 @@ impl FromStr for AnyPrefix {
     }
 }
 
-/// The file's `ip`: one `ADDR/PREFIX` or a list of them (`ip =
-/// "10.0.0.1/24"`, `ip = ["10.0.0.1/24", "fd77::1/64"]`).
-fn one_or_many<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<AnyPrefix>, D::Error> {
+/// A file key that takes one value or a list of them: `ip =
+/// "10.77.0.1/24"` or `ip = ["10.77.0.1/24", "fd77::1/64"]`, and the same
+/// for `gateway`.
+fn one_or_many<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: FromStr,
+    T::Err: fmt::Display,
+{
     use serde::de::{Error, SeqAccess, Visitor};
-    struct Prefixes;
-    impl<'de> Visitor<'de> for Prefixes {
-        type Value = Vec<AnyPrefix>;
+    struct Values<T>(std::marker::PhantomData<T>);
+    impl<'de, T: FromStr> Visitor<'de> for Values<T>
+    where
+        T::Err: fmt::Display,
+    {
+        type Value = Vec<T>;
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("an ADDR/PREFIX string or a list of them")
+            f.write_str("a string or a list of them")
         }
-        fn visit_str<E: Error>(self, s: &str) -> Result<Vec<AnyPrefix>, E> {
-            s.parse().map(|p| vec![p]).map_err(E::custom)
+        fn visit_str<E: Error>(self, s: &str) -> Result<Vec<T>, E> {
+            s.parse().map(|v| vec![v]).map_err(E::custom)
         }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<AnyPrefix>, A::Error> {
-            let mut prefixes = Vec::new();
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut values = Vec::new();
             while let Some(s) = seq.next_element::<String>()? {
-                prefixes.push(s.parse().map_err(A::Error::custom)?);
+                values.push(s.parse().map_err(A::Error::custom)?);
             }
-            Ok(prefixes)
+            Ok(values)
         }
     }
-    deserializer.deserialize_any(Prefixes)
+    deserializer.deserialize_any(Values(std::marker::PhantomData))
 }
 
 /// A size in bytes: `65536`, `64KiB`, `16M` (K, M, G are powers of 1024, as
@@ -399,9 +408,12 @@ pub struct Options {
     #[serde(default, deserialize_with = "one_or_many")]
     pub ip: Vec<AnyPrefix>,
 
-    /// Router for destinations off the --ip subnet (userspace backends) [default: none, on-link only]
+    /// Router for destinations off the --ip subnets (userspace backends), one per family: an IPv4 one on
+    /// the IPv4 subnet, an IPv6 one (link-local, or on an IPv6 prefix) [default: none for IPv4, on-link
+    /// only; for IPv6 the routers that advertise themselves]
     #[arg(long, value_name = "ADDR")]
-    pub gateway: Option<Ipv4Addr>,
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub gateway: Vec<std::net::IpAddr>,
 
     /// NIC queues to bind, one AF_XDP socket and one shard each (userspace backends run one shard per
     /// queue: --shards beyond --queues are not started; frames a queue receives for another shard's
@@ -571,7 +583,7 @@ impl Options {
             listen: self.listen.or(file.listen),
             iface: self.iface.or(file.iface),
             ip: if self.ip.is_empty() { file.ip } else { self.ip },
-            gateway: self.gateway.or(file.gateway),
+            gateway: if self.gateway.is_empty() { file.gateway } else { self.gateway },
             queues: self.queues.or(file.queues),
             tap_name: self.tap_name.or(file.tap_name),
             shards: self.shards.or(file.shards),
@@ -672,6 +684,9 @@ pub struct Config {
     pub ip6: Vec<Ip6Prefix>,
     /// Userspace backends: the default router.
     pub gateway: Option<Ipv4Addr>,
+    /// Userspace backends: the IPv6 default router (none: the advertised
+    /// ones).
+    pub gateway6: Option<Ipv6Addr>,
     /// AF_XDP backend: NIC queues bound (≤ `shards`).
     pub queues: u16,
     /// AF_XDP backend: whether frames may span several UMEM frames
@@ -884,13 +899,37 @@ impl Options {
             }
             _ => {}
         }
-        if let Some(gateway) = self.gateway {
+        let (mut gateway, mut gateway6) = (None, None);
+        for &router in &self.gateway {
+            match router {
+                std::net::IpAddr::V4(router) if gateway.replace(router).is_some() => {
+                    return Err(invalid(format!("--gateway {router}: one IPv4 gateway at most")));
+                }
+                std::net::IpAddr::V6(router) if gateway6.replace(router).is_some() => {
+                    return Err(invalid(format!("--gateway {router}: one IPv6 gateway at most")));
+                }
+                _ => {}
+            }
+        }
+        if let Some(gateway) = gateway {
             match ip {
                 Some(ip) if !ip.contains(gateway) || ip.addr == gateway => {
                     return Err(invalid(format!("--gateway {gateway} is not another address on --ip {ip}'s subnet")));
                 }
                 None => return Err(invalid("--gateway needs --ip ADDR/PREFIX")),
                 Some(_) => {}
+            }
+        }
+        if let Some(router) = gateway6 {
+            let reachable =
+                router.is_unicast_link_local() || ip6.iter().any(|p| p.contains(router) && p.addr != router);
+            if ip6.is_empty() {
+                return Err(invalid(format!("--gateway {router} needs an IPv6 --ip ADDR/PREFIX")));
+            }
+            if !reachable || router.is_multicast() {
+                return Err(invalid(format!(
+                    "--gateway {router} is neither link-local nor another address on an IPv6 --ip prefix"
+                )));
             }
         }
         if let Some(root) = &self.root
@@ -927,7 +966,8 @@ impl Options {
             iface: self.iface,
             ip,
             ip6,
-            gateway: self.gateway,
+            gateway,
+            gateway6,
             queues,
             multi_buffer: !self.no_multi_buffer,
             prefer_busy_poll: self.prefer_busy_poll,

@@ -251,8 +251,10 @@ fn stack_config(
     stack.steering = (count > 1).then_some(Steering { index, count });
     // IPv6 is on when an address is given: every shard answers for it
     // (ping, Neighbor Discovery), each after its own duplicate detection.
-    stack.ipv6 = (!config.ip6.is_empty())
-        .then(|| fairway_stack::Ipv6Config::new(config.ip6.iter().map(|p| (p.addr, p.prefix)).collect()));
+    stack.ipv6 = (!config.ip6.is_empty()).then(|| fairway_stack::Ipv6Config {
+        gateway: config.gateway6,
+        ..fairway_stack::Ipv6Config::new(config.ip6.iter().map(|p| (p.addr, p.prefix)).collect())
+    });
     stack
 }
 

@@ -602,6 +602,31 @@ fn weights_take_ipv6_prefixes_beside_ipv4_ones() {
 }
 
 #[test]
+fn gateway_takes_one_router_per_family() {
+    let base = ["--backend", "tap", "--ip", "10.0.0.1/24", "--ip", "fd77::1/64"];
+    fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+        [base, extra].concat()
+    }
+    let with = |extra: &[&'static str]| with(&base, extra);
+    let c = ok(&with(&["--gateway", "10.0.0.254", "--gateway", "fe80::1"]));
+    assert_eq!((c.gateway, c.gateway6), (Some(Ipv4Addr::new(10, 0, 0, 254)), Some("fe80::1".parse().unwrap())));
+    assert_eq!(ok(&with(&["--gateway", "fd77::fe"])).gateway6, Some("fd77::fe".parse().unwrap()));
+    assert_eq!(ok(&with(&[])).gateway6, None, "the advertised routers then");
+    let file = TempFile::new("gateways", "gateway = [\"10.0.0.254\", \"fe80::1\"]\n");
+    let c = ok(&[&base[..], &["--config", file.path()]].concat());
+    assert_eq!((c.gateway.is_some(), c.gateway6.is_some()), (true, true));
+    for (args, expected) in [
+        (with(&["--gateway", "fe80::1", "--gateway", "fe80::2"]), "--gateway fe80::2: one IPv6 gateway at most"),
+        (with(&["--gateway", "2001:db8::1"]), "--gateway 2001:db8::1 is neither link-local nor another address"),
+        (with(&["--gateway", "fd77::1"]), "is neither link-local nor another address"),
+        (vec!["--ip", "10.0.0.1/24", "--gateway", "fe80::1"], "--gateway fe80::1 needs an IPv6 --ip"),
+    ] {
+        let e = err(&args);
+        assert!(e.contains(expected), "{args:?}: {e}");
+    }
+}
+
+#[test]
 fn ip_takes_one_ipv4_and_any_ipv6_addresses() {
     let c = ok(&["--backend", "tap", "--ip", "fd77::1/64", "--ip", "10.77.0.1/24", "--ip", "2001:db8::7/48"]);
     assert_eq!(c.ip, Some(IpPrefix { addr: Ipv4Addr::new(10, 77, 0, 1), prefix: 24 }));
