@@ -33,7 +33,7 @@
 //! Each flow's goodput over time (every [`Params::trace_every`], from the
 //! start) is kept too, for the charts [`write_charts`] draws.
 
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -79,6 +79,35 @@ pub struct Params {
     pub trace_every: Duration,
     /// The bottleneck's drop-tail queue, in milliseconds of its capacity.
     pub queue_ms: u64,
+    /// Which family the flows speak.
+    pub families: Families,
+}
+
+/// Which IP family the flows of a cell speak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Families {
+    /// Every flow over IPv4 (the hosts speak IPv4 only).
+    Ipv4,
+    /// Every flow over IPv6 (every host dual-stack).
+    Ipv6,
+    /// Even flows over IPv4, odd ones over IPv6.
+    Mixed,
+}
+
+impl Families {
+    /// Flow `i`'s server address.
+    fn target(self, i: usize) -> SocketAddr {
+        let v6 = match self {
+            Families::Ipv4 => false,
+            Families::Ipv6 => true,
+            Families::Mixed => i % 2 == 1,
+        };
+        if v6 {
+            SocketAddr::new(crate::scenario::ipv6_of(SERVER_IP).into(), SERVER_PORT)
+        } else {
+            SocketAddr::from(SocketAddrV4::new(SERVER_IP, SERVER_PORT))
+        }
+    }
 }
 
 impl Params {
@@ -92,6 +121,7 @@ impl Params {
             convergence_window: Duration::from_millis(500),
             trace_every: Duration::from_millis(500),
             queue_ms: 100,
+            families: Families::Ipv4,
         }
     }
 
@@ -206,6 +236,8 @@ impl CellResult {
 struct Flow {
     client: usize,
     start: Instant,
+    /// The server's address this flow connects to.
+    target: SocketAddr,
     client_handle: Option<Handle>,
     server_handle: Option<Handle>,
     connected_at: Option<Instant>,
@@ -244,6 +276,7 @@ impl FairnessApp {
             .map(|&(client, start)| Flow {
                 client,
                 start,
+                target: Families::Ipv4.target(0),
                 client_handle: None,
                 server_handle: None,
                 connected_at: None,
@@ -262,6 +295,15 @@ impl FairnessApp {
             buf: vec![0; 64 * 1024],
             last_now: Instant::ZERO,
         }
+    }
+
+    /// The flows over `families` (over IPv4 until told).
+    #[must_use]
+    pub fn over(mut self, families: Families) -> FairnessApp {
+        for (i, flow) in self.flows.iter_mut().enumerate() {
+            flow.target = families.target(i);
+        }
+        self
     }
 
     /// Bytes each flow's receiver has read so far.
@@ -358,7 +400,7 @@ impl FairnessApp {
         for i in 0..self.flows.len() {
             let f = &self.flows[i];
             if f.client == host && f.client_handle.is_none() && f.error.is_none() && now >= f.start {
-                match shard.connect(now, SocketAddrV4::new(SERVER_IP, SERVER_PORT)) {
+                match shard.connect(now, f.target) {
                     Ok(h) => self.flows[i].client_handle = Some(h),
                     Err(e) => self.fail(i, format!("connect: {e}")),
                 }
@@ -447,14 +489,22 @@ pub fn build_world(seed: u64, cell: &Cell, params: &Params) -> (World, Vec<Durat
         Direction::Upload => (SMALL_BUFFER, BUFFER, BUFFER, SMALL_BUFFER),
         Direction::Download => (BUFFER, SMALL_BUFFER, SMALL_BUFFER, BUFFER),
     };
-    let mut cfg = world.config_for(SERVER_IP);
+    let dual = |mut cfg: fairway_stack::Config| {
+        if params.families != Families::Ipv4 {
+            let ip6 = crate::scenario::ipv6_of(cfg.ip);
+            cfg.ipv6 =
+                Some(fairway_stack::Ipv6Config { dad_transmits: 0, ..fairway_stack::Ipv6Config::new(vec![(ip6, 64)]) });
+        }
+        cfg
+    };
+    let mut cfg = dual(world.config_for(SERVER_IP));
     cfg.tcp.congestion = cell.cc;
     cfg.tcp.tx_buffer = server_tx;
     cfg.tcp.rx_buffer = server_rx;
     world.add_host(Side::Right, cfg, LinkConfig::ideal());
     let rtts = rtts(cell.n);
     for (i, rtt) in rtts.iter().enumerate() {
-        let mut cfg = world.config_for(client_ip(i));
+        let mut cfg = dual(world.config_for(client_ip(i)));
         cfg.tcp.congestion = cell.cc;
         cfg.tcp.tx_buffer = client_tx;
         cfg.tcp.rx_buffer = client_rx;
@@ -473,7 +523,7 @@ pub fn run_cell(seed: u64, cell: &Cell, params: &Params) -> CellResult {
     let join = Instant::ZERO + params.join_at;
     let clients: Vec<(usize, Instant)> =
         (0..cell.n).map(|i| (i + 1, if i + 1 == cell.n { join } else { Instant::ZERO })).collect();
-    let mut app = FairnessApp::new(0, cell.direction, &clients, driver);
+    let mut app = FairnessApp::new(0, cell.direction, &clients, driver).over(params.families);
     let data_link = LinkId::Bottleneck {
         from: match cell.direction {
             Direction::Upload => Side::Left,

@@ -14,7 +14,7 @@ use std::rc::Rc;
 use fairway_stack::Algorithm;
 use fairway_stack::fairness::{Capacity, Direction, Driver, DriverConfig, Policy};
 use fairway_stack::time::{Duration, Instant};
-use fairway_tests::fairness::{Cell, CellResult, FairnessApp, Params, build_world, run_cell};
+use fairway_tests::fairness::{Cell, CellResult, FairnessApp, Families, Params, build_world, run_cell};
 use fairway_tests::world::Stop;
 use smoltcp::wire::{EthernetFrame, Ipv4Packet, TcpOption, TcpPacket};
 
@@ -46,6 +46,28 @@ fn targets_hold(bandwidth_mbps: u64, ns: &[usize], direction: Direction, cc: Alg
 }
 
 const NS: [usize; 3] = [2, 5, 10];
+
+/// The targets over IPv6, and over a mix of both families (every other
+/// flow IPv6), for five CUBIC flows each way at 20 Mbit/s.
+#[test]
+fn equal_rate_is_fair_over_ipv6_and_over_a_mix_of_families() {
+    for families in [Families::Ipv6, Families::Mixed] {
+        for direction in [Direction::Upload, Direction::Download] {
+            let params = Params { families, ..Params::quick() };
+            let run = |policy| {
+                let cell = Cell { bandwidth_mbps: 20, n: 5, direction, cc: Algorithm::Cubic, policy };
+                let r = run_cell(SEED, &cell, &params);
+                assert!(r.errors.is_empty(), "{families:?} {}: {:?}", r.cell.name(), r.errors);
+                r
+            };
+            let (eq, off) = (run("equal-rate"), run("off"));
+            let name = format!("{families:?} {}", eq.cell.name());
+            assert!(eq.jain >= 0.99, "{name}: J = {:.4} (off {:.4}), {:?}", eq.jain, off.jain, eq.goodput_mbps);
+            assert!(eq.utilisation >= 95.0, "{name}: utilisation {:.1} %", eq.utilisation);
+            assert!(eq.queueing_delay_ms < off.queueing_delay_ms, "{name}: queueing not lower than off");
+        }
+    }
+}
 
 #[test]
 fn equal_rate_is_fair_for_cubic_uploads() {
