@@ -211,7 +211,7 @@ impl Shard {
     /// stateless reply must not make state in the ARP cache either.
     pub(super) fn send_cookie(&mut self, now: Instant, peer: [u8; 6], tuple: FourTuple, seg: &Segment<'_>) {
         let cfg = &self.config.tcp;
-        let our_mss = self.env.0.mss;
+        let our_mss = crate::tcp::connection::mss_for(&tuple, &self.env.0);
         let offered = seg.mss.filter(|&m| m > 0).unwrap_or(536).min(our_mss);
         let (iss, _) = self.cookies.isn(now, &tuple, seg.seq, offered);
         // Window scale and SACK survive only in the timestamp's low bits.

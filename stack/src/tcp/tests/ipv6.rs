@@ -905,3 +905,37 @@ fn no_peer_grows_the_neighbour_cache_past_its_bound() {
     assert!(v6.shard.ipv6_neighbor(v6.now, newest).is_some(), "the newest kept, the oldest gone");
     assert_eq!(v6.shard.ipv6_neighbor(v6.now, Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 1, 0)), None);
 }
+
+#[test]
+fn a_full_syn_queue_answers_ipv6_with_cookies_that_complete_the_handshake() {
+    use core::net::{SocketAddr, SocketAddrV6};
+    use smoltcp::wire::TcpControl;
+
+    let mut c: Config = config();
+    c.limits.syn_backlog = 0;
+    c.ipv6 = Some(Ipv6Config { dad_transmits: 0, ..Ipv6Config::new(vec![(GLOBAL, 64)]) });
+    let mut v6 = V6 { shard: Shard::new(c), now: Instant::ZERO };
+    let _announcement = v6.frames();
+    let any = SocketAddr::from(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 80, 0, 0));
+    let listener = v6.shard.listen(any).unwrap();
+    // The cookie goes back to the link-layer sender: no resolution first.
+    v6.send(&tcp6(80, TcpControl::Syn, 1000, None, &[]));
+    let syn_ack = parse_tcp6(&one_frame(v6.frames()));
+    assert!(syn_ack.syn && syn_ack.ack == Some(1001), "{syn_ack:?}");
+    assert_eq!((syn_ack.dst_mac, syn_ack.src, syn_ack.dst), (REMOTE_MAC, GLOBAL, PEER));
+    assert_eq!(syn_ack.mss, Some(1440), "the IPv6 MSS");
+    assert_eq!(v6.shard.counters().syn_cookies_sent, 1);
+    assert_eq!(v6.shard.connection_count(), 0, "nothing kept");
+    // The ACK that returns the cookie makes the connection, keyed by the
+    // IPv6 4-tuple; a cookie for another port does not.
+    v6.send(&tcp6(81, TcpControl::None, 1001, Some(syn_ack.seq + 1), &[]));
+    assert_eq!(v6.shard.counters().syn_cookies_accepted, 0);
+    let _rst = v6.frames();
+    v6.send(&tcp6(80, TcpControl::None, 1001, Some(syn_ack.seq + 1), b"hi"));
+    assert_eq!(v6.shard.counters().syn_cookies_accepted, 1);
+    let h = v6.shard.accept(listener).expect("restored from the cookie");
+    assert_eq!(v6.shard.flow(h).unwrap().remote, SocketAddr::from(SocketAddrV6::new(PEER, 5000, 0, 0)));
+    assert_eq!(v6.shard.flow(h).unwrap().mss, 1440);
+    let mut buf = [0u8; 4];
+    assert_eq!(v6.shard.recv(h, &mut buf), Ok(2));
+}
