@@ -27,10 +27,11 @@
 //!   [`ListenError`], [`ConnectError`], [`SendError`], [`RecvError`] and
 //!   [`ConnectionError`]; [`FlowStats`] and [`State`] describe a
 //!   connection, [`Counters`] and [`DropReason`] the shard. Addresses are
-//!   `SocketAddr`s of either family: a listener takes its port on every
-//!   address of ours (IPv4 and, with [`Config::ipv6`], IPv6: [`Ipv6Config`],
-//!   Neighbor Discovery, ICMPv6); active opens are IPv4 only so far, and
-//!   an IPv4-mapped address stands for its IPv4 address.
+//!   `SocketAddr`s of either family (IPv6 with [`Config::ipv6`]:
+//!   [`Ipv6Config`], Neighbor Discovery, ICMPv6): a listener on an
+//!   unspecified address takes its port on every address of ours, of both
+//!   families, one on an address of ours that family only; an IPv4-mapped
+//!   address stands for its IPv4 address.
 //! - [`time`]: the stack's clock types, passed in by the driver.
 //! - [`fairness`]: the RTT-aware window-control policies.
 //! - [`steering`]: which shard owns a flow.

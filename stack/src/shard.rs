@@ -25,7 +25,7 @@ use smoltcp::wire::{ArpOperation, EthernetFrame, EthernetProtocol};
 
 use crate::config::Config;
 use crate::counters::{Counters, DropReason};
-use crate::flow_table::FlowTable;
+use crate::flow_table::{FlowTable, FourTuple};
 use crate::neighbor::ArpCache;
 use crate::pool::{BufferPool, Key, Slab, StoragePool};
 use crate::tcp::connection::{Connection, Env};
@@ -66,6 +66,9 @@ const HELD_ACKS: usize = 64;
 #[derive(Debug)]
 struct ListenerState {
     port: u16,
+    /// Which families it takes: both when it listens on an unspecified
+    /// address, else that of its address.
+    families: ListenFamilies,
     /// Established connections waiting for `accept`.
     backlog: VecDeque<Key>,
     backlog_limit: usize,
@@ -73,6 +76,25 @@ struct ListenerState {
     syn_queue: usize,
     /// An `Acceptable` event is outstanding.
     notified: bool,
+}
+
+/// The families a listener takes connections of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ListenFamilies {
+    Both,
+    Ipv4,
+    Ipv6,
+}
+
+impl ListenFamilies {
+    /// Whether a connection of `tuple`'s family is for it.
+    fn take(self, tuple: &FourTuple) -> bool {
+        match self {
+            ListenFamilies::Both => true,
+            ListenFamilies::Ipv4 => tuple.ipv4().is_some(),
+            ListenFamilies::Ipv6 => tuple.ipv4().is_none(),
+        }
+    }
 }
 
 /// A frame held until its next hop (IPv4-mapped for IPv4) is resolved.

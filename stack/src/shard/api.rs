@@ -12,26 +12,28 @@ use crate::time::Instant;
 
 use super::ipv4::is_unicast;
 use super::transmit::route;
-use super::{ListenerState, Shard};
+use super::{ListenFamilies, ListenerState, Shard};
 
 impl Shard {
-    /// Listens on `addr`'s port: at one of our addresses (IPv4, IPv6, or
-    /// IPv4-mapped), or at the unspecified address of either family
-    /// (`0.0.0.0`, `[::]`). A listener takes its port on every address of
-    /// ours, of both families.
+    /// Listens on `addr`'s port: at the unspecified address of either
+    /// family (`0.0.0.0`, `[::]`) for every address of ours, of both
+    /// families; at one of our IPv6 addresses for IPv6 only; at our IPv4
+    /// address (or its IPv4-mapped form) for IPv4 only.
     pub fn listen(&mut self, addr: impl Into<SocketAddr>) -> Result<Listener, ListenError> {
         let addr = addr.into();
-        let ours = match addr.ip() {
-            ip if ip.is_unspecified() => true,
-            IpAddr::V4(ip) => ip == self.config.ip,
+        let families = match addr.ip() {
+            ip if ip.is_unspecified() => Some(ListenFamilies::Both),
+            IpAddr::V4(ip) => (ip == self.config.ip).then_some(ListenFamilies::Ipv4),
+            IpAddr::V6(ip) if ip.to_ipv4_mapped().is_some() => {
+                (ip.to_ipv4_mapped() == Some(self.config.ip)).then_some(ListenFamilies::Ipv4)
+            }
             IpAddr::V6(ip) => {
-                ip.to_ipv4_mapped() == Some(self.config.ip)
-                    || self.ipv6.as_ref().is_some_and(|v6| v6.find(ip).is_some())
+                self.ipv6.as_ref().is_some_and(|v6| v6.find(ip).is_some()).then_some(ListenFamilies::Ipv6)
             }
         };
-        if !ours {
+        let Some(families) = families else {
             return Err(ListenError::AddressNotAvailable);
-        }
+        };
         if self.listener_ports.contains_key(&addr.port()) {
             return Err(ListenError::AddressInUse);
         }
@@ -46,6 +48,7 @@ impl Shard {
         let backlog_limit = self.config.limits.accept_backlog;
         self.listeners[slot] = Some(ListenerState {
             port: addr.port(),
+            families,
             backlog: VecDeque::with_capacity(backlog_limit),
             backlog_limit,
             syn_queue: 0,

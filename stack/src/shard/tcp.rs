@@ -142,7 +142,12 @@ impl Shard {
         if seg.flags.rst {
             return self.drop(DropReason::TcpNoConnection);
         }
-        if let Some(&l) = self.listener_ports.get(&tuple.local_port) {
+        // A listener of the segment's family: one on one family's address
+        // leaves the other's connections to no listener.
+        let listener = self.listener_ports.get(&tuple.local_port).copied().filter(|&l| {
+            self.listeners.get(l as usize).and_then(Option::as_ref).is_some_and(|s| s.families.take(&tuple))
+        });
+        if let Some(l) = listener {
             if seg.flags.syn && seg.ack.is_none() {
                 return self.open_passive(now, peer, tuple, l, seg);
             }

@@ -939,3 +939,26 @@ fn a_full_syn_queue_answers_ipv6_with_cookies_that_complete_the_handshake() {
     let mut buf = [0u8; 4];
     assert_eq!(v6.shard.recv(h, &mut buf), Ok(2));
 }
+
+#[test]
+fn a_listener_on_one_familys_address_takes_that_family_only() {
+    use core::net::{SocketAddr, SocketAddrV6};
+    use smoltcp::wire::TcpControl;
+
+    let mut v6 = V6::up();
+    // IPv6 only on port 80 (our IPv6 address); IPv4 only on port 81.
+    let only6 = v6.shard.listen(SocketAddr::from(SocketAddrV6::new(GLOBAL, 80, 0, 0))).unwrap();
+    let _only4 = v6.shard.listen(core::net::SocketAddrV4::new(LOCAL_IP, 81)).unwrap();
+    v6.send(&tcp6(80, TcpControl::Syn, 1000, None, &[]));
+    let _solicitation = v6.frames();
+    v6.send(&peer_answers_solicitation());
+    let syn_ack = parse_tcp6(&one_frame(v6.frames()));
+    assert!(syn_ack.syn, "{syn_ack:?}");
+    v6.send(&tcp6(80, TcpControl::None, 1001, Some(syn_ack.seq + 1), &[]));
+    assert!(v6.shard.accept(only6).is_some());
+    // IPv6 to the IPv4-only port: nobody listens.
+    v6.send(&tcp6(81, TcpControl::Syn, 5000, None, &[]));
+    let rst = parse_tcp6(&one_frame(v6.frames()));
+    assert!(rst.rst && rst.ack == Some(5001), "{rst:?}");
+    assert_eq!(v6.dropped(DropReason::TcpNoConnection), 1);
+}
