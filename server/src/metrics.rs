@@ -456,7 +456,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 30] = [
+        let per_shard: [(&str, &str, &str, Get); 31] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -485,6 +485,9 @@ impl MetricsHub {
             }),
             ("fairway_tcp_established_total", "counter", "TCP connections that reached ESTABLISHED.", |m| {
                 m.stack.as_ref().map(|c| c.established)
+            }),
+            ("fairway_tcp_established_ipv6_total", "counter", "Of them, those over IPv6.", |m| {
+                m.stack.as_ref().map(|c| c.established_ipv6)
             }),
             ("fairway_tcp_resets_sent_total", "counter", "TCP RSTs sent.", |m| m.stack.as_ref().map(|c| c.resets_sent)),
             ("fairway_tcp_mss_raised_total", "counter", "SYNs whose MSS was below 48 bytes, raised to 48.", |m| {

@@ -164,6 +164,8 @@ pub struct Counters {
     pub resets_sent: u64,
     /// Connections that reached ESTABLISHED.
     pub established: u64,
+    /// Of them, those over IPv6.
+    pub established_ipv6: u64,
     /// ICMP echo replies sent (ICMPv6 ones too).
     pub echo_replies: u64,
     /// ICMP destination-unreachable messages sent (ICMPv6 ones too).
@@ -218,6 +220,7 @@ impl Default for Counters {
             acks_coalesced: 0,
             resets_sent: 0,
             established: 0,
+            established_ipv6: 0,
             echo_replies: 0,
             unreachables_sent: 0,
             param_problems_sent: 0,

@@ -443,6 +443,8 @@ fn the_kernel_resolves_fairway_over_ipv6_pings_it_and_downloads_byte_exact() {
     assert!(sum(|r| r.counters.neighbor_adverts) >= 1, "{reports:?}");
     assert!(sum(|r| r.counters.neighbor_solicits) >= 4, "each shard probes both addresses: {reports:?}");
     assert_eq!(sum(|r| r.counters.duplicate_addresses), 0, "{reports:?}");
+    let (all, ipv6) = (sum(|r| r.counters.established), sum(|r| r.counters.established_ipv6));
+    assert!(ipv6 >= 1000 && ipv6 < all, "{ipv6} of {all} connections over IPv6");
     // Every IPv6 flow stayed on the shard that owns it.
     assert_eq!(sum(|r| r.counters.dropped(DropReason::TcpNoConnection)), 0, "{reports:?}");
 }

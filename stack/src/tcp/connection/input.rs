@@ -83,6 +83,9 @@ impl Connection {
             self.arm_state_timer(StateTimer::KeepAlive, now + ka.idle);
         }
         env.counters.established += 1;
+        if self.tuple.ipv4().is_none() {
+            env.counters.established_ipv6 += 1;
+        }
         if !self.is_passive() {
             let h = self.handle();
             self.notify(env, Event::Connected(h));

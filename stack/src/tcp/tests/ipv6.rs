@@ -704,6 +704,7 @@ fn a_connection_over_ipv6_resolves_its_peer_and_carries_data_both_ways() {
     let iss = syn_ack.seq;
     v6.send(&tcp6(80, TcpControl::None, 1001, Some(iss + 1), b"hello"));
     let h = v6.shard.accept(listener).expect("established");
+    assert_eq!((v6.shard.counters().established, v6.shard.counters().established_ipv6), (1, 1));
     let flow = v6.shard.flow(h).unwrap();
     assert_eq!(flow.remote, SocketAddr::from(SocketAddrV6::new(PEER, 5000, 0, 0)));
     assert_eq!(flow.local, SocketAddr::from(SocketAddrV6::new(GLOBAL, 80, 0, 0)));
