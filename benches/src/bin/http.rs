@@ -637,7 +637,8 @@ mod tests {
             }
         );
         assert_eq!((a.duration, a.rounds, a.warm_up), (Duration::from_secs(10), 1, Duration::from_secs(1)));
-        // Every server but the baseline build's, which needs --baseline.
+        // Every server but the baseline build's, which needs --baseline;
+        // Fairway over IPv6 among them.
         assert_eq!(
             a.servers,
             [
@@ -645,6 +646,7 @@ mod tests {
                 Subject::FairwayKernel,
                 Subject::Nginx,
                 Subject::NginxGso,
+                Subject::FairwayAfxdp6,
                 Subject::AxumAfxdp,
                 Subject::AxumKernel,
                 Subject::AxumTokio
