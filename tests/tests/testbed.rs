@@ -271,3 +271,25 @@ fn an_emulated_client_sees_the_delay() {
         .unwrap_or_else(|| panic!("no rtt line in {text}"));
     assert!(min_ms >= 20.0, "round trip {min_ms} ms through a 10 ms link\n{text}");
 }
+
+/// On a testbed with IPv6 the clients have their fd77::/64 addresses, and
+/// the kernel's address on `fw0` (for kernel-stack servers) includes
+/// fd77::1 while it lives: clients reach it with `ping -6`. Dropped, IPv6 is
+/// off on `fw0` again (its link-local address, from the MAC Fairway uses,
+/// would be Fairway's too).
+#[test]
+fn the_kernel_address_covers_ipv6_on_a_testbed_with_ipv6() {
+    require_root();
+    let tb = Testbed::up(TestbedConfig::new(unique_prefix()).clients(1).queues(1).ipv6(true)).unwrap();
+    let client6 = exec(&tb.client_ns(0), &["ip", "-6", "addr", "show", "dev", CLIENT_IF]).unwrap().stdout_text();
+    assert!(client6.contains(&format!("{}/64", tb.client_ip6(0))), "{client6}");
+    let server6 = tb.server_ip6().to_string();
+    let address = testbed::KernelAddress::add(&tb).unwrap();
+    let out = exec_timeout(&tb.client_ns(0), &["ping", "-6", "-c", "1", "-W", "2", &server6], Duration::from_secs(10))
+        .unwrap();
+    assert!(out.success(), "ping -6 {server6}: {}{}", out.stdout_text(), out.stderr_text());
+    drop(address);
+    let fw0 = exec(&tb.server_ns(), &["ip", "-6", "addr", "show", "dev", SERVER_IF]).unwrap().stdout_text();
+    assert!(!fw0.contains("inet6"), "fw0 keeps IPv6 addresses: {fw0}");
+    tb.down().unwrap();
+}
