@@ -702,8 +702,8 @@ Builds the Fairway server and serves in the foreground until Ctrl-C.
 As root, over AF_XDP on the namespace testbed:
 1. installs the AF_XDP build packages and the testbed's tools when missing
 2. cargo build --release -p fairway --features afxdp
-3. brings the testbed up as `cargo xtask testbed up --queues N --ipv6`
-   does (prefix fw; an earlier fw testbed is replaced)
+3. brings the testbed up as `cargo xtask testbed up --queues N` does,
+   dual-stack (prefix fw; an earlier fw testbed is replaced)
 4. starts, in the server namespace fw-srv,
      fairway --backend afxdp --iface fw0 --ip 10.77.0.1/24 \\
        --ip fd77::1/64 --queues N --shards N [FAIRWAY ARGS...]

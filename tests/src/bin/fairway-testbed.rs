@@ -69,10 +69,11 @@ struct UpArgs {
     /// (Fairway over AF_XDP then takes each in several UMEM frames).
     #[arg(long, default_value_t = testbed::MTU, value_parser = parse_mtu)]
     mtu: u32,
-    /// Give the clients IPv6 addresses in fd77::/64 too (client I is
-    /// fd77::a + I; Fairway is fd77::1 when started with --ip fd77::1/64).
+    /// IPv4 only: no fd77::/64 addresses for the clients (by default
+    /// client I is also fd77::a + I, and Fairway fd77::1 when started with
+    /// --ip fd77::1/64).
     #[arg(long)]
-    ipv6: bool,
+    no_ipv6: bool,
     /// One-way delay of emulated links, each direction (e.g. 25ms).
     #[arg(long, value_parser = parse_duration, help_heading = "Link emulation")]
     delay: Option<Duration>,
@@ -161,7 +162,7 @@ impl UpArgs {
             .queues(self.queues)
             .subnet(self.subnet)
             .mtu(self.mtu)
-            .ipv6(self.ipv6);
+            .ipv6(!self.no_ipv6);
         config.tap_multi_queue = self.tap_multi_queue;
         config.linkem = self.linkem.clone();
         if let Some(params) = &self.server_link {
@@ -319,8 +320,8 @@ mod tests {
     fn plain_options_apply_to_every_client_or_the_chosen_ones() {
         assert_eq!(config(&[]).unwrap().mtu, 1500);
         assert_eq!(config(&["--mtu", "9000"]).unwrap().mtu, 9000);
-        assert!(!config(&[]).unwrap().ipv6);
-        assert!(config(&["--ipv6"]).unwrap().ipv6);
+        assert!(config(&[]).unwrap().ipv6, "dual-stack by default");
+        assert!(!config(&["--no-ipv6"]).unwrap().ipv6);
         assert!(config(&["--mtu", "9001"]).unwrap_err().contains("not within 576..=9000"));
         let c = config(&["--clients", "3", "--delay", "5ms", "--rate", "100mbit"]).unwrap();
         for i in 0..3 {

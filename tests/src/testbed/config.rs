@@ -342,9 +342,11 @@ pub struct TestbedConfig {
     pub mtu: u32,
     /// Give every client an IPv6 unique-local address too (client `i` is
     /// host `10 + i` of fd77::/64, fd77::a for client 0; Fairway's is fd77::1, see
-    /// [`Testbed::server_ip6`](super::Testbed::server_ip6)). Off by
-    /// default: the clients' kernels then keep IPv6, and its router
-    /// solicitations and listener reports, off the testbed.
+    /// [`Testbed::server_ip6`](super::Testbed::server_ip6)). Off in this
+    /// default, which the tests start from: the clients' kernels then keep
+    /// IPv6, and its router solicitations and listener reports, off tests
+    /// that do not ask for it. `fairway-testbed up` (and so `cargo xtask
+    /// testbed up` and `cargo xtask run`) turns it on unless `--no-ipv6`.
     pub ipv6: bool,
 }
 

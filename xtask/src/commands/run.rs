@@ -228,10 +228,7 @@ enum Afxdp {
 
 fn serve_afxdp(cargo: &Cargo, server: &Path, args: &RunArgs, stop: &AtomicBool) -> Result<Afxdp, Failure> {
     let queues = queues(args);
-    let up = TestbedArgs {
-        action: TestbedAction::Up,
-        args: vec!["--queues".into(), queues.to_string().into(), "--ipv6".into()],
-    };
+    let up = TestbedArgs { action: TestbedAction::Up, args: vec!["--queues".into(), queues.to_string().into()] };
     let up = testbed::fairway_testbed(cargo, &up);
     // Down however `up` ends: a Ctrl-C can cut it short, and `down` is
     // safe when nothing exists.
