@@ -47,10 +47,8 @@ impl Shard {
         if target.is_multicast() || (from_dad && (peer.dst != solicited_node(target) || lladdr.is_some())) {
             return self.drop(DropReason::NdpInvalid);
         }
-        let mac = match lladdr.map(ethernet) {
-            Some(Some(mac)) => Some(mac),
-            Some(None) => return self.drop(DropReason::NdpInvalid),
-            None => None,
+        let Ok(mac) = link_address(lladdr) else {
+            return self.drop(DropReason::NdpInvalid);
         };
         let Some(v6) = &mut self.ipv6 else { return };
         let Some(ours) = v6.addresses.iter_mut().find(|a| a.addr == target) else {
@@ -100,10 +98,8 @@ impl Shard {
         if target.is_multicast() || (peer.dst.is_multicast() && flags.contains(NdiscNeighborFlags::SOLICITED)) {
             return self.drop(DropReason::NdpInvalid);
         }
-        let mac = match lladdr.map(ethernet) {
-            Some(Some(mac)) => Some(mac),
-            Some(None) => return self.drop(DropReason::NdpInvalid),
-            None => None,
+        let Ok(mac) = link_address(lladdr) else {
+            return self.drop(DropReason::NdpInvalid);
         };
         let Some(v6) = &mut self.ipv6 else { return };
         if let Some(ours) = v6.addresses.iter_mut().find(|a| a.addr == target) {
@@ -150,10 +146,8 @@ impl Shard {
         if !peer.ip.is_unicast_link_local() {
             return self.drop(DropReason::NdpInvalid);
         }
-        let mac = match lladdr.map(ethernet) {
-            Some(Some(mac)) => Some(mac),
-            Some(None) => return self.drop(DropReason::NdpInvalid),
-            None => None,
+        let Ok(mac) = link_address(lladdr) else {
+            return self.drop(DropReason::NdpInvalid);
         };
         let our_mtu = self.config.mtu;
         let Some(v6) = &mut self.ipv6 else { return };
@@ -237,8 +231,11 @@ impl Shard {
     }
 }
 
-/// An Ethernet unicast address from a link-layer address option.
-fn ethernet(lladdr: RawHardwareAddress) -> Option<[u8; 6]> {
-    let bytes: [u8; 6] = lladdr.as_bytes().try_into().ok()?;
-    EthernetAddress(bytes).is_unicast().then_some(bytes)
+/// The Ethernet address a link-layer address option gives, if there is
+/// one; `Err` when it is not an Ethernet unicast address (the message is
+/// invalid then).
+fn link_address(lladdr: Option<RawHardwareAddress>) -> Result<Option<[u8; 6]>, ()> {
+    let Some(lladdr) = lladdr else { return Ok(None) };
+    let bytes: [u8; 6] = lladdr.as_bytes().try_into().map_err(|_| ())?;
+    if EthernetAddress(bytes).is_unicast() { Ok(Some(bytes)) } else { Err(()) }
 }
