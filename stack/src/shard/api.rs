@@ -138,12 +138,7 @@ impl Shard {
         }
         let tuple = self.pick_local_port(local, remote).ok_or(ConnectError::NoPort)?;
         let iss = self.isn.isn(now, &tuple);
-        let placeholder = Connection::connect(Key::default(), tuple, iss, now, &self.env.0);
-        let key = self.conns.insert(placeholder);
-        if let Some(conn) = self.conns.get_mut(key) {
-            conn.key = key;
-        }
-        self.flows.insert(tuple, key);
+        let key = self.insert_connection(Connection::connect(Key::default(), tuple, iss, now, &self.env.0));
         self.sync(key);
         Ok(Handle(key))
     }

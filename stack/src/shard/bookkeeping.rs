@@ -2,7 +2,7 @@
 //! connection's inputs, removal.
 
 use crate::pool::Key;
-use crate::tcp::connection::{Action, NEVER, Outcome};
+use crate::tcp::connection::{Action, Connection, NEVER, Outcome};
 
 use super::{FIRST_CONNECTION_TIMER, Shard};
 
@@ -18,6 +18,18 @@ impl Shard {
             conn.set_in_ready(true);
             self.ready.push_back(key);
         }
+    }
+
+    /// Takes a new connection into the table: its slot, its own key, and
+    /// its 4-tuple in the flow table.
+    pub(super) fn insert_connection(&mut self, conn: Connection) -> Key {
+        let tuple = conn.tuple;
+        let key = self.conns.insert(conn);
+        if let Some(conn) = self.conns.get_mut(key) {
+            conn.key = key;
+        }
+        self.flows.insert(tuple, key);
+        key
     }
 
     pub(super) fn sync_timer(&mut self, key: Key) {

@@ -202,11 +202,7 @@ impl Shard {
         let iss = self.isn.isn(now, &tuple);
         let mut conn = Connection::accept_syn(Key::default(), tuple, iss, listener, seg, now, &self.env.0);
         conn.set_syn_queue_slot();
-        let key = self.conns.insert(conn);
-        if let Some(conn) = self.conns.get_mut(key) {
-            conn.key = key;
-        }
-        self.flows.insert(tuple, key);
+        let key = self.insert_connection(conn);
         self.env.0.counters.segments_in += 1;
         self.sync(key);
     }
@@ -271,11 +267,7 @@ impl Shard {
         }
         let options = CookieOptions { mss, wscale, sack };
         let conn = Connection::from_cookie(Key::default(), tuple, listener, seg, options, now, &mut self.env.0);
-        let key = self.conns.insert(conn);
-        if let Some(conn) = self.conns.get_mut(key) {
-            conn.key = key;
-        }
-        self.flows.insert(tuple, key);
+        let key = self.insert_connection(conn);
         self.env.0.counters.syn_cookies_accepted += 1;
         self.enqueue_accept(key);
         // The ACK may carry data (or a FIN): process it as any segment.
