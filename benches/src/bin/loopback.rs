@@ -83,23 +83,10 @@ fn main() -> ExitCode {
     for &mtu in &args.mtu {
         for &api in &args.api {
             let api = Api::from(api);
-            let config = LoopbackConfig {
-                total_bytes: args.bytes,
-                mtu,
-                socket_buffer: args.buffer,
-                chunk: args.chunk as usize,
-                api,
-            };
+            let config = args.config(mtu, api);
             let (mut f, mut s) = (Vec::new(), Vec::new());
             for round in 0..args.rounds {
-                // Alternate which goes first so neither always runs on a warm cache.
-                let (fr, sr): (LoopbackResult, LoopbackResult) = if round % 2 == 0 {
-                    let fr = fairway_loopback::run(&config);
-                    (fr, smoltcp_loopback::run(&config))
-                } else {
-                    let sr = smoltcp_loopback::run(&config);
-                    (fairway_loopback::run(&config), sr)
-                };
+                let (fr, sr) = alternate(round, || fairway_loopback::run(&config), || smoltcp_loopback::run(&config));
                 println!(
                     "{:>6} {:>9} {:>7} {:>16.2} {:>16.2} {:>8.2} {:>14} {:>14}",
                     mtu,
@@ -137,6 +124,29 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+impl Args {
+    /// One cell's transfer.
+    fn config(&self, mtu: usize, api: Api) -> LoopbackConfig {
+        LoopbackConfig { total_bytes: self.bytes, mtu, socket_buffer: self.buffer, chunk: self.chunk as usize, api }
+    }
+}
+
+/// Runs `a` and `b` once each, `a` first in even rounds and `b` in odd
+/// ones, so neither always runs on a warm cache.
+fn alternate(
+    round: u32,
+    a: impl FnOnce() -> LoopbackResult,
+    b: impl FnOnce() -> LoopbackResult,
+) -> (LoopbackResult, LoopbackResult) {
+    if round.is_multiple_of(2) {
+        let a = a();
+        (a, b())
+    } else {
+        let b = b();
+        (a(), b)
+    }
+}
+
 /// Fairway over IPv6 beside Fairway over IPv4, alternating which goes first.
 fn families(args: &Args) {
     println!("{:>6} {:>9} {:>7} {:>16} {:>16} {:>8}", "mtu", "api", "round", "ipv4 Gbit/s", "ipv6 Gbit/s", "ratio");
@@ -144,22 +154,11 @@ fn families(args: &Args) {
     for &mtu in &args.mtu {
         for &api in &args.api {
             let api = Api::from(api);
-            let config = LoopbackConfig {
-                total_bytes: args.bytes,
-                mtu,
-                socket_buffer: args.buffer,
-                chunk: args.chunk as usize,
-                api,
-            };
+            let config = args.config(mtu, api);
             let (mut v4, mut v6) = (Vec::new(), Vec::new());
             for round in 0..args.rounds {
-                let (a, b) = if round % 2 == 0 {
-                    let a = fairway_loopback::run(&config);
-                    (a, fairway_loopback::run_ipv6(&config))
-                } else {
-                    let b = fairway_loopback::run_ipv6(&config);
-                    (fairway_loopback::run(&config), b)
-                };
+                let (a, b) =
+                    alternate(round, || fairway_loopback::run(&config), || fairway_loopback::run_ipv6(&config));
                 let (a, b) = (a.gbit_per_s(), b.gbit_per_s());
                 println!("{:>6} {:>9} {:>7} {:>16.2} {:>16.2} {:>8.2}", mtu, api.name(), round + 1, a, b, b / a);
                 v4.push(a);
