@@ -243,15 +243,20 @@ impl Shard {
         self.ipv6.as_ref()?.link_mtu
     }
 
-    /// An IPv6 neighbour's link address and state, for tests.
+    /// A neighbour's link address and state, for tests.
     #[cfg(test)]
-    pub(crate) fn ipv6_neighbor(
+    pub(crate) fn neighbor(
         &self,
         now: Instant,
-        addr: core::net::Ipv6Addr,
+        addr: core::net::IpAddr,
     ) -> Option<([u8; 6], crate::neighbor::NeighborState)> {
-        let neighbors = &self.ipv6.as_ref()?.neighbors;
-        Some((neighbors.get(addr)?, neighbors.state(now, addr)?))
+        match addr {
+            core::net::IpAddr::V4(addr) => Some((self.arp.get(addr)?, self.arp.state(now, addr)?)),
+            core::net::IpAddr::V6(addr) => {
+                let neighbors = &self.ipv6.as_ref()?.neighbors;
+                Some((neighbors.get(addr)?, neighbors.state(now, addr)?))
+            }
+        }
     }
 
     /// IPv6 neighbours cached, for tests.

@@ -128,7 +128,7 @@ impl Shard {
                 continue;
             }
             if self.resolve(now, hop) == Lookup::MissRequest {
-                self.solicit(hop);
+                self.solicit(hop, None);
             }
             i += 1;
         }

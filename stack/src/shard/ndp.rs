@@ -27,7 +27,7 @@ impl Shard {
             return self.drop(DropReason::NdpInvalid);
         }
         match ndisc {
-            NdiscRepr::NeighborSolicit { target_addr, lladdr } => self.on_solicit(now, peer, target_addr, lladdr),
+            NdiscRepr::NeighborSolicit { target_addr, lladdr } => self.on_solicit(peer, target_addr, lladdr),
             NdiscRepr::NeighborAdvert { flags, target_addr, lladdr } => {
                 self.on_advert(now, peer, flags, target_addr, lladdr);
             }
@@ -40,7 +40,7 @@ impl Shard {
     }
 
     /// RFC 4861 §7.2.3 (and RFC 4862 §5.4.3 for a tentative target).
-    fn on_solicit(&mut self, now: Instant, peer: Peer6, target: Ipv6Addr, lladdr: Option<RawHardwareAddress>) {
+    fn on_solicit(&mut self, peer: Peer6, target: Ipv6Addr, lladdr: Option<RawHardwareAddress>) {
         let from_dad = peer.ip.is_unspecified();
         // §7.1.1: a probe from `::` goes to the solicited-node group and
         // carries no link-layer address.
@@ -66,7 +66,7 @@ impl Shard {
             AddressState::Preferred => {}
         }
         if let Some(mac) = mac {
-            v6.neighbors.update_stale(now, peer.ip, mac);
+            v6.neighbors.update_stale(peer.ip, mac);
             self.flush_pending(peer.ip, mac);
         }
         // The answer: to the asker, or to all nodes when it has no address
@@ -115,16 +115,23 @@ impl Shard {
             return self.drop(DropReason::NdpNotForUs);
         }
         let solicited = flags.contains(NdiscNeighborFlags::SOLICITED);
-        match mac {
-            Some(mac) if solicited => v6.neighbors.update(now, target, mac),
-            Some(mac) if flags.contains(NdiscNeighborFlags::OVERRIDE) || v6.neighbors.get(target).is_none() => {
-                v6.neighbors.update_stale(now, target, mac);
+        let override_ = flags.contains(NdiscNeighborFlags::OVERRIDE);
+        match (v6.neighbors.get(target), mac) {
+            // INCOMPLETE: the address it gives, confirmed if we asked.
+            (None, Some(mac)) if solicited => v6.neighbors.update(now, target, mac),
+            (None, Some(mac)) => v6.neighbors.update_stale(target, mac),
+            // Nothing to resolve it with.
+            (None, None) => {}
+            // Another address, not to override ours: doubt the one we have.
+            (Some(old), Some(new)) if new != old && !override_ => v6.neighbors.make_stale(now, target),
+            (Some(old), lladdr) => {
+                let mac = lladdr.unwrap_or(old);
+                if solicited {
+                    v6.neighbors.update(now, target, mac);
+                } else {
+                    v6.neighbors.update_stale(target, mac);
+                }
             }
-            Some(_) => {}
-            None if solicited => {
-                let _ = v6.neighbors.confirm(now, target);
-            }
-            None => {}
         }
         // What waited for the neighbour goes to the address it has now.
         if let Some(mac) = v6.neighbors.get(target) {
@@ -161,7 +168,7 @@ impl Shard {
             v6.routers.push((router, now + lifetime));
         }
         if let Some(mac) = mac {
-            v6.neighbors.update_stale(now, router, mac);
+            v6.neighbors.update_stale(router, mac);
         }
         // RFC 4861 §6.3.4: an MTU below the minimum, or above what the link
         // takes, is ignored.
@@ -171,14 +178,18 @@ impl Shard {
     }
 
     /// A Neighbor Solicitation for `target` from the address of ours that
-    /// suits it, to its solicited-node group, with our link address (RFC
-    /// 4861 §7.2.2).
-    pub(super) fn solicit_neighbor(&mut self, target: Ipv6Addr) {
+    /// suits it, with our link address (RFC 4861 §7.2.2): to its
+    /// solicited-node group, or to `target` itself at `cached`, the address
+    /// we have for it, to confirm that (§7.3.3's probe).
+    pub(super) fn solicit_neighbor(&mut self, target: Ipv6Addr, cached: Option<[u8; 6]>) {
         let Some(src) = self.ipv6.as_ref().and_then(|v6| v6.source_for(target)) else { return };
-        let group = solicited_node(target);
+        let (dst, dst_mac) = match cached {
+            Some(mac) => (target, mac),
+            None => (solicited_node(target), wire::ipv6_multicast_mac(solicited_node(target))),
+        };
         let lladdr = Some(RawHardwareAddress::from(EthernetAddress(self.config.mac)));
         let ns = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr: target, lladdr });
-        if self.queue_icmpv6(wire::ipv6_multicast_mac(group), src, group, NDP_HOP_LIMIT, &ns) {
+        if self.queue_icmpv6(dst_mac, src, dst, NDP_HOP_LIMIT, &ns) {
             self.env.0.counters.neighbor_solicits += 1;
         }
     }

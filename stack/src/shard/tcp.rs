@@ -98,7 +98,11 @@ impl Shard {
         {
             return self.drop(DropReason::TcpAcceptQueueFull);
         }
+        let acked_before = conn.snd_una();
         let outcome = conn.on_segment(now, seg, &mut self.env.0);
+        if self.conns.get(key).is_some_and(|c| c.snd_una() != acked_before) {
+            self.confirm_neighbor(now, tuple.remote_ip);
+        }
         if outcome.action == Action::Recycle {
             self.remove_connection(key);
             return self.segment_without_connection(now, peer, tuple, seg);

@@ -59,9 +59,9 @@ impl Shard {
             return None;
         };
         let frame_len = self.config.max_frame_len().min(buf.len());
-        let (mac, refresh) = match lookup {
+        let (mac, probe) = match lookup {
             Lookup::Hit(mac) => (Some(mac), false),
-            Lookup::HitRefresh(mac) => (Some(mac), true),
+            Lookup::HitProbe(mac) => (Some(mac), true),
             Lookup::MissRequest | Lookup::MissWait => (None, false),
         };
         let conn = self.conns.get_mut(key)?;
@@ -79,14 +79,14 @@ impl Shard {
                 }
                 self.sync_timer(key);
                 if lookup == Lookup::MissRequest {
-                    self.solicit(next_hop);
+                    self.solicit(next_hop, None);
                     return self.poll_control(buf);
                 }
                 return None;
             }
         };
-        if refresh {
-            self.solicit(next_hop);
+        if probe && let Some(mac) = mac {
+            self.solicit(next_hop, Some(mac));
         }
         match written {
             Some(n) => {
@@ -152,11 +152,40 @@ impl Shard {
     }
 
     /// Asks for `hop`'s link address: an ARP request, or a Neighbor
-    /// Solicitation to its solicited-node group with ours (RFC 4861 §7.2.2).
-    pub(super) fn solicit(&mut self, hop: Ipv6Addr) {
+    /// Solicitation with ours (RFC 4861 §7.2.2). To everyone (the broadcast
+    /// address, or the solicited-node group), or, to confirm the address
+    /// `cached` for it, to that address alone (RFC 4861 §7.3.3's probe; as
+    /// Linux does for ARP too).
+    pub(super) fn solicit(&mut self, hop: Ipv6Addr, cached: Option<[u8; 6]>) {
         match hop.to_ipv4_mapped() {
-            Some(hop) => self.queue_arp(ArpOperation::Request, [0; 6], hop, wire::BROADCAST_MAC),
-            None => self.solicit_neighbor(hop),
+            Some(hop) => {
+                let dst = cached.unwrap_or(wire::BROADCAST_MAC);
+                self.queue_arp(ArpOperation::Request, cached.unwrap_or([0; 6]), hop, dst);
+            }
+            None => self.solicit_neighbor(hop, cached),
+        }
+    }
+
+    /// An upper layer's word that `remote` acknowledged something we sent
+    /// (RFC 4861 §7.3.1): its next hop's entry is confirmed. Looks nothing
+    /// up unless some entry waits for a confirmation.
+    #[inline]
+    pub(super) fn confirm_neighbor(&mut self, now: Instant, remote: Ipv6Addr) {
+        match remote.to_ipv4_mapped() {
+            Some(remote) if self.arp.awaits_confirmation() => {
+                if let Some(hop) = route(&self.config, remote) {
+                    let _ = self.arp.confirm(now, hop);
+                }
+            }
+            Some(_) => {}
+            None => {
+                if self.ipv6.as_ref().is_some_and(|v6| v6.neighbors.awaits_confirmation())
+                    && let Some(hop) = self.next_hop6(remote)
+                    && let Some(v6) = &mut self.ipv6
+                {
+                    let _ = v6.neighbors.confirm(now, hop);
+                }
+            }
         }
     }
 

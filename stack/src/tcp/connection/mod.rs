@@ -697,6 +697,12 @@ impl Connection {
         self.pacing_cap = cap.map_or(u64::MAX, |c| c.max(1));
     }
 
+    /// The oldest sequence number not yet acknowledged: when it moves, the
+    /// peer acknowledged something new (forward progress, RFC 4861 §7.3.1).
+    pub(crate) fn snd_una(&self) -> SeqNumber {
+        self.snd_una
+    }
+
     /// Bytes outstanding up to the highest sequence sent.
     fn outstanding(&self) -> u32 {
         self.snd_max.since(self.snd_una)

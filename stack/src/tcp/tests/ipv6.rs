@@ -282,7 +282,7 @@ fn a_solicitation_for_our_address_gets_a_solicited_advertisement() {
     assert_eq!(lladdr, Some(RawHardwareAddress::from(EthernetAddress(LOCAL_MAC))));
     assert_eq!(v6.shard.counters().neighbor_adverts, 1);
     // The asker is recorded, to be confirmed before it is trusted (§7.2.3).
-    assert_eq!(v6.shard.ipv6_neighbor(v6.now, asker), Some((REMOTE_MAC, NeighborState::Stale)));
+    assert_eq!(v6.shard.neighbor(v6.now, asker.into()), Some((REMOTE_MAC, NeighborState::Stale)));
     // The link-local address answers too.
     v6.send(&solicitation(asker, link_local(LOCAL_MAC), 255, Some(REMOTE_MAC)));
     assert_eq!(one(v6.ipv6_frames()).src, link_local(LOCAL_MAC));
@@ -312,7 +312,7 @@ fn neighbor_discovery_from_beyond_the_link_or_about_others_is_refused() {
     v6.send(&solicitation(Ipv6Addr::UNSPECIFIED, GLOBAL, 255, Some(REMOTE_MAC)));
     assert_eq!(v6.dropped(DropReason::NdpInvalid), 2);
     assert!(v6.ipv6_frames().is_empty());
-    assert_eq!(v6.shard.ipv6_neighbor(v6.now, peer_link_local()), None);
+    assert_eq!(v6.shard.neighbor(v6.now, peer_link_local().into()), None);
 }
 
 #[test]
@@ -330,19 +330,24 @@ fn an_advertisement_updates_a_neighbour_we_know_and_only_that() {
     // Unknown neighbour: silently discarded (§7.2.5).
     v6.send(&advert(NdiscNeighborFlags::SOLICITED, REMOTE_MAC));
     assert_eq!(v6.dropped(DropReason::NdpNotForUs), 1);
-    assert_eq!(v6.shard.ipv6_neighbor(v6.now, peer), None);
+    assert_eq!(v6.shard.neighbor(v6.now, peer.into()), None);
     // Known (from its solicitation): a solicited advertisement confirms it.
     v6.send(&solicitation(peer, GLOBAL, 255, Some(REMOTE_MAC)));
     let _ = v6.ipv6_frames();
     v6.send(&advert(NdiscNeighborFlags::SOLICITED, REMOTE_MAC));
-    assert_eq!(v6.shard.ipv6_neighbor(v6.now, peer), Some((REMOTE_MAC, NeighborState::Reachable)));
-    // An unsolicited one without override keeps the address.
+    assert_eq!(v6.shard.neighbor(v6.now, peer.into()), Some((REMOTE_MAC, NeighborState::Reachable)));
+    // Another address without override, solicited or not: the one we have
+    // is kept, but doubted (§7.2.5: REACHABLE becomes STALE).
     let moved = [2, 0, 0, 0, 0, 9];
     v6.send(&advert(NdiscNeighborFlags::empty(), moved));
-    assert_eq!(v6.shard.ipv6_neighbor(v6.now, peer), Some((REMOTE_MAC, NeighborState::Reachable)));
+    assert_eq!(v6.shard.neighbor(v6.now, peer.into()), Some((REMOTE_MAC, NeighborState::Stale)));
+    v6.send(&advert(NdiscNeighborFlags::SOLICITED, REMOTE_MAC));
+    assert_eq!(v6.shard.neighbor(v6.now, peer.into()), Some((REMOTE_MAC, NeighborState::Reachable)));
+    v6.send(&advert(NdiscNeighborFlags::SOLICITED, moved));
+    assert_eq!(v6.shard.neighbor(v6.now, peer.into()), Some((REMOTE_MAC, NeighborState::Stale)));
     // With override it moves, to be confirmed.
     v6.send(&advert(NdiscNeighborFlags::OVERRIDE, moved));
-    assert_eq!(v6.shard.ipv6_neighbor(v6.now, peer), Some((moved, NeighborState::Stale)));
+    assert_eq!(v6.shard.neighbor(v6.now, peer.into()), Some((moved, NeighborState::Stale)));
     // Solicited, to a group: invalid.
     let na = NdiscRepr::NeighborAdvert { flags: NdiscNeighborFlags::SOLICITED, target_addr: peer, lladdr: None };
     let payload = icmp(peer, ALL_NODES, &Icmpv6Repr::Ndisc(na));
@@ -582,7 +587,7 @@ fn a_router_advertisement_offers_a_default_router_for_its_lifetime() {
     v6.send(&router_advert(router, 255, 1800, Some(1400)));
     assert_eq!(v6.shard.ipv6_default_router(), Some(router));
     assert_eq!(v6.shard.ipv6_link_mtu(), Some(1400));
-    assert_eq!(v6.shard.ipv6_neighbor(v6.now, router), Some((REMOTE_MAC, NeighborState::Stale)));
+    assert_eq!(v6.shard.neighbor(v6.now, router.into()), Some((REMOTE_MAC, NeighborState::Stale)));
     assert!(v6.ipv6_frames().is_empty(), "advertisements are not answered");
     // A lifetime of zero withdraws it.
     v6.send(&router_advert(router, 255, 0, None));
@@ -613,7 +618,7 @@ fn only_a_link_local_router_on_the_link_counts_and_a_configured_gateway_wins() {
     v6.send(&router_advert(peer_link_local(), 255, 1800, None));
     assert_eq!(v6.shard.ipv6_default_router(), Some(gateway));
     assert_eq!(v6.dropped(DropReason::Icmpv6Ignored), 1, "the advertisement is not used");
-    assert_eq!(v6.shard.ipv6_neighbor(v6.now, peer_link_local()), None);
+    assert_eq!(v6.shard.neighbor(v6.now, peer_link_local().into()), None);
 }
 
 // ---------------------------------------------------------------------------
@@ -790,7 +795,8 @@ fn an_active_open_over_ipv6_resolves_its_peer_or_goes_through_the_router() {
     let [syn] = tcp.as_slice() else { panic!("{tcp:?}") };
     assert_eq!((syn.dst_mac, syn.dst), (REMOTE_MAC, "2001:db8::7".parse::<Ipv6Addr>().unwrap()), "to the router's MAC");
     assert_eq!(syn.src, GLOBAL, "from an address of global scope");
-    assert_eq!(frames.len(), 2, "and a solicitation to confirm the router");
+    assert_eq!(frames.len(), 1, "the router's entry waits in DELAY: nothing else goes yet");
+    assert_eq!(v6.shard.neighbor(v6.now, router.into()), Some((REMOTE_MAC, NeighborState::Delay)));
     assert!(v6.shard.flow(h).is_some());
     // Our own addresses and groups are refused.
     for bad in [GLOBAL, ALL_NODES] {
@@ -903,8 +909,8 @@ fn no_peer_grows_the_neighbour_cache_past_its_bound() {
     assert_eq!(v6.shard.counters().neighbor_adverts, 1000, "each answered");
     assert!(v6.shard.ipv6_neighbor_count() <= 16, "{}", v6.shard.ipv6_neighbor_count());
     let newest = Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 1, 999);
-    assert!(v6.shard.ipv6_neighbor(v6.now, newest).is_some(), "the newest kept, the oldest gone");
-    assert_eq!(v6.shard.ipv6_neighbor(v6.now, Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 1, 0)), None);
+    assert!(v6.shard.neighbor(v6.now, newest.into()).is_some(), "the newest kept, the oldest gone");
+    assert_eq!(v6.shard.neighbor(v6.now, Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 1, 0).into()), None);
 }
 
 #[test]
@@ -962,4 +968,52 @@ fn a_listener_on_one_familys_address_takes_that_family_only() {
     let rst = parse_tcp6(&one_frame(v6.frames()));
     assert!(rst.rst && rst.ack == Some(5001), "{rst:?}");
     assert_eq!(v6.dropped(DropReason::TcpNoConnection), 1);
+}
+
+#[test]
+fn a_neighbour_in_use_is_confirmed_by_tcp_progress_or_else_probed_alone_then_forgotten() {
+    use crate::neighbor::NdpCache;
+    let mut v6 = V6::up();
+    let (h, iss) = established6(&mut v6);
+    assert_eq!(v6.shard.neighbor(v6.now, PEER.into()), Some((REMOTE_MAC, NeighborState::Reachable)));
+    let _ = v6.advance(NdpCache::REACHABLE);
+    assert_eq!(v6.shard.neighbor(v6.now, PEER.into()), Some((REMOTE_MAC, NeighborState::Stale)));
+
+    // Used while stale: the data goes at once, nothing else (DELAY) ...
+    assert_eq!(v6.shard.send(h, b"one"), Ok(3));
+    let sent = parse_tcp6(&one_frame(v6.frames()));
+    assert_eq!((sent.payload.as_slice(), sent.dst_mac), (&b"one"[..], REMOTE_MAC));
+    assert_eq!(v6.shard.neighbor(v6.now, PEER.into()), Some((REMOTE_MAC, NeighborState::Delay)));
+    // ... and the peer's ACK of it confirms the neighbour (§7.3.1).
+    v6.send(&tcp6(80, smoltcp::wire::TcpControl::None, 1001, Some(iss + 4), &[]));
+    assert_eq!(v6.shard.neighbor(v6.now, PEER.into()), Some((REMOTE_MAC, NeighborState::Reachable)));
+    assert!(v6.ipv6_frames().is_empty(), "no solicitation was needed");
+
+    // Stale again and used, but nothing acknowledged: after the delay the
+    // retransmissions bring a solicitation to the cached address alone.
+    let _ = v6.advance(NdpCache::REACHABLE);
+    assert_eq!(v6.shard.send(h, b"two"), Ok(3));
+    let _data = v6.frames();
+    let during_delay = v6.advance(NdpCache::DELAY_FIRST_PROBE - Duration::from_millis(1));
+    assert!(during_delay.iter().all(|f| Ipv6Packet::new_checked(&f[14..]).unwrap().next_header() == IpProtocol::Tcp));
+    let is_ndp = |f: &Vec<u8>| Ipv6Packet::new_checked(&f[14..]).unwrap().next_header() == IpProtocol::Icmpv6;
+    let after = v6.advance(Duration::from_secs(4));
+    let probes: Vec<Out> = after.iter().filter(|f| is_ndp(f)).map(|f| Out::parse(f)).collect();
+    let [probe] = probes.as_slice() else { panic!("one probe: {} NDP frames", probes.len()) };
+    let Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit { target_addr, lladdr }) = probe.repr() else { panic!() };
+    assert_eq!((target_addr, probe.dst, probe.dst_mac), (PEER, PEER, REMOTE_MAC), "unicast, to what we have");
+    assert_eq!(lladdr, Some(RawHardwareAddress::from(EthernetAddress(LOCAL_MAC))));
+    assert_eq!(v6.shard.neighbor(v6.now, PEER.into()), Some((REMOTE_MAC, NeighborState::Probe)));
+    // Unanswered, every probe: the address is forgotten and the next
+    // segment waits for a solicitation to the group.
+    let rest = v6.advance(Duration::from_secs(60));
+    let solicitations: Vec<Out> = rest.iter().filter(|f| is_ndp(f)).map(|f| Out::parse(f)).collect();
+    let unicast = solicitations.iter().filter(|o| o.dst == PEER).count();
+    assert_eq!(unicast, usize::from(NdpCache::MAX_UNICAST_PROBES) - 1, "the other probes");
+    assert!(solicitations.iter().any(|o| o.dst == solicited_node(PEER)), "resolved afresh");
+    let state = v6.shard.neighbor(v6.now, PEER.into());
+    assert!(state.is_none(), "no address while incomplete: {state:?}");
+    // The peer answers the group's solicitation: the connection goes on.
+    v6.send(&peer_answers_solicitation());
+    assert_eq!(v6.shard.neighbor(v6.now, PEER.into()), Some((REMOTE_MAC, NeighborState::Reachable)));
 }

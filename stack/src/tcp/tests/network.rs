@@ -142,6 +142,42 @@ fn arp_gives_up_after_three_requests_and_drops_what_waited() {
 }
 
 #[test]
+fn a_stale_neighbour_in_use_is_probed_with_an_arp_request_to_it_alone() {
+    use crate::neighbor::{ArpCache, NeighborState};
+    let mut t = T::bare(config());
+    t.send_frame(&arp_frame(ArpOperation::Request, OTHER_MAC, OTHER_IP, [0; 6], LOCAL_IP, wire::BROADCAST_MAC));
+    let _reply = t.frames();
+    assert_eq!(t.shard.neighbor(t.now, OTHER_IP.into()), Some((OTHER_MAC, NeighborState::Reachable)));
+    t.advance(ArpCache::REACHABLE);
+    assert_eq!(t.shard.neighbor(t.now, OTHER_IP.into()), Some((OTHER_MAC, NeighborState::Stale)));
+    // Used: the SYN goes to the cached address, nothing else yet (DELAY).
+    t.shard.connect(t.now, SocketAddrV4::new(OTHER_IP, 80)).unwrap();
+    let syn = t.frames();
+    assert_eq!(syn.len(), 1);
+    assert_eq!((&syn[0][..6], ethertype(&syn[0])), (&OTHER_MAC[..], EthernetProtocol::Ipv4));
+    assert_eq!(t.shard.neighbor(t.now, OTHER_IP.into()), Some((OTHER_MAC, NeighborState::Delay)));
+    t.advance(ArpCache::DELAY_FIRST_PROBE - Duration::from_millis(1));
+    assert!(t.frames().iter().all(|f| ethertype(f) == EthernetProtocol::Ipv4), "no request during DELAY");
+    // Unacknowledged: the next retransmission brings one request, to the
+    // cached address rather than to everyone.
+    t.advance(Duration::from_secs(4));
+    let requests: Vec<_> = t.frames().into_iter().filter(|f| ethertype(f) == EthernetProtocol::Arp).collect();
+    let [request] = requests.as_slice() else { panic!("{requests:?}") };
+    let (dst, repr) = parse_arp(request);
+    assert_eq!(dst.0, OTHER_MAC);
+    let ArpRepr::EthernetIpv4 { operation, target_protocol_addr, .. } = repr else { unreachable!() };
+    assert_eq!((operation, target_protocol_addr), (ArpOperation::Request, OTHER_IP));
+    assert_eq!(t.shard.neighbor(t.now, OTHER_IP.into()), Some((OTHER_MAC, NeighborState::Probe)));
+    // Its reply confirms it.
+    t.send_frame(&arp_frame(ArpOperation::Reply, OTHER_MAC, OTHER_IP, LOCAL_MAC, LOCAL_IP, LOCAL_MAC));
+    assert_eq!(t.shard.neighbor(t.now, OTHER_IP.into()), Some((OTHER_MAC, NeighborState::Reachable)));
+}
+
+fn ethertype(frame: &[u8]) -> EthernetProtocol {
+    EthernetFrame::new_checked(frame).unwrap().ethertype()
+}
+
+#[test]
 fn echo_request_gets_an_echo_reply_with_the_same_data() {
     let mut t = T::bare(config());
     let request = Icmpv4Repr::EchoRequest { ident: 7, seq_no: 3, data: b"fairway ping" };
