@@ -397,6 +397,36 @@ pub struct Options {
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<SocketAddr>,
 
+    /// Userspace backends: the port plain HTTP is served on, on every --ip address [default: 80]
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
+
+    /// Serve HTTPS with this PEM certificate chain (the server's certificate first, then its
+    /// issuers); needs --tls-key. Re-read with the key on SIGHUP, for the connections that come
+    /// after (those in progress keep theirs). TLS 1.3 and 1.2, ALPN http/1.1, session resumption
+    /// by tickets [default: no TLS]
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert (PKCS#8, PKCS#1 RSA or SEC1 EC: RSA, ECDSA P-256/P-384 or
+    /// Ed25519)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Userspace backends: the port HTTPS is served on, beside --port [default: 443]
+    #[arg(long, value_name = "PORT")]
+    pub tls_port: Option<u16>,
+
+    /// Kernel backend: the address and port HTTPS is served on, beside --listen [default: --listen's
+    /// address, port 8443]
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub tls_listen: Option<SocketAddr>,
+
+    /// With --tls-cert: serve HTTPS only, no plain HTTP port
+    #[arg(long, action = ArgAction::SetTrue)]
+    #[serde(default)]
+    pub tls_only: bool,
+
     /// Network interface whose queues the AF_XDP backend binds (required with --backend afxdp)
     #[arg(long, value_name = "IF")]
     pub iface: Option<String>,
@@ -581,6 +611,12 @@ impl Options {
             config: self.config,
             backend: self.backend.or(file.backend),
             listen: self.listen.or(file.listen),
+            port: self.port.or(file.port),
+            tls_cert: self.tls_cert.or(file.tls_cert),
+            tls_key: self.tls_key.or(file.tls_key),
+            tls_port: self.tls_port.or(file.tls_port),
+            tls_listen: self.tls_listen.or(file.tls_listen),
+            tls_only: self.tls_only || file.tls_only,
             iface: self.iface.or(file.iface),
             ip: if self.ip.is_empty() { file.ip } else { self.ip },
             gateway: if self.gateway.is_empty() { file.gateway } else { self.gateway },
@@ -669,6 +705,33 @@ impl ConfigError {
     }
 }
 
+/// HTTPS: where it is served, and with what certificate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// The PEM certificate chain.
+    pub cert: PathBuf,
+    /// Its PEM private key.
+    pub key: PathBuf,
+    /// Userspace backends: the HTTPS port.
+    pub port: u16,
+    /// Kernel backend: the HTTPS address and port.
+    pub listen: SocketAddr,
+    /// HTTPS only: no plain port.
+    pub only: bool,
+}
+
+impl Config {
+    /// Userspace backends: the ports served, and which of them speak TLS.
+    #[must_use]
+    pub fn ports(&self) -> (Vec<u16>, Vec<u16>) {
+        match &self.tls {
+            None => (vec![self.port], Vec::new()),
+            Some(tls) if tls.only => (vec![tls.port], vec![tls.port]),
+            Some(tls) => (vec![self.port, tls.port], vec![tls.port]),
+        }
+    }
+}
+
 /// The server's settings, merged and validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -676,6 +739,10 @@ pub struct Config {
     pub backend: Backend,
     /// Kernel backend: where to listen.
     pub listen: SocketAddr,
+    /// Userspace backends: the plain HTTP port.
+    pub port: u16,
+    /// HTTPS, if served.
+    pub tls: Option<TlsConfig>,
     /// AF_XDP backend: the interface.
     pub iface: Option<String>,
     /// Userspace backends: the stack's IPv4 address and subnet.
@@ -959,10 +1026,37 @@ impl Options {
                 MAX_SOCKET_BUFFER >> 20
             )));
         }
+        let listen = self.listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080)));
+        let port = self.port.unwrap_or(80);
+        let tls = match (self.tls_cert, self.tls_key) {
+            (Some(cert), Some(key)) => {
+                let tls_port = self.tls_port.unwrap_or(443);
+                let tls_listen = self.tls_listen.unwrap_or(SocketAddr::new(listen.ip(), 8443));
+                if backend == Backend::Kernel
+                    && !self.tls_only
+                    && tls_listen.port() == listen.port()
+                    && listen.port() != 0
+                {
+                    return Err(invalid(format!("--tls-listen {tls_listen} is --listen too: give HTTPS its own port")));
+                }
+                if backend != Backend::Kernel && !self.tls_only && tls_port == port {
+                    return Err(invalid(format!("--tls-port {tls_port} is --port too: give HTTPS its own port")));
+                }
+                Some(TlsConfig { cert, key, port: tls_port, listen: tls_listen, only: self.tls_only })
+            }
+            (None, None) if self.tls_only || self.tls_port.is_some() || self.tls_listen.is_some() => {
+                return Err(invalid("--tls-only, --tls-port and --tls-listen need --tls-cert and --tls-key"));
+            }
+            (Some(_), None) => return Err(invalid("--tls-cert needs --tls-key")),
+            (None, Some(_)) => return Err(invalid("--tls-key needs --tls-cert")),
+            (None, None) => None,
+        };
         let defaults = LoopConfig::default();
         Ok(Config {
             backend,
-            listen: self.listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080))),
+            listen,
+            port,
+            tls,
             iface: self.iface,
             ip,
             ip6,

@@ -35,6 +35,7 @@
 //!   Prometheus text.
 //! - [`site`]: what a shard's HTTP connections share (date, files,
 //!   metrics).
+//! - [`tls`]: TLS termination (rustls) as a transport over any backend's.
 #![deny(missing_docs)]
 
 pub mod backend;
@@ -49,5 +50,6 @@ pub mod rt;
 pub mod runtime;
 pub mod server;
 pub mod site;
+pub mod tls;
 
 pub use server::{Builder, Server, ServerHandle, run_binary};

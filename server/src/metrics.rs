@@ -26,6 +26,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use fairway_nic::steering::SteeringCounts;
+
+use crate::tls::TlsCounters;
 use fairway_stack::fairness::Direction;
 use fairway_stack::time::Instant;
 use fairway_stack::{Counters, DropReason, FlowStats};
@@ -102,6 +104,7 @@ pub struct ShardMetrics {
     /// The stack's connection table: every state, and TIME-WAIT alone.
     stack_connections: Option<(u64, u64)>,
     steering: Option<SteeringCounts>,
+    tls: Option<TlsCounters>,
     looped: Option<LoopStats>,
     /// The async runtime's tasks alive, and those that panicked.
     tasks: Option<(u64, u64)>,
@@ -131,6 +134,7 @@ impl ShardMetrics {
             stack: None,
             stack_connections: None,
             steering: None,
+            tls: None,
             looped: None,
             tasks: None,
             flows: Vec::with_capacity(max_flows),
@@ -199,6 +203,11 @@ impl ShardMetrics {
     /// The shard's software steering counters.
     pub fn observe_steering(&mut self, counts: SteeringCounts) {
         self.steering = Some(counts);
+    }
+
+    /// The shard's TLS counters.
+    pub fn observe_tls(&mut self, counts: TlsCounters) {
+        self.tls = Some(counts);
     }
 
     /// The shard loop's counts.
@@ -303,6 +312,7 @@ impl ShardMetrics {
         }
         self.stack_connections = other.stack_connections;
         self.steering = other.steering;
+        self.tls = other.tls;
         self.looped = other.looped;
         self.tasks = other.tasks;
         self.flows.clear();
@@ -456,7 +466,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 31] = [
+        let per_shard: [(&str, &str, &str, Get); 34] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -531,6 +541,19 @@ impl MetricsHub {
                 "counter",
                 "Bytes of pooled connection buffers freed after a 5 s interval that did not need them.",
                 |m| m.stack.as_ref().map(|c| c.pool_bytes_trimmed),
+            ),
+            ("fairway_tls_handshakes_total", "counter", "TLS handshakes completed.", |m| m.tls.map(|t| t.handshakes)),
+            (
+                "fairway_tls_resumed_total",
+                "counter",
+                "TLS handshakes that resumed a session (a ticket or a session id).",
+                |m| m.tls.map(|t| t.resumed),
+            ),
+            (
+                "fairway_tls_errors_total",
+                "counter",
+                "TLS connections failed by the peer's error (an alert sent, the connection closed).",
+                |m| m.tls.map(|t| t.errors),
             ),
             ("fairway_tasks", "gauge", "Async tasks alive on the shard's executor.", |m| m.tasks.map(|t| t.0)),
             (

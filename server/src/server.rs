@@ -172,7 +172,12 @@ impl Builder {
             let ip = self.config.ip.map_or(std::net::Ipv4Addr::UNSPECIFIED, |ip| ip.addr);
             SocketAddr::from((ip, 80))
         });
-        Ok(ServerHandle { running: Some(running), stop, addr })
+        let tls_addr = running.tls_local_addr().or_else(|| {
+            let ip = self.config.ip?.addr;
+            Some(SocketAddr::from((ip, self.config.tls.as_ref()?.port)))
+        });
+        let tls_addr = running.tls().and(tls_addr);
+        Ok(ServerHandle { running: Some(running), stop, addr, tls_addr })
     }
 
     /// Starts the server and serves until SIGINT or SIGTERM, then shuts it
@@ -188,7 +193,15 @@ impl Builder {
         let stop = crate::runtime::signals::stop_on_signals()
             .map_err(|e| io::Error::new(e.kind(), format!("cannot handle SIGINT/SIGTERM: {e}")))?;
         let handle = self.stop_flag(stop).spawn()?;
-        handle.wait()?;
+        let reload = match handle.tls() {
+            Some(keys) => Some(crate::tls::reload_on_sighup(Arc::clone(keys))?),
+            None => None,
+        };
+        let result = handle.wait();
+        if let Some(reload) = reload {
+            reload.close();
+        }
+        result?;
         tracing::info!("fairway: stopped");
         Ok(())
     }
@@ -221,6 +234,7 @@ pub struct ServerHandle {
     running: Option<Running>,
     stop: Arc<AtomicBool>,
     addr: SocketAddr,
+    tls_addr: Option<SocketAddr>,
 }
 
 impl ServerHandle {
@@ -235,6 +249,21 @@ impl ServerHandle {
     #[must_use]
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// Where it serves HTTPS, if it does: the kernel backend's bound TLS
+    /// address, or `--tls-port` of the userspace stack's `--ip`.
+    #[must_use]
+    pub fn tls_local_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
+    }
+
+    /// The certificate and key it serves HTTPS with, if it does:
+    /// [`reload`](crate::tls::TlsKeys::reload) them after replacing the
+    /// files.
+    #[must_use]
+    pub fn tls(&self) -> Option<&Arc<crate::tls::TlsKeys>> {
+        self.running.as_ref()?.tls()
     }
 
     /// Whether every shard has ended (a failure, or a stop).

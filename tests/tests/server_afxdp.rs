@@ -448,3 +448,94 @@ fn the_kernel_resolves_fairway_over_ipv6_pings_it_and_downloads_byte_exact() {
     // Every IPv6 flow stayed on the shard that owns it.
     assert_eq!(sum(|r| r.counters.dropped(DropReason::TcpNoConnection)), 0, "{reports:?}");
 }
+
+/// A self-signed RSA certificate for `localhost` and its key, made by the
+/// openssl tool in `dir`.
+fn tls_certificate(dir: &std::path::Path) -> (String, String) {
+    std::fs::create_dir_all(dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let (cert, key) = (cert.to_str().unwrap().to_owned(), key.to_str().unwrap().to_owned());
+    let out = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost", "-keyout", &key, "-out", &cert])
+        .output()
+        .expect("openssl is installed (cargo xtask test installs it)");
+    assert!(out.status.success(), "openssl req: {}", String::from_utf8_lossy(&out.stderr));
+    (cert, key)
+}
+
+/// Python's HTTPS client: keep-alive, an upload, ALPN, resumption.
+const PYTHON_TLS_CLIENT: &str = include_str!("../../server/tests/support/tls_client.py");
+
+#[test]
+fn https_over_afxdp_for_curl_python_and_openssl_with_resumption_and_a_gigabyte_byte_exact() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tb = testbed(1, 2);
+    let dir = std::env::temp_dir().join(format!("fairway-afxdp-tls-{}", std::process::id()));
+    let (cert, key) = tls_certificate(&dir);
+    let extra = ["--queues", "2", "--shards", "2", "--tls-cert", &cert, "--tls-key", &key];
+    let served = Served::start(&tb, &flags(&tb, "10.77.0.1/24", &extra));
+    let ns = tb.client_ns(0);
+    let server = tb.server_ip().to_string();
+    let resolve = format!("localhost:443:{server}");
+    let curl = |args: &[&str]| {
+        let base = ["curl", "-sS", "--max-time", "120", "--cacert", &cert, "--resolve", &resolve];
+        testbed::exec_timeout(&ns, &[&base[..], args].concat(), Duration::from_secs(130)).unwrap()
+    };
+    for version in [&["--tlsv1.3"][..], &["--tlsv1.2", "--tls-max", "1.2"]] {
+        let out = curl(&[version, &["-v", "https://localhost/plaintext"]].concat());
+        assert!(out.success(), "{version:?}: {}", out.stderr_text());
+        assert_eq!(out.stdout_text(), "Hello, World!");
+        assert!(out.stderr_text().contains("ALPN: server accepted http/1.1"), "{}", out.stderr_text());
+    }
+    // Plain HTTP beside it, on port 80.
+    assert_eq!(curl(&[&format!("http://{server}/plaintext")]).stdout_text(), "Hello, World!");
+    // An upload with its SHA-256; a gigabyte byte-exact.
+    let upload = dir.join("upload.bin");
+    let data: Vec<u8> = (0..5_000_011u64).map(|i| (i * 13 % 241) as u8).collect();
+    std::fs::write(&upload, &data).unwrap();
+    let at = format!("@{}", upload.display());
+    let out = curl(&["--data-binary", &at, "https://localhost/upload"]);
+    let digest: String = <sha2::Sha256 as sha2::Digest>::digest(&data).iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(out.stdout_text(), format!("{} {digest}\n", data.len()));
+    let n = 1_000_000_000u64;
+    let script = format!(
+        "curl -sS -f --max-time 120 --cacert {cert} --resolve {resolve} https://localhost/bytes/{n} | sha256sum; \
+         exit ${{PIPESTATUS[0]}}"
+    );
+    let out = testbed::exec_timeout(&ns, &["bash", "-c", &script], LARGE_TIMEOUT + Duration::from_secs(10)).unwrap();
+    assert!(out.success(), "{}", out.stderr_text());
+    let got = out.stdout_text().split_whitespace().next().unwrap_or_default().to_owned();
+    assert_eq!(got, fairway_tests::real_peers::pattern_sha256(n), "1 GB over TLS byte-exact");
+    // Python: keep-alive, ALPN, resumption with both versions.
+    let out = testbed::exec_timeout(
+        &ns,
+        &["python3", "-c", PYTHON_TLS_CLIENT, &server, "443", &cert],
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    assert!(out.success(), "{}{}", out.stdout_text(), out.stderr_text());
+    let said = out.stdout_text();
+    assert!(said.contains("TLSv1_3 resumed") && said.contains("TLSv1_2 resumed"), "{said}");
+    // openssl s_client: ALPN and verification, then the session resumed
+    // by a second connection (the first reads the response, and with it
+    // TLS 1.3's tickets).
+    let session = dir.join("session.pem");
+    let s_client = |resume: &str| {
+        let script = format!(
+            "printf 'GET /plaintext HTTP/1.1\\r\\nHost: localhost\\r\\nConnection: close\\r\\n\\r\\n' | \
+             openssl s_client -connect {server}:443 -servername localhost -CAfile {cert} -alpn http/1.1 -ign_eof \
+             {resume} {}",
+            session.display()
+        );
+        testbed::exec_timeout(&ns, &["bash", "-c", &script], Duration::from_secs(60)).unwrap().stdout_text()
+    };
+    let said = s_client("-sess_out");
+    assert!(said.contains("ALPN protocol: http/1.1") && said.contains("Verify return code: 0 (ok)"), "{said}");
+    assert!(said.contains("New, TLSv1.3") && said.contains("Hello, World!"), "{said}");
+    let said = s_client("-sess_in");
+    assert!(said.contains("Reused, TLSv1.3") && said.contains("Hello, World!"), "{said}");
+    let reports = served.stop();
+    assert!(reports.iter().map(|r| r.requests).sum::<u64>() >= 12, "{reports:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

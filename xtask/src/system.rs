@@ -19,8 +19,10 @@ pub const AFXDP_BUILD_PACKAGES: &[&str] =
 
 /// The kernel-side tools the real-peer tests and the testbed drive:
 /// namespaces and veth (iproute2), captures (tcpdump), ping, curl, Python,
-/// offloads (ethtool), sysctl and kill (procps).
-pub const TESTBED_PACKAGES: &[&str] = &["iproute2", "tcpdump", "iputils-ping", "curl", "python3", "ethtool", "procps"];
+/// offloads (ethtool), sysctl and kill (procps), and TLS certificates and
+/// `s_client` (openssl).
+pub const TESTBED_PACKAGES: &[&str] =
+    &["iproute2", "tcpdump", "iputils-ping", "curl", "python3", "ethtool", "procps", "openssl"];
 
 /// The HTTP load generator of the server's end-to-end tests and of
 /// `bench http`.

@@ -47,13 +47,14 @@ use super::fairness::{ShareBoard, policy_for};
 use super::{Application, Running, ShardService, report};
 use crate::config::Config;
 use crate::host::wake::WakeQueue;
-use crate::host::{Host, Service, Transport, Windows};
+use crate::host::{Beneath, Host, Service, Transport, Windows};
 use crate::http::HttpService;
 use crate::metrics::MetricsHub;
-use crate::rt::{AsyncService, OnShared, Shared};
+use crate::rt::{AsyncService, Shared};
 use crate::runtime::NetIo;
 use crate::runtime::shards::spawn_with;
 use crate::site::ShardSite;
+use crate::tls::Tls;
 
 /// Connections the kernel queues per listener before they are accepted.
 const BACKLOG: i32 = 1024;
@@ -73,6 +74,10 @@ pub(crate) struct KernelParts {
     pub wakes: Arc<WakeQueue>,
     /// Window control over its connections.
     pub window: Controller,
+    /// The ports its listeners are bound to, for the host.
+    pub ports: Vec<u16>,
+    /// Those of them that speak TLS.
+    pub tls_ports: Vec<u16>,
 }
 
 /// Serves `config` on kernel sockets until `stop` is raised and the
@@ -104,20 +109,34 @@ pub fn start(config: &Config, stop: Arc<AtomicBool>) -> io::Result<Running> {
 /// As [`start`].
 pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> io::Result<Running> {
     let (http, grace) = (config.http(), config.shutdown_grace);
-    match app.service(&http) {
-        ShardService::Http(make) => start_with(config, stop, move |p: KernelParts| {
+    match (app.service(&http), crate::tls::keys_for(config)?) {
+        (ShardService::Http(make), None) => start_with(config, stop, move |p: KernelParts| {
             let service = HttpService::with_handler(http.clone(), make());
-            let host =
-                Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes).with_window_control(p.window);
+            let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
+                .with_ports(&p.ports)
+                .with_window_control(p.window);
             (p.sockets, host)
         }),
-        ShardService::Async(make) => start_with(config, stop, move |p: KernelParts| {
+        (ShardService::Http(make), Some(keys)) => {
+            let shard_keys = Arc::clone(&keys);
+            let running = start_with(config, stop, move |p: KernelParts| {
+                let service = HttpService::with_handler(http.clone(), make());
+                let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
+                    .with_ports(&p.ports)
+                    .with_window_control(Beneath(p.window));
+                (Tls::new(p.sockets, Arc::clone(&shard_keys), &p.tls_ports), host)
+            })?;
+            Ok(running.with_tls(keys))
+        }
+        (ShardService::Async(make), None) => start_with(config, stop, move |p: KernelParts| {
             let sockets = Shared::new(p.sockets);
             let service = AsyncService::new(&sockets, Arc::clone(&p.wakes), &http, make());
             let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
-                .with_window_control(OnShared(p.window));
+                .with_ports(&p.ports)
+                .with_window_control(Beneath(p.window));
             (sockets, host)
         }),
+        (ShardService::Async(_), Some(_)) => Err(crate::tls::async_unsupported()),
     }
 }
 
@@ -133,7 +152,24 @@ where
 {
     let shards = u16::try_from(config.shards)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("--shards {} is too many", config.shards)))?;
-    let (addr, listeners) = bind(config.listen, shards)?;
+    // The plain listeners, then the TLS ones: one of each per shard.
+    let tls_only = config.tls.as_ref().is_some_and(|t| t.only);
+    let (addr, mut plain) = if tls_only { (config.listen, Vec::new()) } else { bind(config.listen, shards)? };
+    let (tls_addr, mut tls) = match &config.tls {
+        Some(t) => {
+            let (bound, listeners) = bind(t.listen, shards)?;
+            (Some(bound), listeners)
+        }
+        None => (None, Vec::new()),
+    };
+    let mut ports = Vec::new();
+    if !tls_only {
+        ports.push(addr.port());
+    }
+    ports.extend(tls_addr.map(|a| a.port()));
+    let tls_ports: Vec<u16> = tls_addr.map(|a| a.port()).into_iter().collect();
+    let listeners: Vec<Vec<std::net::TcpListener>> =
+        (0..shards).map(|_| plain.pop().into_iter().chain(tls.pop()).collect()).collect();
     let policy = policy_for(config.fairness);
     let capacity = config.capacity.map(|c| c.bits_per_sec);
     let hub = Arc::new(MetricsHub::new(shards, METRICS_FLOWS, "kernel").with_fairness(policy.name(), capacity));
@@ -154,11 +190,13 @@ where
             Controller::new(policy.clone(), capacity, Arc::clone(&board), usize::from(index), config.weights.clone());
         let batch = config.runtime.batch;
         let (limit, stop, make) = (Arc::clone(&limit), Arc::clone(&stop), Arc::clone(&make));
+        let (ports, tls_ports) = (ports.clone(), tls_ports.clone());
         let build = move || {
             let poll = KernelPoll::new(batch)?;
             let sockets = KernelSockets::new(poll.registry(), listener)?;
             let wakes = WakeQueue::new(Some(poll.notifier()));
-            let (transport, host) = make(KernelParts { sockets, site, limit, stop, wakes, window });
+            let parts = KernelParts { sockets, site, limit, stop, wakes, window, ports, tls_ports };
+            let (transport, host) = make(parts);
             Ok((transport, poll, host))
         };
         match spawn_with(index, pin, config.runtime, Arc::clone(&halt), build, report) {
@@ -170,8 +208,17 @@ where
             }
         }
     }
-    info!("fairway: serving on http://{addr} (kernel backend, {shards} shards)");
-    Ok(Running::new(handles, halt, hub, Some(addr)))
+    if !tls_only {
+        info!("fairway: serving on http://{addr} (kernel backend, {shards} shards)");
+    }
+    let running = Running::new(handles, halt, hub, if tls_only { tls_addr } else { Some(addr) });
+    Ok(match tls_addr {
+        Some(tls_addr) => {
+            info!("fairway: serving on https://{tls_addr} (kernel backend, {shards} shards)");
+            running.with_tls_addr(tls_addr)
+        }
+        None => running,
+    })
 }
 
 /// Binds one listener per shard on `addr` (port 0: a free port, the same

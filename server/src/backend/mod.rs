@@ -149,6 +149,8 @@ pub struct Running {
     halt: Arc<AtomicBool>,
     hub: Arc<MetricsHub>,
     local_addr: Option<SocketAddr>,
+    tls: Option<Arc<crate::tls::TlsKeys>>,
+    tls_addr: Option<SocketAddr>,
 }
 
 impl Running {
@@ -159,7 +161,34 @@ impl Running {
         hub: Arc<MetricsHub>,
         local_addr: Option<SocketAddr>,
     ) -> Running {
-        Running { handles, halt, hub, local_addr }
+        Running { handles, halt, hub, local_addr, tls: None, tls_addr: None }
+    }
+
+    /// The same, serving TLS with `keys`.
+    pub(crate) fn with_tls(mut self, keys: Arc<crate::tls::TlsKeys>) -> Running {
+        self.tls = Some(keys);
+        self
+    }
+
+    /// The same, the kernel backend's TLS listeners bound to `addr`.
+    pub(crate) fn with_tls_addr(mut self, addr: SocketAddr) -> Running {
+        self.tls_addr = Some(addr);
+        self
+    }
+
+    /// The certificate and key it serves TLS with, if it does: what
+    /// [`TlsKeys::reload`](crate::tls::TlsKeys::reload) reloads.
+    #[must_use]
+    pub fn tls(&self) -> Option<&Arc<crate::tls::TlsKeys>> {
+        self.tls.as_ref()
+    }
+
+    /// The address the kernel backend's TLS listeners are bound to (the
+    /// port chosen for `:0`); `None` without TLS, and on the userspace
+    /// backends, which serve on `--tls-port` of `--ip`.
+    #[must_use]
+    pub fn tls_local_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
     }
 
     /// The metrics every shard publishes into.

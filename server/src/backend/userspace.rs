@@ -3,7 +3,8 @@
 //!
 //! One shard per NIC queue (`--queues`, queues `0 .. queues`), each on its
 //! own thread pinned to its own core, running [`crate::runtime::run`] with
-//! `config.runtime` and an [`HttpApp`] listening on port 80 of `--ip`. The
+//! `config.runtime` and a host listening on `--port` (80) of `--ip`, and on
+//! `--tls-port` (443) through [`Tls`] when `--tls-cert` is given. The
 //! shards share a software steering [`Fabric`]: whatever queue the hardware
 //! (or the veth's transmit hash) puts a frame on, it reaches the shard that
 //! owns its flow by the stack's own hash, and ARP reaches every shard.
@@ -54,13 +55,14 @@ pub use super::{Running, ShardReport};
 
 use crate::config::{Backend, Config, IpPrefix};
 use crate::host::wake::WakeQueue;
-use crate::host::{Host, Service, Transport, Windows};
+use crate::host::{Beneath, Host, Service, Transport, Windows};
 use crate::http::HttpService;
 use crate::metrics::MetricsHub;
-use crate::rt::{AsyncService, OnShared, Shared};
+use crate::rt::{AsyncService, Shared};
 use crate::runtime::AsShard;
 use crate::runtime::shards::spawn_with;
 use crate::site::ShardSite;
+use crate::tls::Tls;
 
 /// Frames each shard's steering inbox holds.
 const STEERING_DEPTH: usize = 1024;
@@ -300,23 +302,44 @@ where
     O: Fn(u16) -> io::Result<(D, [u8; 6])> + Send + Sync + 'static,
 {
     let (http, grace) = (config.http(), config.shutdown_grace);
-    match app.service(&http) {
-        ShardService::Http(make) => spawn_all(config, ip, count, frame_len, stop, open, move |p: UserspaceParts| {
-            let service = HttpService::with_handler(http.clone(), make());
-            let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
-                .with_steering(p.fabric, p.index)
-                .with_window_control(p.window);
-            (p.shard, host)
-        }),
-        ShardService::Async(make) => spawn_all(config, ip, count, frame_len, stop, open, move |p: UserspaceParts| {
-            let shard = Shared::new(p.shard);
-            let service = AsyncService::new(&shard, Arc::clone(&p.wakes), &http, make());
-            let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
-                .with_steering(p.fabric, p.index)
-                .with_window_control(OnShared(p.window));
-            (shard, host)
-        }),
-    }
+    let (ports, tls_ports) = config.ports();
+    let running = match (app.service(&http), crate::tls::keys_for(config)?) {
+        (ShardService::Http(make), None) => {
+            spawn_all(config, ip, count, frame_len, stop, open, move |p: UserspaceParts| {
+                let service = HttpService::with_handler(http.clone(), make());
+                let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
+                    .with_ports(&ports)
+                    .with_steering(p.fabric, p.index)
+                    .with_window_control(p.window);
+                (p.shard, host)
+            })?
+        }
+        (ShardService::Http(make), Some(keys)) => {
+            let shard_keys = Arc::clone(&keys);
+            spawn_all(config, ip, count, frame_len, stop, open, move |p: UserspaceParts| {
+                let service = HttpService::with_handler(http.clone(), make());
+                let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
+                    .with_ports(&ports)
+                    .with_steering(p.fabric, p.index)
+                    .with_window_control(Beneath(p.window));
+                (Tls::new(p.shard, Arc::clone(&shard_keys), &tls_ports), host)
+            })?
+            .with_tls(keys)
+        }
+        (ShardService::Async(make), None) => {
+            spawn_all(config, ip, count, frame_len, stop, open, move |p: UserspaceParts| {
+                let shard = Shared::new(p.shard);
+                let service = AsyncService::new(&shard, Arc::clone(&p.wakes), &http, make());
+                let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
+                    .with_ports(&ports)
+                    .with_steering(p.fabric, p.index)
+                    .with_window_control(Beneath(p.window));
+                (shard, host)
+            })?
+        }
+        (ShardService::Async(_), Some(_)) => return Err(crate::tls::async_unsupported()),
+    };
+    Ok(running)
 }
 
 /// Starts `count` shards, each running the host `make` builds on its
@@ -375,8 +398,12 @@ where
             }
         }
     }
-    let ipv6: String = config.ip6.iter().map(|p| format!(" and [{}]:80", p.addr)).collect();
-    tracing::info!("serving HTTP on {}:80{ipv6} with {count} shard(s) over {}", ip.addr, config.backend);
+    let (ports, tls_ports) = config.ports();
+    for port in ports {
+        let scheme = if tls_ports.contains(&port) { "HTTPS" } else { "HTTP" };
+        let ipv6: String = config.ip6.iter().map(|p| format!(" and [{}]:{port}", p.addr)).collect();
+        tracing::info!("serving {scheme} on {}:{port}{ipv6} with {count} shard(s) over {}", ip.addr, config.backend);
+    }
     Ok(Running::new(handles, halt, hub, None))
 }
 

@@ -7,6 +7,12 @@ const KEYS: &[&str] = &[
     "config",
     "backend",
     "listen",
+    "port",
+    "tls-cert",
+    "tls-key",
+    "tls-port",
+    "tls-listen",
+    "tls-only",
     "iface",
     "ip",
     "gateway",
@@ -650,4 +656,38 @@ fn ip_takes_one_ipv4_and_any_ipv6_addresses() {
         let e = err(args);
         assert!(e.contains(expected), "{args:?}: {e}");
     }
+}
+
+#[test]
+fn tls_takes_a_certificate_and_its_key_and_a_port_of_its_own() {
+    let c = ok(&["--tls-cert", "c.pem", "--tls-key", "k.pem"]);
+    let tls = c.tls.as_ref().expect("TLS on");
+    assert_eq!((tls.cert.as_path(), tls.key.as_path()), (Path::new("c.pem"), Path::new("k.pem")));
+    assert_eq!((tls.port, tls.listen, tls.only), (443, "127.0.0.1:8443".parse().unwrap(), false));
+    assert_eq!(c.ports(), (vec![80, 443], vec![443]));
+    let c = ok(&["--tls-cert", "c.pem", "--tls-key", "k.pem", "--port", "8080", "--tls-port", "8443"]);
+    assert_eq!(c.ports(), (vec![8080, 8443], vec![8443]));
+    let c = ok(&["--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-only"]);
+    assert_eq!(c.ports(), (vec![443], vec![443]));
+    assert_eq!(ok(&["--port", "81"]).ports(), (vec![81], vec![]));
+    let c = ok(&["--listen", "[::]:80", "--tls-cert", "c.pem", "--tls-key", "k.pem"]);
+    assert_eq!(c.tls.unwrap().listen, "[::]:8443".parse().unwrap(), "the --listen address, port 8443");
+    let file = TempFile::new("tls", "tls-cert = \"c.pem\"\ntls-key = \"k.pem\"\ntls-port = 4443\n");
+    let c = ok(&["--config", file.0.to_str().unwrap()]);
+    assert_eq!(c.tls.unwrap().port, 4443);
+}
+
+#[test]
+fn tls_flags_without_their_pair_or_on_the_plain_port_are_refused() {
+    assert!(err(&["--tls-cert", "c.pem"]).contains("--tls-key"));
+    assert!(err(&["--tls-key", "k.pem"]).contains("--tls-cert"));
+    let e = err(&["--tls-only"]);
+    assert!(e.contains("need --tls-cert and --tls-key"), "{e}");
+    let e = err(&["--tls-port", "443"]);
+    assert!(e.contains("need --tls-cert and --tls-key"), "{e}");
+    let pair = ["--tls-cert", "c.pem", "--tls-key", "k.pem"];
+    let e = err(&[&pair[..], &["--tls-listen", "127.0.0.1:8080"]].concat());
+    assert!(e.contains("give HTTPS its own port"), "{e}");
+    let e = err(&[&pair[..], &["--backend", "tap", "--ip", "10.0.0.1/24", "--tls-port", "80"]].concat());
+    assert!(e.contains("give HTTPS its own port"), "{e}");
 }

@@ -215,6 +215,55 @@ impl<T: Transport> Windows<T> for () {
     fn observe(&self, _: &T, _: &mut ShardMetrics) {}
 }
 
+/// A transport over another: TLS over a backend's connections, a
+/// transport shared with async tasks. Its connections are those of the one
+/// below, by the same names.
+pub trait Layered: Transport {
+    /// The transport below.
+    type Below: Transport<Conn = Self::Conn>;
+
+    /// The transport below, to look at.
+    fn below(&self) -> impl std::ops::Deref<Target = Self::Below> + '_;
+
+    /// The transport below, to act on.
+    fn below_mut(&mut self) -> impl std::ops::DerefMut<Target = Self::Below> + '_;
+}
+
+/// Window control `W` of the transport below a [`Layered`] one: it senses
+/// and acts on the TCP flows there, whatever the layer does with them.
+#[derive(Debug)]
+pub struct Beneath<W>(pub W);
+
+impl<L: Layered, W: Windows<L::Below>> Windows<L> for Beneath<W> {
+    type Sense = W::Sense;
+
+    fn opened(&mut self, sense: &mut W::Sense, peer: SocketAddr) {
+        self.0.opened(sense, peer);
+    }
+    fn touch(sense: &mut W::Sense) {
+        W::touch(sense);
+    }
+    fn next_run(&self) -> Instant {
+        self.0.next_run()
+    }
+    fn run(
+        &mut self,
+        now: Instant,
+        transport: &mut L,
+        conns: &[Option<L::Conn>],
+        senses: &mut [W::Sense],
+        metrics: &mut ShardMetrics,
+    ) {
+        self.0.run(now, &mut transport.below_mut(), conns, senses, metrics);
+    }
+    fn release(&mut self, transport: &mut L, conn: L::Conn, sense: &mut W::Sense) {
+        self.0.release(&mut transport.below_mut(), conn, sense);
+    }
+    fn observe(&self, transport: &L, metrics: &mut ShardMetrics) {
+        self.0.observe(&transport.below(), metrics);
+    }
+}
+
 /// Where a slot's connection is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -240,8 +289,11 @@ struct SlotWaker {
 /// The host of one shard's connections. See the [module
 /// documentation](self).
 pub struct Host<T: Transport, S: Service<T>, W: Windows<T> = ()> {
-    port: u16,
-    listener: Option<T::Listener>,
+    /// The ports it listens on, each once (a plain one and a TLS one,
+    /// say); the transport knows what each is.
+    ports: Vec<u16>,
+    /// One per port while listening; none once draining.
+    listeners: Vec<T::Listener>,
     listen_error: Option<String>,
     service: S,
     site: ShardSite,
@@ -295,8 +347,8 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
     ) -> Host<T, S, W> {
         let hub = Arc::clone(site.hub());
         Host {
-            port: 80,
-            listener: None,
+            ports: vec![80],
+            listeners: Vec::new(),
             listen_error: None,
             service,
             site,
@@ -329,8 +381,21 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
     /// Listens on `port` instead of 80 (backends with a listener of their
     /// own ignore it).
     #[must_use]
-    pub fn with_port(mut self, port: u16) -> Self {
-        self.port = port;
+    pub fn with_port(self, port: u16) -> Self {
+        self.with_ports(&[port])
+    }
+
+    /// Listens on each of `ports` instead of 80: a plain port and a TLS
+    /// one, say, whose connections the transport tells apart. Repeats are
+    /// listened on once.
+    #[must_use]
+    pub fn with_ports(mut self, ports: &[u16]) -> Self {
+        self.ports.clear();
+        for &port in ports {
+            if !self.ports.contains(&port) {
+                self.ports.push(port);
+            }
+        }
         self
     }
 
@@ -422,7 +487,7 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
 
     /// Serves a new connection, or refuses it (the limit, or draining).
     fn admit(&mut self, t: &mut T, now: Instant, conn: T::Conn, peer: SocketAddr) {
-        if self.listener.is_none() || !self.limit.try_acquire() {
+        if self.listeners.is_empty() || !self.limit.try_acquire() {
             t.abort(conn);
             self.refused += 1;
             self.site.metrics_mut().connection_refused();
@@ -608,14 +673,14 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
         self.woken = woken;
     }
 
-    /// The stop flag was seen: take what the listener has, stop listening,
-    /// close the idle connections.
+    /// The stop flag was seen: take what the listeners have, stop
+    /// listening, close the idle connections.
     fn begin_drain(&mut self, t: &mut T, now: Instant) {
-        if let Some(listener) = self.listener {
+        for listener in self.listeners.clone() {
             self.accept_all(t, now, listener);
             t.unlisten(listener);
         }
-        self.listener = None;
+        self.listeners.clear();
         self.drain_until = Some(now + self.grace);
         self.service.begin_drain();
         for i in 0..self.slots.len() {
@@ -680,12 +745,15 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
 impl<T: Transport, S: Service<T>, W: Windows<T>> App<T, T::Event> for Host<T, S, W> {
     fn start(&mut self, t: &mut T, now: Instant) {
         self.timers = TimerWheel::new(now);
-        match t.listen(self.port) {
-            Ok(listener) => self.listener = Some(listener),
-            Err(e) => {
-                tracing::error!(port = self.port, "cannot listen: {e}");
-                self.listen_error = Some(e);
-                self.finished = true;
+        for &port in &self.ports {
+            match t.listen(port) {
+                Ok(listener) => self.listeners.push(listener),
+                Err(e) => {
+                    tracing::error!(port, "cannot listen: {e}");
+                    self.listen_error = Some(e);
+                    self.finished = true;
+                    break;
+                }
             }
         }
     }

@@ -41,7 +41,7 @@ use fairway_stack::time::Instant;
 use hyper::body::{Body, Incoming};
 use hyper::service::HttpService;
 
-pub use reactor::{AsyncService, AsyncSession, MainTask, OnShared, Shared};
+pub use reactor::{AsyncService, AsyncSession, MainTask, Shared};
 pub use timer::{Sleep, Timer, sleep, sleep_until};
 
 use crate::net::{TcpListener, TcpStream};

@@ -37,7 +37,7 @@ use fairway_stack::time::{Duration, Instant};
 
 use super::executor::{Executor, Task};
 use crate::host::wake::WakeQueue;
-use crate::host::{Cx, HostEvent, Next, Service, Transport, TransportError, Windows};
+use crate::host::{Cx, HostEvent, Layered, Next, Service, Transport, TransportError};
 use crate::metrics::ShardMetrics;
 use crate::runtime::AsShard;
 use crate::site::ShardSite;
@@ -138,38 +138,14 @@ impl<X: Transport> Transport for Shared<X> {
     }
 }
 
-/// Window control `W` of a transport, over that transport shared with
-/// async tasks.
-#[derive(Debug)]
-pub struct OnShared<W>(pub W);
+impl<X: Transport> Layered for Shared<X> {
+    type Below = X;
 
-impl<X: Transport, W: Windows<X>> Windows<Shared<X>> for OnShared<W> {
-    type Sense = W::Sense;
-
-    fn opened(&mut self, sense: &mut W::Sense, peer: SocketAddr) {
-        self.0.opened(sense, peer);
+    fn below(&self) -> impl std::ops::Deref<Target = X> + '_ {
+        self.0.borrow()
     }
-    fn touch(sense: &mut W::Sense) {
-        W::touch(sense);
-    }
-    fn next_run(&self) -> Instant {
-        self.0.next_run()
-    }
-    fn run(
-        &mut self,
-        now: Instant,
-        transport: &mut Shared<X>,
-        conns: &[Option<X::Conn>],
-        senses: &mut [W::Sense],
-        metrics: &mut ShardMetrics,
-    ) {
-        self.0.run(now, &mut transport.0.borrow_mut(), conns, senses, metrics);
-    }
-    fn release(&mut self, transport: &mut Shared<X>, conn: X::Conn, sense: &mut W::Sense) {
-        self.0.release(&mut transport.0.borrow_mut(), conn, sense);
-    }
-    fn observe(&self, transport: &Shared<X>, metrics: &mut ShardMetrics) {
-        self.0.observe(&transport.0.borrow(), metrics);
+    fn below_mut(&mut self) -> impl std::ops::DerefMut<Target = X> + '_ {
+        self.0.borrow_mut()
     }
 }
 

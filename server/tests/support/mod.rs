@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 pub struct FairwayProcess {
     child: Child,
     pub addr: SocketAddr,
+    /// Where it serves HTTPS, if it said so (`--tls-cert`).
+    pub tls_addr: Option<SocketAddr>,
     /// Everything it wrote to standard error so far.
     log: Arc<Mutex<String>>,
 }
@@ -43,22 +45,34 @@ impl FairwayProcess {
         let sink = Arc::clone(&log);
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(at) = line.find("serving on http://") {
-                    let rest = &line[at + "serving on http://".len()..];
-                    let addr = rest.split_whitespace().next().unwrap_or_default();
-                    let _ = tx.send(addr.parse::<SocketAddr>());
+                for scheme in ["http", "https"] {
+                    let said = format!("serving on {scheme}://");
+                    if let Some(at) = line.find(&said) {
+                        let addr = line[at + said.len()..].split_whitespace().next().unwrap_or_default();
+                        let _ = tx.send((scheme, addr.parse::<SocketAddr>()));
+                    }
                 }
                 let mut log = sink.lock().unwrap();
                 log.push_str(&line);
                 log.push('\n');
             }
         });
-        let mut server = FairwayProcess { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)), log };
-        match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(Ok(addr)) => server.addr = addr,
-            other => panic!("fairway did not say where it serves ({other:?}); its log:\n{}", server.log()),
+        let mut server = FairwayProcess { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)), tls_addr: None, log };
+        let tls = extra.contains(&"--tls-cert");
+        let plain = !extra.contains(&"--tls-only");
+        while (plain && server.addr.port() == 0) || (tls && server.tls_addr.is_none()) {
+            match rx.recv_timeout(Duration::from_secs(20)) {
+                Ok(("http", Ok(addr))) => server.addr = addr,
+                Ok((_, Ok(addr))) => server.tls_addr = Some(addr),
+                other => panic!("fairway did not say where it serves ({other:?}); its log:\n{}", server.log()),
+            }
         }
         server
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// What it wrote to standard error so far.
@@ -84,6 +98,19 @@ impl FairwayProcess {
         let mut text = String::new();
         s.read_to_string(&mut text).unwrap();
         text.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default()
+    }
+
+    /// Scrapes `/metrics` until metric `name` totals at least `least`
+    /// (shards publish once a second), at most 5 s; the total last seen.
+    pub fn wait_total(&self, name: &str, least: f64) -> f64 {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let seen = total(&self.scrape(), name);
+            if seen >= least || Instant::now() > deadline {
+                return seen;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// SIGTERM, as a service manager stops it.

@@ -1,7 +1,8 @@
 //! Kernel sockets behind the [transport seam](crate::host::Transport), and
 //! the poller that is their side of the shard loop.
 //!
-//! [`KernelSockets`] holds one shard's `SO_REUSEPORT` listener and its
+//! [`KernelSockets`] holds one shard's `SO_REUSEPORT` listeners (the plain
+//! port's, and the TLS port's when there is one) and its
 //! accepted mio streams in slots named by generational [`KernelConn`]s,
 //! as the stack names its connections by `Handle`. mio is edge-triggered:
 //! a readiness event comes once per change, so each slot remembers whether
@@ -31,11 +32,15 @@ use crate::host::wake::Notifier;
 use crate::host::{HostEvent, Transport, TransportError};
 use crate::rt::Shared;
 use crate::runtime::NetIo;
+use crate::tls::Tls;
 
-/// The listener's token; a stream's is its slot index.
-const LISTENER: Token = Token(usize::MAX);
-/// The waker's token.
-const WAKER: Token = Token(usize::MAX - 1);
+/// The waker's token; a stream's is its slot index, listener `i`'s
+/// `LISTENERS - i`.
+const WAKER: Token = Token(usize::MAX);
+/// The first listener's token.
+const LISTENERS: usize = usize::MAX - 1;
+/// The most listeners a shard has.
+const MAX_LISTENERS: usize = 4;
 
 /// The fewest readiness events taken per poll: with hundreds of busy
 /// connections, fewer means more `epoll_wait` calls for the same work.
@@ -48,15 +53,15 @@ pub struct KernelConn {
     generation: u32,
 }
 
-/// The shard's one listener.
+/// One of the shard's listeners: its place in the list it was given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KernelListener;
+pub struct KernelListener(u8);
 
 /// What the poller tells the host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelEvent {
     /// The listener has connections waiting.
-    Acceptable,
+    Acceptable(KernelListener),
     /// The stream may be readable or writable, or has news (FIN, error).
     Ready(KernelConn),
 }
@@ -82,13 +87,16 @@ enum Side {
 /// it may still be readable or writable (mio is edge-triggered).
 pub struct KernelSockets {
     registry: Registry,
-    listener: Option<TcpListener>,
+    /// Each listener with its port; `None` once closed.
+    listeners: Vec<(u16, Option<TcpListener>)>,
     slots: Vec<StreamSlot>,
     free: Vec<u32>,
     /// `accept` failed (out of file descriptors, say): try again once a
     /// socket closes, since no new event may come for what waits.
     accept_stalled: bool,
-    retry_accept: bool,
+    /// Listeners to try accepting on without an event (bit `i`: listener
+    /// `i`).
+    retry_accept: u8,
 }
 
 impl std::fmt::Debug for KernelSockets {
@@ -99,20 +107,25 @@ impl std::fmt::Debug for KernelSockets {
 
 impl KernelSockets {
     /// The sockets of a shard whose poll's registry is `registry`, serving
-    /// `listener` (bound and listening already; registered by
-    /// [`listen`](Transport::listen)).
+    /// `listeners` (bound and listening already; each registered by
+    /// [`listen`](Transport::listen) with its port; at most four).
     ///
     /// # Errors
     ///
     /// The registry cannot be cloned.
-    pub fn new(registry: &Registry, listener: std::net::TcpListener) -> io::Result<KernelSockets> {
+    pub fn new(registry: &Registry, listeners: Vec<std::net::TcpListener>) -> io::Result<KernelSockets> {
+        assert!(listeners.len() <= MAX_LISTENERS, "at most {MAX_LISTENERS} listeners");
+        let listeners = listeners
+            .into_iter()
+            .map(|l| Ok((l.local_addr()?.port(), Some(TcpListener::from_std(l)))))
+            .collect::<io::Result<_>>()?;
         Ok(KernelSockets {
             registry: registry.try_clone()?,
-            listener: Some(TcpListener::from_std(listener)),
+            listeners,
             slots: Vec::new(),
             free: Vec::new(),
             accept_stalled: false,
-            retry_accept: false,
+            retry_accept: 0,
         })
     }
 
@@ -183,8 +196,10 @@ impl KernelSockets {
     /// Turns mio's event into the host's, noting the readiness it reports.
     fn event(&mut self, event: &mio::event::Event) -> Option<KernelEvent> {
         match event.token() {
-            LISTENER => Some(KernelEvent::Acceptable),
             WAKER => None,
+            Token(t) if t > LISTENERS - MAX_LISTENERS => {
+                Some(KernelEvent::Acceptable(KernelListener((LISTENERS - t) as u8)))
+            }
             Token(i) => {
                 let slot = self.slots.get_mut(i).filter(|s| s.stream.is_some())?;
                 // Errors and hang-ups show up as readiness: the next call says what.
@@ -207,32 +222,38 @@ impl Transport for KernelSockets {
 
     fn classify(event: KernelEvent) -> HostEvent<KernelConn, KernelListener> {
         match event {
-            KernelEvent::Acceptable => HostEvent::Acceptable(KernelListener),
+            KernelEvent::Acceptable(listener) => HostEvent::Acceptable(listener),
             KernelEvent::Ready(conn) => HostEvent::Ready(conn),
         }
     }
 
-    fn listen(&mut self, _port: u16) -> Result<KernelListener, String> {
-        let listener = self.listener.as_mut().ok_or("the listener was closed")?;
+    /// Registers the listener bound to `port`; with a single listener,
+    /// that one whatever the port (it was bound in advance, to `:0` maybe).
+    fn listen(&mut self, port: u16) -> Result<KernelListener, String> {
+        let i = match self.listeners.as_slice() {
+            [_] => 0,
+            all => all.iter().position(|&(p, _)| p == port).ok_or(format!("no listener was bound to port {port}"))?,
+        };
+        let listener = self.listeners[i].1.as_mut().ok_or("the listener was closed")?;
         self.registry
-            .register(listener, LISTENER, Interest::READABLE)
+            .register(listener, Token(LISTENERS - i), Interest::READABLE)
             .map_err(|e| format!("polling the listener: {e}"))?;
         // Connections may have queued before registration: look at once.
-        self.retry_accept = true;
-        Ok(KernelListener)
+        self.retry_accept |= 1 << i;
+        Ok(KernelListener(i as u8))
     }
 
     /// Closes the listener, so the kernel sends new connections to the
     /// shards still listening, or refuses them once all have stopped.
-    fn unlisten(&mut self, _: KernelListener) {
-        if let Some(mut listener) = self.listener.take() {
+    fn unlisten(&mut self, listener: KernelListener) {
+        if let Some(mut listener) = self.listeners.get_mut(usize::from(listener.0)).and_then(|l| l.1.take()) {
             let _ = self.registry.deregister(&mut listener);
         }
     }
 
-    fn accept(&mut self, _: KernelListener) -> Option<(KernelConn, SocketAddr)> {
+    fn accept(&mut self, listener: KernelListener) -> Option<(KernelConn, SocketAddr)> {
         loop {
-            let listener = self.listener.as_ref()?;
+            let listener = self.listeners.get(usize::from(listener.0))?.1.as_ref()?;
             match listener.accept() {
                 Ok((stream, peer)) => {
                     // An IPv4 client of a socket on `[::]` is that IPv4
@@ -293,7 +314,7 @@ impl Transport for KernelSockets {
         drop(stream);
         self.free.push(conn.index);
         if std::mem::take(&mut self.accept_stalled) {
-            self.retry_accept = true;
+            self.retry_accept = ((1u16 << self.listeners.len()) - 1) as u8;
         }
     }
 
@@ -388,8 +409,10 @@ impl NetIo<KernelSockets> for KernelPoll {
     fn handle_timeout(&mut self, _: &mut KernelSockets, _: Instant) {}
 
     fn poll_event(&mut self, sockets: &mut KernelSockets) -> Option<KernelEvent> {
-        if std::mem::take(&mut sockets.retry_accept) {
-            return Some(KernelEvent::Acceptable);
+        if sockets.retry_accept != 0 {
+            let i = sockets.retry_accept.trailing_zeros() as u8;
+            sockets.retry_accept &= !(1 << i);
+            return Some(KernelEvent::Acceptable(KernelListener(i)));
         }
         self.queue.pop_front()
     }
@@ -428,6 +451,33 @@ impl NetIo<Shared<KernelSockets>> for KernelPoll {
     }
 
     fn poll_timeout(&self, _: &Shared<KernelSockets>) -> Option<Instant> {
+        None
+    }
+
+    fn wait(&mut self, timeout: Duration) -> io::Result<()> {
+        NetIo::<KernelSockets>::wait(self, timeout)
+    }
+}
+
+/// The same poll for sockets under TLS.
+impl NetIo<Tls<KernelSockets>> for KernelPoll {
+    type Event = KernelEvent;
+
+    fn receive(&mut self, sockets: &mut Tls<KernelSockets>, now: Instant, budget: usize) -> usize {
+        NetIo::<KernelSockets>::receive(self, sockets.inner_mut(), now, budget)
+    }
+
+    fn handle_timeout(&mut self, _: &mut Tls<KernelSockets>, _: Instant) {}
+
+    fn poll_event(&mut self, sockets: &mut Tls<KernelSockets>) -> Option<KernelEvent> {
+        NetIo::<KernelSockets>::poll_event(self, sockets.inner_mut())
+    }
+
+    fn transmit(&mut self, _: &mut Tls<KernelSockets>, _: Instant, _: usize) -> usize {
+        0
+    }
+
+    fn poll_timeout(&self, _: &Tls<KernelSockets>) -> Option<Instant> {
         None
     }
 
