@@ -46,7 +46,16 @@ pub struct NginxConfig {
     /// `POST /upload` of any length read to its end, thrown away and
     /// answered 204 (Fairway's upload sink without the digest).
     pub upload_sink: bool,
+    /// HTTPS on this address too, with the site's [`TLS_CERT`] and
+    /// [`TLS_KEY`] (written by whoever sets the site up): TLS 1.2 and 1.3,
+    /// a shared session cache and tickets.
+    pub tls: Option<SocketAddrV4>,
 }
+
+/// The certificate nginx serves HTTPS with, in the site's directory.
+pub const TLS_CERT: &str = "tls.crt";
+/// Its key.
+pub const TLS_KEY: &str = "tls.key";
 
 impl NginxConfig {
     /// The kernel-stack baseline of the bulk download (`fairway-benches
@@ -62,6 +71,7 @@ impl NginxConfig {
             throughput: false,
             plaintext: None,
             upload_sink: true,
+            tls: None,
         }
     }
 
@@ -79,6 +89,7 @@ impl NginxConfig {
             throughput: true,
             plaintext: Some(plaintext.to_owned()),
             upload_sink: false,
+            tls: None,
         }
     }
 
@@ -90,6 +101,13 @@ impl NginxConfig {
         let reuseport = if self.reuseport { " reuseport" } else { "" };
         let throughput = if self.throughput { "    tcp_nopush on;\n    keepalive_requests 100000000;\n" } else { "" };
         let body_size = if self.upload_sink { "        client_max_body_size 0;\n" } else { "" };
+        let tls = self.tls.map_or(String::new(), |at| {
+            format!(
+                "        listen {at} ssl{reuseport};\n        ssl_certificate {d}/{TLS_CERT};\n        \
+                 ssl_certificate_key {d}/{TLS_KEY};\n        ssl_protocols TLSv1.2 TLSv1.3;\n        \
+                 ssl_session_cache shared:SSL:10m;\n        ssl_session_tickets on;\n"
+            )
+        });
         let mut locations = String::new();
         if let Some(body) = &self.plaintext {
             let body = body.replace('\\', "\\\\").replace('"', "\\\"");
@@ -126,7 +144,7 @@ http {{
 
     server {{
         listen {listen}{reuseport};
-        root {d}/root;
+{tls}        root {d}/root;
 {body_size}{locations}    }}
 }}
 "

@@ -55,6 +55,11 @@ other cores. The built-in server and nginx, ratios to nginx:
                    before a change, beside it after)
   baseline-kernel  kernel from that build, on 10.77.0.1:8083
 Each serves the same 1 MB file from a site in /dev/shm (fairway: --root).
+HTTPS (TLS 1.3, one ECDSA P-256 certificate for all), ratios to tls-nginx:
+  tls-afxdp        afxdp with --tls-only, port 443 (rustls)
+  tls-kernel       kernel with --tls-only, 10.77.0.1:8443
+  tls-nginx        nginx (OpenSSL), port 443; `close` is a full TLS
+                   handshake per request (wrk resumes no session)
 The axum example (server/examples/axum_app.rs), ratios to axum-tokio:
   axum-afxdp       the example with afxdp's flags (no --root), port 80
   axum-kernel      the example on kernel sockets, 10.77.0.1:8081
@@ -272,15 +277,17 @@ fn programs(args: &Args) -> Result<Programs, String> {
 /// How to get the binary `server` runs, when it is missing.
 fn build_hint(server: Subject) -> &'static str {
     match server {
-        Subject::FairwayAfxdp | Subject::FairwayAfxdp6 | Subject::FairwayKernel => {
-            "cargo build --release -p fairway --features afxdp, or --fairway PATH"
-        }
+        Subject::FairwayAfxdp
+        | Subject::FairwayAfxdp6
+        | Subject::FairwayKernel
+        | Subject::TlsAfxdp
+        | Subject::TlsKernel => "cargo build --release -p fairway --features afxdp, or --fairway PATH",
         Subject::BaselineAfxdp | Subject::BaselineKernel => "--baseline PATH: another build's fairway binary",
         Subject::AxumAfxdp | Subject::AxumKernel => {
             "cargo build --release -p fairway --features afxdp --example axum_app, or --axum PATH"
         }
         Subject::AxumTokio => "cargo build --release -p fairway-benches --bin axum_tokio",
-        Subject::Nginx | Subject::NginxGso => "apt-get install nginx",
+        Subject::Nginx | Subject::NginxGso | Subject::TlsNginx => "apt-get install nginx",
     }
 }
 
@@ -427,6 +434,7 @@ fn measure(args: &Args, bench: &Bench<'_>) -> Result<Report, Failure> {
     let rate_of = |group| match group {
         Group::BuiltIn => built_in.clone(),
         Group::Axum => axum.clone(),
+        Group::Tls => Err("the open-loop generator speaks plain HTTP only".to_owned()),
     };
     measure_cases(args, bench, &open_loop, &rate_of, &mut runs)?;
     let mut report = summarise(runs);
@@ -638,7 +646,7 @@ mod tests {
         );
         assert_eq!((a.duration, a.rounds, a.warm_up), (Duration::from_secs(10), 1, Duration::from_secs(1)));
         // Every server but the baseline build's, which needs --baseline;
-        // Fairway over IPv6 among them.
+        // Fairway over IPv6 among them, and the HTTPS ones.
         assert_eq!(
             a.servers,
             [
@@ -649,7 +657,10 @@ mod tests {
                 Subject::FairwayAfxdp6,
                 Subject::AxumAfxdp,
                 Subject::AxumKernel,
-                Subject::AxumTokio
+                Subject::AxumTokio,
+                Subject::TlsAfxdp,
+                Subject::TlsKernel,
+                Subject::TlsNginx
             ]
         );
         assert_eq!(a.cases, Case::ALL);

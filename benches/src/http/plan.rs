@@ -5,6 +5,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use fairway_tests::nginx::{TLS_CERT, TLS_KEY};
 use fairway_tests::{nginx, testbed};
 
 /// Fairway's address on the testbed.
@@ -52,6 +53,14 @@ pub enum Subject {
     /// The same router served by `axum::serve` on tokio (`axum_tokio`):
     /// what the axum example on Fairway is compared with.
     AxumTokio,
+    /// [`Subject::FairwayAfxdp`] serving HTTPS only (`--tls-only`), on
+    /// port 443, with the run's ECDSA P-256 certificate.
+    TlsAfxdp,
+    /// [`Subject::FairwayKernel`] serving HTTPS only, on 10.77.0.1:8443.
+    TlsKernel,
+    /// nginx (OpenSSL) serving HTTPS on port 443 with the same
+    /// certificate: what the HTTPS servers are compared with.
+    TlsNginx,
 }
 
 impl Subject {
@@ -59,7 +68,7 @@ impl Subject {
     /// server's group, then the axum group. Each server gets the kernel
     /// address on `fw0` for its own run only, so the AF_XDP ones may come
     /// anywhere.
-    pub const ALL: [Subject; 10] = [
+    pub const ALL: [Subject; 13] = [
         Subject::FairwayAfxdp,
         Subject::FairwayKernel,
         Subject::Nginx,
@@ -70,6 +79,9 @@ impl Subject {
         Subject::AxumAfxdp,
         Subject::AxumKernel,
         Subject::AxumTokio,
+        Subject::TlsAfxdp,
+        Subject::TlsKernel,
+        Subject::TlsNginx,
     ];
 
     /// The name in tables and in `--servers`.
@@ -86,6 +98,9 @@ impl Subject {
             Subject::AxumAfxdp => "axum/afxdp",
             Subject::AxumKernel => "axum/kernel",
             Subject::AxumTokio => "axum/tokio",
+            Subject::TlsAfxdp => "fairway/afxdp tls",
+            Subject::TlsKernel => "fairway/kernel tls",
+            Subject::TlsNginx => "nginx tls",
         }
     }
 
@@ -103,6 +118,9 @@ impl Subject {
             Subject::AxumAfxdp => "axum-afxdp",
             Subject::AxumKernel => "axum-kernel",
             Subject::AxumTokio => "axum-tokio",
+            Subject::TlsAfxdp => "tls-afxdp",
+            Subject::TlsKernel => "tls-kernel",
+            Subject::TlsNginx => "tls-nginx",
         }
     }
 
@@ -115,6 +133,8 @@ impl Subject {
             Subject::AxumKernel => 8081,
             Subject::AxumTokio => 8082,
             Subject::BaselineKernel => 8083,
+            Subject::TlsKernel => 8443,
+            Subject::TlsAfxdp | Subject::TlsNginx => 443,
             Subject::FairwayAfxdp
             | Subject::FairwayAfxdp6
             | Subject::Nginx
@@ -128,7 +148,14 @@ impl Subject {
     /// have it otherwise: the kernel would answer for Fairway).
     #[must_use]
     pub fn needs_kernel_address(self) -> bool {
-        !matches!(self, Subject::FairwayAfxdp | Subject::FairwayAfxdp6 | Subject::BaselineAfxdp | Subject::AxumAfxdp)
+        !matches!(
+            self,
+            Subject::FairwayAfxdp
+                | Subject::FairwayAfxdp6
+                | Subject::BaselineAfxdp
+                | Subject::AxumAfxdp
+                | Subject::TlsAfxdp
+        )
     }
 
     /// The servers it is compared with.
@@ -143,13 +170,14 @@ impl Subject {
             | Subject::BaselineAfxdp
             | Subject::BaselineKernel => Group::BuiltIn,
             Subject::AxumAfxdp | Subject::AxumKernel | Subject::AxumTokio => Group::Axum,
+            Subject::TlsAfxdp | Subject::TlsKernel | Subject::TlsNginx => Group::Tls,
         }
     }
 
     /// Whether it is nginx, in either of its set-ups.
     #[must_use]
     pub fn is_nginx(self) -> bool {
-        matches!(self, Subject::Nginx | Subject::NginxGso)
+        matches!(self, Subject::Nginx | Subject::NginxGso | Subject::TlsNginx)
     }
 
     /// Whether `fw0` has tx checksum, TSO and GSO on while it runs.
@@ -180,8 +208,10 @@ impl Subject {
     pub fn runs(self, case: Case) -> bool {
         match case {
             Case::StaticFile => self.serves_static(),
-            Case::Pipelined => self.group() != Group::Axum,
-            Case::KeepAlive64 | Case::KeepAlive256 | Case::Close | Case::LatencyHalf => true,
+            Case::Pipelined => self.group() == Group::BuiltIn,
+            // The open-loop generator speaks plain HTTP only.
+            Case::LatencyHalf => self.group() != Group::Tls,
+            Case::KeepAlive64 | Case::KeepAlive256 | Case::Close => true,
         }
     }
 
@@ -192,10 +222,22 @@ impl Subject {
         self == Subject::FairwayAfxdp6
     }
 
-    /// `http://10.77.0.1[:port]{path}`, or `http://[fd77::1]{path}` over
-    /// IPv6.
+    /// Whether it serves HTTPS.
+    #[must_use]
+    pub fn is_tls(self) -> bool {
+        self.group() == Group::Tls
+    }
+
+    /// `http://10.77.0.1[:port]{path}`, `http://[fd77::1]{path}` over
+    /// IPv6, or `https://10.77.0.1[:port]{path}`.
     #[must_use]
     pub fn url(self, path: &str) -> String {
+        if self.is_tls() {
+            return match self.port() {
+                443 => format!("https://{SERVER_IP}{path}"),
+                port => format!("https://{SERVER_IP}:{port}{path}"),
+            };
+        }
         match (self.port(), self.is_ipv6()) {
             (80, true) => format!("http://[{SERVER_IP6}]{path}"),
             (80, false) => format!("http://{SERVER_IP}{path}"),
@@ -218,11 +260,13 @@ pub enum Group {
     BuiltIn,
     /// The axum example on Fairway and the same router on tokio.
     Axum,
+    /// HTTPS: the built-in server over TLS (rustls) and nginx (OpenSSL).
+    Tls,
 }
 
 impl Group {
     /// Both groups, in the order their tables come.
-    pub const ALL: [Group; 2] = [Group::BuiltIn, Group::Axum];
+    pub const ALL: [Group; 3] = [Group::BuiltIn, Group::Axum, Group::Tls];
 
     /// What the group's ratios are to, and whose keep-alive-256 rate sets
     /// its open-loop rate.
@@ -231,6 +275,7 @@ impl Group {
         match self {
             Group::BuiltIn => Subject::Nginx,
             Group::Axum => Subject::AxumTokio,
+            Group::Tls => Subject::TlsNginx,
         }
     }
 
@@ -240,6 +285,7 @@ impl Group {
         match self {
             Group::BuiltIn => Subject::FairwayAfxdp,
             Group::Axum => Subject::AxumAfxdp,
+            Group::Tls => Subject::TlsAfxdp,
         }
     }
 }
@@ -264,11 +310,15 @@ impl Programs {
     #[must_use]
     pub fn of(&self, server: Subject) -> Option<&Path> {
         match server {
-            Subject::FairwayAfxdp | Subject::FairwayAfxdp6 | Subject::FairwayKernel => Some(&self.fairway),
+            Subject::FairwayAfxdp
+            | Subject::FairwayAfxdp6
+            | Subject::FairwayKernel
+            | Subject::TlsAfxdp
+            | Subject::TlsKernel => Some(&self.fairway),
             Subject::BaselineAfxdp | Subject::BaselineKernel => self.baseline.as_deref(),
             Subject::AxumAfxdp | Subject::AxumKernel => Some(&self.axum),
             Subject::AxumTokio => Some(&self.axum_tokio),
-            Subject::Nginx | Subject::NginxGso => Some(Path::new("nginx")),
+            Subject::Nginx | Subject::NginxGso | Subject::TlsNginx => Some(Path::new("nginx")),
         }
     }
 }
@@ -504,6 +554,9 @@ pub fn server_command(server: Subject, cores: &Cores, program: &Path, site_dir: 
     let kernel = ["--backend", "kernel", "--listen", &listen, "--shards", q];
     let served = ["--root", root.as_str()];
     let quiet = ["--log", "warn"];
+    let (cert, key) = (site_dir.join(TLS_CERT).display().to_string(), site_dir.join(TLS_KEY).display().to_string());
+    let tls = ["--tls-only", "--tls-cert", cert.as_str(), "--tls-key", key.as_str()];
+    let tls_listen = format!("{SERVER_IP}:{}", server.port());
     let words = match server {
         Subject::FairwayAfxdp | Subject::BaselineAfxdp => owned(&[&[&program], &afxdp, &served, &quiet]),
         Subject::FairwayAfxdp6 => {
@@ -514,7 +567,12 @@ pub fn server_command(server: Subject, cores: &Cores, program: &Path, site_dir: 
         Subject::AxumAfxdp => owned(&[&[&program], &afxdp, &quiet]),
         Subject::AxumKernel => owned(&[&[&program], &kernel, &quiet]),
         Subject::AxumTokio => owned(&[&[&program, "--listen", &listen, "--threads", q]]),
-        Subject::Nginx | Subject::NginxGso => nginx::command(site_dir),
+        Subject::TlsAfxdp => owned(&[&[&program], &afxdp, &served, &tls, &quiet]),
+        Subject::TlsKernel => {
+            let kernel = ["--backend", "kernel", "--tls-listen", &tls_listen, "--shards", q];
+            owned(&[&[&program], &kernel, &served, &tls, &quiet])
+        }
+        Subject::Nginx | Subject::NginxGso | Subject::TlsNginx => nginx::command(site_dir),
     };
     let mut line: Vec<String> = vec!["taskset".into(), "-c".into(), cpu_list(&cores.server)];
     line.extend(words);
@@ -615,6 +673,14 @@ mod tests {
             line(Subject::Nginx),
             "taskset -c 0,1 nginx -p /dev/shm/site/ -e /dev/shm/site/error.log -c /dev/shm/site/nginx.conf"
         );
+        assert_eq!(line(Subject::TlsNginx), line(Subject::Nginx), "one nginx serves both");
+        assert_eq!(
+            line(Subject::TlsKernel),
+            "taskset -c 0,1 /t/release/fairway --backend kernel --tls-listen 10.77.0.1:8443 --shards 2 \
+             --root /dev/shm/site/root --tls-only --tls-cert /dev/shm/site/tls.crt --tls-key /dev/shm/site/tls.key \
+             --log warn"
+        );
+        assert!(line(Subject::TlsAfxdp).contains("--backend afxdp") && line(Subject::TlsAfxdp).contains("--tls-only"));
     }
 
     #[test]
@@ -674,9 +740,18 @@ mod tests {
                 });
                 assert_eq!(same_port.count(), usize::from(!server.is_nginx()), "{server}");
             } else {
-                assert_eq!(server.port(), 80, "{server}");
+                let port = if server.is_tls() { 443 } else { 80 };
+                assert_eq!(server.port(), port, "{server}");
             }
         }
+        // HTTPS: nginx and the AF_XDP server on 443, the kernel one on a
+        // port of its own; no open-loop case (it speaks plain HTTP).
+        assert_eq!(Group::Tls.baseline(), Subject::TlsNginx);
+        assert!(Subject::TlsNginx.is_nginx() && Subject::TlsNginx.needs_kernel_address());
+        assert_eq!(Subject::TlsKernel.url("/plaintext"), "https://10.77.0.1:8443/plaintext");
+        assert_eq!(Subject::TlsAfxdp.url("/1mb.bin"), "https://10.77.0.1/1mb.bin");
+        let tls_cases: Vec<Case> = Case::ALL.into_iter().filter(|&c| Subject::TlsAfxdp.runs(c)).collect();
+        assert_eq!(tls_cases, [Case::KeepAlive64, Case::KeepAlive256, Case::Close, Case::StaticFile]);
         assert_eq!((Group::BuiltIn.baseline(), Group::Axum.baseline()), (Subject::Nginx, Subject::AxumTokio));
         assert_eq!(Subject::BaselineAfxdp.group(), Group::BuiltIn);
         assert!(!Subject::AxumAfxdp.needs_kernel_address() && !Subject::BaselineAfxdp.needs_kernel_address());

@@ -87,6 +87,7 @@ impl Report {
         match group {
             Group::BuiltIn => self.latency_rate,
             Group::Axum => self.axum_latency_rate,
+            Group::Tls => None,
         }
     }
 
@@ -323,6 +324,32 @@ impl Report {
         ]
     }
 
+    /// When the HTTPS servers ran: `bench: https fairway/afxdp X req/s = R
+    /// × nginx (keep-alive, 256 connections)`, and handshakes a second
+    /// (`Connection: close`) the same way.
+    #[must_use]
+    pub fn tls_lines(&self) -> Vec<String> {
+        if !self.rows.iter().any(|r| r.server.group() == Group::Tls) {
+            return Vec::new();
+        }
+        let nginx = (Subject::TlsNginx, "nginx");
+        let mut lines = Vec::new();
+        for (ours, label) in [(Subject::TlsKernel, "https fairway/kernel"), (Subject::TlsAfxdp, "https fairway/afxdp")]
+        {
+            if self.rows.iter().any(|r| r.server == ours) {
+                let handshakes = format!("{label} handshakes");
+                lines.push(self.comparison(
+                    (ours, &handshakes),
+                    nginx,
+                    Case::Close,
+                    "Connection: close, 64 connections",
+                ));
+                lines.push(self.comparison((ours, label), nginx, Case::KeepAlive256, "keep-alive, 256 connections"));
+            }
+        }
+        lines
+    }
+
     /// For each baseline server that ran: `bench: fairway/afxdp X req/s = R
     /// × baseline/afxdp (keep-alive plaintext, 256 connections)`, the
     /// same for kernel.
@@ -345,6 +372,7 @@ impl Report {
     pub fn closing_lines(&self) -> Vec<String> {
         let mut lines = self.baseline_lines();
         lines.extend(self.axum_lines());
+        lines.extend(self.tls_lines());
         lines.extend(self.group_latency_line(Group::Axum));
         lines.extend(self.cpu_line(Group::Axum));
         lines.extend(self.cpu_line(Group::BuiltIn));
@@ -379,6 +407,11 @@ impl Report {
 fn group_title(group: Group) -> Option<String> {
     match group {
         Group::BuiltIn => None,
+        Group::Tls => Some(format!(
+            "HTTPS (TLS 1.3, ECDSA P-256, the same certificate): the built-in server over rustls and nginx over \
+             OpenSSL ({}), which the ratios are to; Connection: close is a full handshake per request:",
+            Group::Tls.baseline()
+        )),
         Group::Axum => Some(format!(
             "The axum example (server/examples/axum_app.rs) on Fairway, and the same router on tokio ({}), \
              which the ratios are to:",

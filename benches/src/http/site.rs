@@ -7,7 +7,9 @@ use std::io;
 use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 
-use fairway_tests::nginx::{NginxConfig, SiteDir};
+use std::process::Command;
+
+use fairway_tests::nginx::{NginxConfig, SiteDir, TLS_CERT, TLS_KEY};
 
 use super::plan::{PLAINTEXT_BODY, SERVER_IP, STATIC_BYTES, STATIC_FILE, Subject};
 use super::wrk::PIPELINE_SCRIPT;
@@ -27,9 +29,11 @@ impl RunFiles {
     /// When a file cannot be written (what was written is removed).
     pub fn create(workers: usize) -> io::Result<RunFiles> {
         let ip = SERVER_IP.parse().map_err(io::Error::other)?;
-        let config = NginxConfig::benchmark(SocketAddrV4::new(ip, Subject::Nginx.port()), workers, PLAINTEXT_BODY);
+        let mut config = NginxConfig::benchmark(SocketAddrV4::new(ip, Subject::Nginx.port()), workers, PLAINTEXT_BODY);
+        config.tls = Some(SocketAddrV4::new(ip, Subject::TlsNginx.port()));
         let site = SiteDir::new(&config)?.with_pattern(&format!("/{STATIC_FILE}"), STATIC_BYTES)?;
         let script = site.write("pipeline.lua", PIPELINE_SCRIPT)?;
+        certificate(site.dir())?;
         Ok(RunFiles { site, script })
     }
 
@@ -53,6 +57,27 @@ impl RunFiles {
     }
 }
 
+/// A self-signed ECDSA P-256 certificate for the server's address, and its
+/// key, into `dir` (openssl req): what every HTTPS server of the run
+/// serves.
+fn certificate(dir: &Path) -> io::Result<()> {
+    let (cert, key) = (dir.join(TLS_CERT), dir.join(TLS_KEY));
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "7"])
+        .args(["-subj", &format!("/CN={SERVER_IP}"), "-addext", &format!("subjectAltName=IP:{SERVER_IP}")])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .map_err(|e| io::Error::new(e.kind(), format!("openssl (for the HTTPS certificate): {e}")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("openssl req: {}", String::from_utf8_lossy(&out.stderr).trim())))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::fs;
@@ -66,7 +91,11 @@ mod tests {
         let body = fs::read(dir.join("root").join(STATIC_FILE)).unwrap();
         assert_eq!(body.len() as u64, STATIC_BYTES);
         assert!(fs::read_to_string(dir.join("nginx.conf")).unwrap().contains("worker_processes 2;"));
-        assert!(fs::read_to_string(dir.join("nginx.conf")).unwrap().contains("listen 10.77.0.1:80 reuseport;"));
+        let conf = fs::read_to_string(dir.join("nginx.conf")).unwrap();
+        assert!(conf.contains("listen 10.77.0.1:80 reuseport;"));
+        assert!(conf.contains("listen 10.77.0.1:443 ssl reuseport;"), "{conf}");
+        assert!(fs::read_to_string(dir.join(TLS_CERT)).unwrap().contains("BEGIN CERTIFICATE"));
+        assert!(fs::read_to_string(dir.join(TLS_KEY)).unwrap().contains("PRIVATE KEY"));
         assert_eq!(fs::read_to_string(files.script()).unwrap(), PIPELINE_SCRIPT);
         drop(files);
         assert!(!dir.exists());
