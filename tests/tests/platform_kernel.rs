@@ -83,3 +83,43 @@ fn the_axum_example_on_kernel_sockets_survives_load_resets_and_a_graceful_stop()
     assert!(took >= Duration::from_secs(1), "the stop waited for it: {took:?}");
     assert_eq!(reports.len(), 2);
 }
+
+/// A self-signed ECDSA certificate for `localhost` and its key, made by the
+/// openssl tool in a directory of its own: (directory, cert, key).
+fn tls_files(name: &str) -> (std::path::PathBuf, String, String) {
+    let dir = std::env::temp_dir().join(format!("fairway-platform-tls-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem").display().to_string(), dir.join("key.pem").display().to_string());
+    let out = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2"])
+        .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", &key, "-out", &cert])
+        .output()
+        .expect("openssl is installed (cargo xtask test installs it)");
+    assert!(out.status.success(), "openssl req: {}", String::from_utf8_lossy(&out.stderr));
+    (dir, cert, key)
+}
+
+#[test]
+fn the_axum_example_is_served_over_tls_on_kernel_sockets() {
+    let (dir, cert, key) = tls_files("axum");
+    let state = axum_app::AppState::default();
+    let flags = ["--tls-cert", &cert, "--tls-key", &key, "--tls-listen", "127.0.0.1:0", "--tls-only"];
+    let server = Server::builder().config(config(&flags)).axum(move || axum_app::app(state.clone())).spawn().unwrap();
+    let port = server.tls_local_addr().expect("an HTTPS address").port();
+    let curl = |path: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "20", "--cacert", &cert, "--resolve", &format!("localhost:{port}:127.0.0.1")])
+            .arg(format!("https://localhost:{port}{path}"))
+            .output()
+            .expect("curl is installed");
+        assert!(out.status.success(), "{path}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(curl("/hello/fairway").starts_with("Hello, fairway! (greeting "));
+    assert_eq!(curl("/plaintext"), "Hello, World!");
+    // A streamed (chunked) body, each chunk a TLS record of its own.
+    assert_eq!(curl("/countdown/3"), "3...\n2...\n1... liftoff!\n");
+    let reports = server.shutdown().unwrap();
+    assert!(reports.iter().map(|r| r.accepted).sum::<u64>() >= 3, "{reports:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

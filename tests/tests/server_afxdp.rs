@@ -539,3 +539,31 @@ fn https_over_afxdp_for_curl_python_and_openssl_with_resumption_and_a_gigabyte_b
     assert!(reports.iter().map(|r| r.requests).sum::<u64>() >= 12, "{reports:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_axum_example_over_tls_on_afxdp() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tb = testbed(1, 1);
+    let dir = std::env::temp_dir().join(format!("fairway-afxdp-axum-tls-{}", std::process::id()));
+    let (cert, key) = tls_certificate(&dir);
+    let state = axum_app::AppState::default();
+    let extra = ["--tls-cert", cert.as_str(), "--tls-key", key.as_str()];
+    let served = Served::start_with(&tb, &flags(&tb, "10.77.0.1/24", &extra), |b| {
+        b.axum(move || axum_app::app(state.clone()))
+    });
+    let resolve = format!("localhost:443:{}", tb.server_ip());
+    let curl = |path: &str| {
+        let url = format!("https://localhost{path}");
+        let line = ["curl", "-sS", "--max-time", "20", "--cacert", &cert, "--resolve", &resolve, &url];
+        let out = testbed::exec_timeout(&tb.client_ns(0), &line, Duration::from_secs(30)).unwrap();
+        assert!(out.success(), "{path}: {}", out.stderr_text());
+        out.stdout_text()
+    };
+    assert!(curl("/hello/fairway").starts_with("Hello, fairway! (greeting "));
+    assert_eq!(curl("/countdown/3"), "3...\n2...\n1... liftoff!\n");
+    // Plain HTTP beside it, the same application.
+    assert_eq!(curl_body(&tb, 0, "/plaintext", T).unwrap(), b"Hello, World!");
+    let reports = served.stop();
+    assert!(reports.iter().map(|r| r.accepted).sum::<u64>() >= 3, "{reports:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

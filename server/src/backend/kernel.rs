@@ -40,7 +40,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tracing::info;
 
 pub use fairness::{Controller, SocketFlowState};
-pub use sockets::{KernelConn, KernelEvent, KernelListener, KernelPoll, KernelSockets};
+pub use sockets::{AsSockets, KernelConn, KernelEvent, KernelListener, KernelPoll, KernelSockets};
 
 use super::connection_limit::ConnectionLimit;
 use super::fairness::{ShareBoard, policy_for};
@@ -136,7 +136,18 @@ pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> i
                 .with_window_control(Beneath(p.window));
             (sockets, host)
         }),
-        (ShardService::Async(_), Some(_)) => Err(crate::tls::async_unsupported()),
+        (ShardService::Async(make), Some(keys)) => {
+            let shard_keys = Arc::clone(&keys);
+            let running = start_with(config, stop, move |p: KernelParts| {
+                let sockets = Shared::new(Tls::new(p.sockets, Arc::clone(&shard_keys), &p.tls_ports));
+                let service = AsyncService::new(&sockets, Arc::clone(&p.wakes), &http, make());
+                let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
+                    .with_ports(&p.ports)
+                    .with_window_control(Beneath(Beneath(p.window)));
+                (sockets, host)
+            })?;
+            Ok(running.with_tls(keys))
+        }
     }
 }
 

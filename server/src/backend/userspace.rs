@@ -337,7 +337,19 @@ where
                 (shard, host)
             })?
         }
-        (ShardService::Async(_), Some(_)) => return Err(crate::tls::async_unsupported()),
+        (ShardService::Async(make), Some(keys)) => {
+            let shard_keys = Arc::clone(&keys);
+            spawn_all(config, ip, count, frame_len, stop, open, move |p: UserspaceParts| {
+                let shard = Shared::new(Tls::new(p.shard, Arc::clone(&shard_keys), &tls_ports));
+                let service = AsyncService::new(&shard, Arc::clone(&p.wakes), &http, make());
+                let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
+                    .with_ports(&ports)
+                    .with_steering(p.fabric, p.index)
+                    .with_window_control(Beneath(Beneath(p.window)));
+                (shard, host)
+            })?
+            .with_tls(keys)
+        }
     };
     Ok(running)
 }

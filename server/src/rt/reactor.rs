@@ -77,6 +77,15 @@ impl AsShard for Shared<Shard> {
     }
 }
 
+impl AsShard for Shared<crate::tls::Tls<Shard>> {
+    fn shard_mut(&mut self) -> impl std::ops::DerefMut<Target = Shard> + '_ {
+        std::cell::RefMut::map(self.0.borrow_mut(), crate::tls::Tls::inner_mut)
+    }
+    fn shard_ref(&self) -> impl std::ops::Deref<Target = Shard> + '_ {
+        std::cell::Ref::map(self.0.borrow(), crate::tls::Tls::inner)
+    }
+}
+
 impl<X: Transport> Transport for Shared<X> {
     type Conn = X::Conn;
     type Listener = X::Listener;

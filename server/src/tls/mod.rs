@@ -191,15 +191,6 @@ pub fn reload_on_sighup(keys: Arc<TlsKeys>) -> std::io::Result<signal_hook::iter
     Ok(handle)
 }
 
-/// Why an async application (axum, a task) is not served over TLS yet.
-pub(crate) fn async_unsupported() -> std::io::Error {
-    std::io::Error::new(
-        std::io::ErrorKind::Unsupported,
-        "--tls-cert serves the built-in endpoints and Handler applications; an async application (axum) \
-         cannot be served over TLS yet: terminate TLS in front of it, or serve it without --tls-cert",
-    )
-}
-
 fn pem_error(e: &rustls::pki_types::pem::Error) -> String {
     match e {
         rustls::pki_types::pem::Error::Io(e) => e.to_string(),

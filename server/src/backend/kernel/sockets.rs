@@ -388,13 +388,45 @@ impl KernelPoll {
     }
 }
 
-impl NetIo<KernelSockets> for KernelPoll {
+/// Something that lends a shard's [`KernelSockets`]: the sockets
+/// themselves, under TLS, or shared with async tasks.
+pub trait AsSockets {
+    /// The sockets, to act on.
+    fn sockets_mut(&mut self) -> impl std::ops::DerefMut<Target = KernelSockets> + '_;
+}
+
+impl AsSockets for KernelSockets {
+    fn sockets_mut(&mut self) -> impl std::ops::DerefMut<Target = KernelSockets> + '_ {
+        self
+    }
+}
+
+impl AsSockets for Tls<KernelSockets> {
+    fn sockets_mut(&mut self) -> impl std::ops::DerefMut<Target = KernelSockets> + '_ {
+        self.inner_mut()
+    }
+}
+
+impl AsSockets for Shared<KernelSockets> {
+    fn sockets_mut(&mut self) -> impl std::ops::DerefMut<Target = KernelSockets> + '_ {
+        self.0.borrow_mut()
+    }
+}
+
+impl AsSockets for Shared<Tls<KernelSockets>> {
+    fn sockets_mut(&mut self) -> impl std::ops::DerefMut<Target = KernelSockets> + '_ {
+        std::cell::RefMut::map(self.0.borrow_mut(), Tls::inner_mut)
+    }
+}
+
+impl<T: AsSockets> NetIo<T> for KernelPoll {
     type Event = KernelEvent;
 
-    fn receive(&mut self, sockets: &mut KernelSockets, _: Instant, _budget: usize) -> usize {
+    fn receive(&mut self, transport: &mut T, _: Instant, _budget: usize) -> usize {
         if !std::mem::take(&mut self.fresh) && self.poll(Duration::ZERO).is_err() {
             self.events.clear();
         }
+        let mut sockets = transport.sockets_mut();
         let mut count = 0;
         for event in &self.events {
             count += 1;
@@ -406,9 +438,10 @@ impl NetIo<KernelSockets> for KernelPoll {
         count
     }
 
-    fn handle_timeout(&mut self, _: &mut KernelSockets, _: Instant) {}
+    fn handle_timeout(&mut self, _: &mut T, _: Instant) {}
 
-    fn poll_event(&mut self, sockets: &mut KernelSockets) -> Option<KernelEvent> {
+    fn poll_event(&mut self, transport: &mut T) -> Option<KernelEvent> {
+        let mut sockets = transport.sockets_mut();
         if sockets.retry_accept != 0 {
             let i = sockets.retry_accept.trailing_zeros() as u8;
             sockets.retry_accept &= !(1 << i);
@@ -417,11 +450,11 @@ impl NetIo<KernelSockets> for KernelPoll {
         self.queue.pop_front()
     }
 
-    fn transmit(&mut self, _: &mut KernelSockets, _: Instant, _: usize) -> usize {
+    fn transmit(&mut self, _: &mut T, _: Instant, _: usize) -> usize {
         0
     }
 
-    fn poll_timeout(&self, _: &KernelSockets) -> Option<Instant> {
+    fn poll_timeout(&self, _: &T) -> Option<Instant> {
         None
     }
 
@@ -429,59 +462,5 @@ impl NetIo<KernelSockets> for KernelPoll {
         self.poll(timeout)?;
         self.fresh = true;
         Ok(())
-    }
-}
-
-/// The same poll for sockets shared with async tasks.
-impl NetIo<Shared<KernelSockets>> for KernelPoll {
-    type Event = KernelEvent;
-
-    fn receive(&mut self, sockets: &mut Shared<KernelSockets>, now: Instant, budget: usize) -> usize {
-        NetIo::<KernelSockets>::receive(self, &mut sockets.0.borrow_mut(), now, budget)
-    }
-
-    fn handle_timeout(&mut self, _: &mut Shared<KernelSockets>, _: Instant) {}
-
-    fn poll_event(&mut self, sockets: &mut Shared<KernelSockets>) -> Option<KernelEvent> {
-        NetIo::<KernelSockets>::poll_event(self, &mut sockets.0.borrow_mut())
-    }
-
-    fn transmit(&mut self, _: &mut Shared<KernelSockets>, _: Instant, _: usize) -> usize {
-        0
-    }
-
-    fn poll_timeout(&self, _: &Shared<KernelSockets>) -> Option<Instant> {
-        None
-    }
-
-    fn wait(&mut self, timeout: Duration) -> io::Result<()> {
-        NetIo::<KernelSockets>::wait(self, timeout)
-    }
-}
-
-/// The same poll for sockets under TLS.
-impl NetIo<Tls<KernelSockets>> for KernelPoll {
-    type Event = KernelEvent;
-
-    fn receive(&mut self, sockets: &mut Tls<KernelSockets>, now: Instant, budget: usize) -> usize {
-        NetIo::<KernelSockets>::receive(self, sockets.inner_mut(), now, budget)
-    }
-
-    fn handle_timeout(&mut self, _: &mut Tls<KernelSockets>, _: Instant) {}
-
-    fn poll_event(&mut self, sockets: &mut Tls<KernelSockets>) -> Option<KernelEvent> {
-        NetIo::<KernelSockets>::poll_event(self, sockets.inner_mut())
-    }
-
-    fn transmit(&mut self, _: &mut Tls<KernelSockets>, _: Instant, _: usize) -> usize {
-        0
-    }
-
-    fn poll_timeout(&self, _: &Tls<KernelSockets>) -> Option<Instant> {
-        None
-    }
-
-    fn wait(&mut self, timeout: Duration) -> io::Result<()> {
-        NetIo::<KernelSockets>::wait(self, timeout)
     }
 }
