@@ -548,9 +548,8 @@ fn the_axum_example_over_tls_on_afxdp() {
     let (cert, key) = tls_certificate(&dir);
     let state = axum_app::AppState::default();
     let extra = ["--tls-cert", cert.as_str(), "--tls-key", key.as_str()];
-    let served = Served::start_with(&tb, &flags(&tb, "10.77.0.1/24", &extra), |b| {
-        b.axum(move || axum_app::app(state.clone()))
-    });
+    let served =
+        Served::start_with(&tb, &flags(&tb, "10.77.0.1/24", &extra), |b| b.axum(move || axum_app::app(state.clone())));
     let resolve = format!("localhost:443:{}", tb.server_ip());
     let curl = |path: &str| {
         let url = format!("https://localhost{path}");
