@@ -78,6 +78,7 @@ impl Shard {
         tuple: FourTuple,
         seg: &Segment<'_>,
     ) {
+        let awaiting_confirmation = self.neighbors_await_confirmation();
         let Some(conn) = self.conns.get_mut(key) else {
             // Cannot happen while the table and slab agree; recover anyway.
             self.flows.remove(&tuple, key);
@@ -98,9 +99,14 @@ impl Shard {
         {
             return self.drop(DropReason::TcpAcceptQueueFull);
         }
-        let acked_before = conn.snd_una();
+        // An ACK of something new confirms the peer's next hop to a
+        // neighbour entry that waits for it (RFC 4861 §7.3.1); nothing is
+        // looked at while none waits.
+        let acked_before = awaiting_confirmation.then(|| conn.snd_una());
         let outcome = conn.on_segment(now, seg, &mut self.env.0);
-        if self.conns.get(key).is_some_and(|c| c.snd_una() != acked_before) {
+        if let Some(before) = acked_before
+            && self.conns.get(key).is_some_and(|c| c.snd_una() != before)
+        {
             self.confirm_neighbor(now, tuple.remote_ip);
         }
         if outcome.action == Action::Recycle {

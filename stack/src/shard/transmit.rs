@@ -166,21 +166,24 @@ impl Shard {
         }
     }
 
-    /// An upper layer's word that `remote` acknowledged something we sent
-    /// (RFC 4861 §7.3.1): its next hop's entry is confirmed. Looks nothing
-    /// up unless some entry waits for a confirmation.
+    /// Whether a neighbour entry of either family waits for an upper
+    /// layer's confirmation (DELAY or PROBE).
     #[inline]
+    pub(super) fn neighbors_await_confirmation(&self) -> bool {
+        self.arp.awaits_confirmation() || self.ipv6.as_ref().is_some_and(|v6| v6.neighbors.awaits_confirmation())
+    }
+
+    /// An upper layer's word that `remote` acknowledged something we sent
+    /// (RFC 4861 §7.3.1): its next hop's entry is confirmed.
     pub(super) fn confirm_neighbor(&mut self, now: Instant, remote: Ipv6Addr) {
         match remote.to_ipv4_mapped() {
-            Some(remote) if self.arp.awaits_confirmation() => {
+            Some(remote) => {
                 if let Some(hop) = route(&self.config, remote) {
                     let _ = self.arp.confirm(now, hop);
                 }
             }
-            Some(_) => {}
             None => {
-                if self.ipv6.as_ref().is_some_and(|v6| v6.neighbors.awaits_confirmation())
-                    && let Some(hop) = self.next_hop6(remote)
+                if let Some(hop) = self.next_hop6(remote)
                     && let Some(v6) = &mut self.ipv6
                 {
                     let _ = v6.neighbors.confirm(now, hop);
