@@ -704,13 +704,17 @@ As root, over AF_XDP on the namespace testbed:
 2. cargo build --release -p fairway --features afxdp
 3. brings the testbed up as `cargo xtask testbed up --queues N` does,
    dual-stack (prefix fw; an earlier fw testbed is replaced)
-4. starts, in the server namespace fw-srv,
+4. makes a self-signed certificate for 10.77.0.1 (openssl, in a temporary
+   directory) and starts, in the server namespace fw-srv,
      fairway --backend afxdp --iface fw0 --ip 10.77.0.1/24 \\
-       --ip fd77::1/64 --queues N --shards N [FAIRWAY ARGS...]
+       --ip fd77::1/64 --queues N --shards N \\
+       --tls-cert DIR/cert.pem --tls-key DIR/key.pem [FAIRWAY ARGS...]
+   (no certificate when FAIRWAY ARGS give --tls-cert)
 5. waits until curl in the client namespace fw-c0 gets an answer, then
-   prints the curl lines that work there, over IPv4 and IPv6:
+   prints the curl lines that work there, over IPv4, IPv6 and HTTPS:
      ip netns exec fw-c0 curl http://10.77.0.1/plaintext
      ip netns exec fw-c0 curl -6 'http://[fd77::1]/plaintext'
+     ip netns exec fw-c0 curl --cacert DIR/cert.pem https://10.77.0.1/plaintext
 6. on Ctrl-C: stops the server and takes the testbed down.
 
 Not root, --kernel, or the AF_XDP server fails to start (no kernel support,

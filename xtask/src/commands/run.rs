@@ -240,6 +240,22 @@ fn serve_afxdp(cargo: &Cargo, server: &Path, args: &RunArgs, stop: &AtomicBool) 
 
     let mut line: Vec<OsString> = vec!["netns".into(), "exec".into(), SERVER_NS.into(), server.into()];
     line.extend(afxdp_args(queues, &args.fairway));
+    // HTTPS beside HTTP, with a certificate made for the run, unless the
+    // user gave one (or openssl cannot make one: then HTTP only).
+    let certificate = if flag_value(&args.fairway, "--tls-cert").is_none() {
+        match RunCertificate::make() {
+            Ok(certificate) => Some(certificate),
+            Err(why) => {
+                eprintln!("xtask run: no HTTPS: {why}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    if let Some(certificate) = &certificate {
+        line.extend(certificate.flags());
+    }
     let mut server = Foreground::start(Invocation::new("ip", line))?;
     let url = format!("http://{SERVER_IP}{PROBE_PATH}");
     let answered = wait_until(&mut server, stop, || curl_from_client(&url));
@@ -265,6 +281,9 @@ fn serve_afxdp(cargo: &Cargo, server: &Path, args: &RunArgs, stop: &AtomicBool) 
     );
     println!("ip netns exec {CLIENT_NS} curl {url}");
     println!("ip netns exec {CLIENT_NS} curl -6 'http://[{SERVER_IP6}]{PROBE_PATH}'");
+    if let Some(certificate) = &certificate {
+        println!("{}", certificate.curl_line());
+    }
     eprintln!("xtask run: serving until Ctrl-C; then the server stops and the testbed comes down");
     server.serve_until(stop)?;
     Ok(Afxdp::Served)
@@ -295,6 +314,58 @@ fn serve_kernel(server: &Path, args: &RunArgs, stop: &AtomicBool) -> Result<(), 
     println!("curl http://{address}{PROBE_PATH}");
     eprintln!("xtask run: serving until Ctrl-C");
     server.serve_until(stop)
+}
+
+/// The self-signed certificate `run` serves HTTPS with on the testbed, in
+/// a directory of its own that goes when the run ends.
+struct RunCertificate {
+    dir: PathBuf,
+}
+
+impl RunCertificate {
+    /// An ECDSA P-256 certificate for [`SERVER_IP`] and its key (openssl).
+    fn make() -> Result<RunCertificate, String> {
+        let dir = std::env::temp_dir().join(format!("fairway-run-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let certificate = RunCertificate { dir };
+        let out = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30"])
+            .args(["-subj", &format!("/CN={SERVER_IP}"), "-addext", &format!("subjectAltName=IP:{SERVER_IP}")])
+            .arg("-keyout")
+            .arg(certificate.key())
+            .arg("-out")
+            .arg(certificate.cert())
+            .output()
+            .map_err(|e| format!("openssl: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("openssl req: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        Ok(certificate)
+    }
+
+    fn cert(&self) -> PathBuf {
+        self.dir.join("cert.pem")
+    }
+
+    fn key(&self) -> PathBuf {
+        self.dir.join("key.pem")
+    }
+
+    /// The server's flags for it.
+    fn flags(&self) -> Vec<OsString> {
+        vec!["--tls-cert".into(), self.cert().into(), "--tls-key".into(), self.key().into()]
+    }
+
+    /// The curl line that works in the client namespace.
+    fn curl_line(&self) -> String {
+        format!("ip netns exec {CLIENT_NS} curl --cacert {} https://{SERVER_IP}{PROBE_PATH}", self.cert().display())
+    }
+}
+
+impl Drop for RunCertificate {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// Takes the testbed down when dropped, however `run` leaves.
@@ -649,11 +720,30 @@ mod tests {
     }
 
     #[test]
+    fn the_run_certificate_is_made_for_the_server_and_removed_after() {
+        let Ok(certificate) = RunCertificate::make() else {
+            // Without openssl the run serves HTTP only; nothing to check.
+            assert!(Command::new("openssl").arg("version").output().is_err(), "openssl runs but made no certificate");
+            return;
+        };
+        let dir = certificate.dir.clone();
+        let pem = std::fs::read_to_string(certificate.cert()).unwrap();
+        assert!(pem.contains("BEGIN CERTIFICATE"));
+        assert!(std::fs::read_to_string(certificate.key()).unwrap().contains("PRIVATE KEY"));
+        let flags: Vec<String> = certificate.flags().iter().map(|f| f.to_string_lossy().into_owned()).collect();
+        assert_eq!(flags[0], "--tls-cert");
+        assert!(certificate.curl_line().ends_with(&format!("https://{SERVER_IP}{PROBE_PATH}")));
+        drop(certificate);
+        assert!(!dir.exists());
+    }
+
+    #[test]
     fn help_states_the_defaults() {
         let help = crate::cli::help(Some(crate::cli::Topic::Run));
         assert!(help.contains(KERNEL_LISTEN));
         assert!(help.contains(&format!("ip netns exec {CLIENT_NS} curl http://{SERVER_IP}{PROBE_PATH}")));
         assert!(help.contains(&format!("ip netns exec {CLIENT_NS} curl -6 'http://[{SERVER_IP6}]{PROBE_PATH}'")));
+        assert!(help.contains(&format!("ip netns exec {CLIENT_NS} curl --cacert DIR/cert.pem https://{SERVER_IP}")));
         assert!(help.contains(&build(&Cargo::new("cargo", "/ws"), true).display()));
     }
 }
