@@ -1,11 +1,13 @@
 """HTTPS as Python's ssl and http.client speak it, against a Fairway server:
-per TLS version, keep-alive GETs and an upload on one connection (ALPN
-http/1.1 checked), then a second connection that offers the first one's
-session. Prints "<version> resumed" or "<version> full" per version.
+per TLS version, keep-alive GETs and an upload (the SHA-256 the server
+computed checked) on one connection (ALPN http/1.1 checked), then a second
+connection that offers the first one's session. Prints "<version> resumed"
+or "<version> full" per version.
 
 Usage: tls_client.py HOST PORT CAFILE (the certificate names localhost;
 HOST is where localhost's server is reached)."""
 
+import hashlib
 import http.client
 import socket
 import ssl
@@ -31,8 +33,11 @@ for version in (ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2):
         first.request("GET", "/plaintext")
         r = first.getresponse()
         assert (r.status, r.read()) == (200, b"Hello, World!"), i
-    first.request("POST", "/upload", body=b"x" * 100000)
-    assert first.getresponse().read().startswith(b"100000 "), "upload"
+    body = bytes(i * 7 % 251 for i in range(300_007))
+    first.request("POST", "/upload", body=body)
+    want = f"{len(body)} {hashlib.sha256(body).hexdigest()}\n".encode()
+    got = first.getresponse().read()
+    assert got == want, f"upload: {got!r}"
     assert first.sock.selected_alpn_protocol() == "http/1.1"
     session = first.sock.session
     first.close()
