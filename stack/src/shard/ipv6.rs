@@ -267,7 +267,7 @@ impl Shard {
                 }
             }
             Icmpv6Repr::Ndisc(ndisc) => self.handle_ndisc(now, peer, hop_limit, icmp.msg_code(), ndisc),
-            Icmpv6Repr::PktTooBig { mtu, header, data } => self.on_packet_too_big(now, mtu, header, data),
+            Icmpv6Repr::PktTooBig { mtu, header, data } => self.on_packet_too_big(mtu, header, data),
             _ => self.drop(DropReason::Icmpv6Ignored),
         }
     }
@@ -275,7 +275,7 @@ impl Shard {
     /// RFC 8201: a router could not forward a packet of ours at `mtu`
     /// bytes. The TCP connection it came from (by the ports and sequence
     /// number the message quotes) sends smaller segments from now on.
-    fn on_packet_too_big(&mut self, now: Instant, mtu: u32, header: Ipv6Repr, data: &[u8]) {
+    fn on_packet_too_big(&mut self, mtu: u32, header: Ipv6Repr, data: &[u8]) {
         let (Some(ports), Some(seq)) = (data.get(..4), data.get(4..8)) else {
             return self.drop(DropReason::Icmpv6Ignored);
         };
@@ -291,7 +291,7 @@ impl Shard {
         };
         let seq = SeqNumber::new(u32::from_be_bytes([seq[0], seq[1], seq[2], seq[3]]));
         let Some(key) = self.flows.get(&tuple) else { return self.drop(DropReason::Icmpv6Ignored) };
-        let changed = self.conns.get_mut(key).is_some_and(|conn| conn.on_packet_too_big(now, seq, mtu));
+        let changed = self.conns.get_mut(key).is_some_and(|conn| conn.on_packet_too_big(seq, mtu));
         if !changed {
             return self.drop(DropReason::Icmpv6Ignored);
         }

@@ -793,6 +793,30 @@ impl SentQueue {
         (marked, timer)
     }
 
+    /// The path's MTU shrank (RFC 8201 §5.4, RFC 1191 §6.5; Linux's
+    /// `tcp_simple_retransmit`): every record in flight neither SACKed nor
+    /// lost that is longer than `max_payload` was dropped on the way, and is
+    /// lost. Returns the bytes newly marked.
+    ///
+    /// O(records in flight).
+    pub fn mark_lost_longer_than(&mut self, max_payload: u32) -> u32 {
+        let Some(q) = self.records.as_mut() else { return 0 };
+        let b = &mut self.board;
+        let mut marked = 0;
+        let mut next = b.head();
+        while let Some(at) = next {
+            tick();
+            next = linked(at, q[at].next);
+            let r = q[at];
+            if r.bytes() > max_payload && !r.is_lost() && !r.is_sacked() {
+                b.mark_lost(q, at);
+                marked += r.bytes();
+            }
+        }
+        b.settle_lost_hint(q);
+        marked
+    }
+
     /// After a retransmission timeout (RFC 6675 §5.1): every record not
     /// SACKed is lost. Returns the bytes newly marked.
     ///
@@ -1217,6 +1241,20 @@ mod tests {
             assert_eq!(q.on_sack(base - 1000u32, top), Delivered::default());
         }
         assert_eq!(q.sacked_bytes(), 300);
+        check(&q);
+    }
+
+    #[test]
+    fn a_smaller_path_mtu_loses_only_the_records_too_long_for_it() {
+        let mut q = sent(0, &[1440, 120, 1440, 1000, 1440]);
+        let _ = q.on_sack(seq(1560), seq(3000)); // the third got through
+        assert_eq!(q.mark_lost_longer_than(1220), 2 * 1440);
+        assert_eq!(q.lost_bytes(), 2 * 1440);
+        assert_eq!(q.next_lost(), Some((seq(0), seq(1440))));
+        assert_eq!((q.sacked_bytes(), q.pipe()), (1440, 120 + 1000));
+        check(&q);
+        // Again: nothing new.
+        assert_eq!(q.mark_lost_longer_than(1220), 0);
         check(&q);
     }
 

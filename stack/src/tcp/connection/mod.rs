@@ -675,11 +675,12 @@ impl Connection {
 
     /// The path to the peer takes packets of `mtu` bytes at most (an ICMPv6
     /// Packet Too Big about the segment at `seq`, RFC 8201 §4): segments
-    /// shrink to fit, and the data in flight goes again at the new size
-    /// from the retransmission timer, fired now. Ignored unless `seq` is
-    /// in flight (a blind sender cannot guess it) and the MTU is news.
+    /// shrink to fit, and the segments in flight longer than that go again
+    /// at once at the new size, without a cut in the window or a timer
+    /// back-off. Ignored unless `seq` is in flight (a blind sender cannot
+    /// guess it) and the MTU is news.
     /// Returns whether it changed anything.
-    pub fn on_packet_too_big(&mut self, now: Instant, seq: SeqNumber, mtu: u32) -> bool {
+    pub fn on_packet_too_big(&mut self, seq: SeqNumber, mtu: u32) -> bool {
         let in_flight = self.outstanding() > 0 && seq.since(self.snd_una) < self.snd_nxt.since(self.snd_una);
         // IPv6 links carry 1,280 bytes at least (RFC 8200 §5); 60 bytes
         // of IPv6 and TCP headers.
@@ -688,7 +689,14 @@ impl Connection {
             return false;
         }
         self.snd_mss = mss;
-        self.timers[Timer::Retransmit] = now;
+        // RFC 8201 §5.4 and RFC 1191 §6.5: the segments too big for the
+        // path were dropped by a router, not by congestion. They go again
+        // at once, cut to the new size; the window and the timer stay as
+        // they are (Linux's tcp_simple_retransmit).
+        let max_payload = u32::from(mss).saturating_sub(self.options_len() as u32).max(1);
+        if self.sentq.mark_lost_longer_than(max_payload) > 0 {
+            self.set(flag::FAST_REXMIT);
+        }
         true
     }
 

@@ -70,7 +70,7 @@ impl Connection {
 
     /// Bytes of options the next non-SYN segment carries: timestamps, and
     /// SACK blocks while there is something to report.
-    fn options_len(&self) -> usize {
+    pub(super) fn options_len(&self) -> usize {
         let timestamps = if self.has(flag::TIMESTAMPS) { 12 } else { 0 };
         let blocks = self.sack_block_count(timestamps > 0);
         timestamps + if blocks > 0 { 4 + 8 * blocks } else { 0 }
