@@ -535,6 +535,16 @@ fn https_over_afxdp_for_curl_python_and_openssl_with_resumption_and_a_gigabyte_b
     assert!(said.contains("New, TLSv1.3") && said.contains("Hello, World!"), "{said}");
     let said = s_client("-sess_in");
     assert!(said.contains("Reused, TLSv1.3") && said.contains("Hello, World!"), "{said}");
+    // Plain HTTP to the TLS port: an alert record, then the end, and the
+    // server goes on.
+    let garbage = format!(
+        "import socket\ns = socket.create_connection(('{server}', 443), timeout=10)\n\
+         s.sendall(b'GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\nreply = b''\nwhile True:\n    \
+         c = s.recv(4096)\n    if not c: break\n    reply += c\nprint(reply[:1].hex(), len(reply))\n"
+    );
+    let out = testbed::exec_timeout(&ns, &["python3", "-c", &garbage], Duration::from_secs(30)).unwrap();
+    assert!(out.success() && out.stdout_text().starts_with("15 "), "{}{}", out.stdout_text(), out.stderr_text());
+    assert_eq!(curl(&["https://localhost/plaintext"]).stdout_text(), "Hello, World!");
     let reports = served.stop();
     assert!(reports.iter().map(|r| r.requests).sum::<u64>() >= 12, "{reports:?}");
     let _ = std::fs::remove_dir_all(&dir);
