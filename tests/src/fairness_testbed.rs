@@ -51,7 +51,7 @@ use fairway::config::Config;
 use fairway_stack::fairness::{jain_index, wire_factor};
 
 use crate::fairness::Chart;
-use crate::nginx::{SiteDir, bytes_path};
+use crate::nginx::{NginxConfig, SiteDir, bytes_path};
 use crate::plot::{self, Panel, Series};
 use crate::real_peers::HTTP_PORT;
 use crate::served::{Served, curl_status};
@@ -617,7 +617,7 @@ fn steady_goodput(client: usize, exp: &Experiment, samples: Vec<Sample>) -> Resu
 }
 
 /// A server running on a testbed.
-enum Running {
+pub(crate) enum Running {
     Fairway(Box<Served>),
     Kernel { stop: Arc<AtomicBool>, thread: JoinHandle<std::io::Result<()>>, _address: KernelAddress },
     Nginx { nginx: ServerProcess, _site: SiteDir, _address: KernelAddress },
@@ -626,25 +626,31 @@ enum Running {
 impl Running {
     /// Starts `server` in `tb`'s server namespace, sharing `bottleneck_bps`
     /// (its `--capacity`), and waits until client 0 gets an HTTP answer.
+    /// nginx serves one endless (sparse) body.
     fn start(tb: &Testbed, server: LabServer, bottleneck_bps: u64) -> Result<Running, String> {
+        Running::start_serving(tb, server, Some(bottleneck_bps), &[ENDLESS])
+    }
+
+    /// [`start`](Self::start) with `--capacity` only if `capacity_bps` is
+    /// given, nginx serving a body of each of `sizes` at
+    /// [`bytes_path`](crate::nginx::bytes_path) (Fairway serves any).
+    pub(crate) fn start_serving(
+        tb: &Testbed,
+        server: LabServer,
+        capacity_bps: Option<u64>,
+        sizes: &[u64],
+    ) -> Result<Running, String> {
         let placed = tb.afxdp_flags();
-        let capacity = format!("{bottleneck_bps}bit");
+        let capacity = capacity_bps.map(|bps| format!("{bps}bit"));
         let listen = format!("{}:{HTTP_PORT}", tb.server_ip());
         // One shard, the policy, the bottleneck as the capacity, and no
         // limit the endless transfers could reach.
         let common = |policy| {
-            [
-                "--shards",
-                "1",
-                "--fairness",
-                policy,
-                "--capacity",
-                &capacity,
-                "--max-body",
-                "100gb",
-                "--max-bytes",
-                "100gb",
-            ]
+            let mut flags = vec!["--shards", "1", "--fairness", policy, "--max-body", "100gb", "--max-bytes", "100gb"];
+            if let Some(capacity) = &capacity {
+                flags.extend(["--capacity", capacity.as_str()]);
+            }
+            flags
         };
         let running = match server {
             LabServer::Afxdp(policy) => {
@@ -669,7 +675,10 @@ impl Running {
             LabServer::Nginx => {
                 let address = KernelAddress::add(tb).map_err(|e| e.to_string())?;
                 let addr = listen.parse().map_err(|e| format!("{listen}: {e}"))?;
-                let site = SiteDir::create_sparse(ENDLESS, addr).map_err(|e| format!("nginx site: {e}"))?;
+                let mut site = SiteDir::new(&NginxConfig::baseline(addr)).map_err(|e| format!("nginx site: {e}"))?;
+                for &n in sizes {
+                    site = site.with_sparse(&bytes_path(n), n).map_err(|e| format!("nginx site: {e}"))?;
+                }
                 let nginx = site.start(&tb.server_ns()).map_err(|e| format!("starting nginx: {e}"))?;
                 Running::Nginx { nginx, _site: site, _address: address }
             }
@@ -689,7 +698,7 @@ impl Running {
         Ok(running)
     }
 
-    fn stop(self) {
+    pub(crate) fn stop(self) {
         match self {
             Running::Fairway(served) => drop(served.stop()),
             Running::Kernel { stop, thread, .. } => {

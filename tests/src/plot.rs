@@ -1,6 +1,6 @@
 //! PNG line charts of the lab's results, next to its Markdown tables in
-//! `benches/results/`: each flow's goodput over time, and Jain's index
-//! against the number of flows. They take plain data, so the simulated and
+//! `benches/results/`: each flow's goodput over time, Jain's index
+//! against the number of flows, and download speeds against delay and size. They take plain data, so the simulated and
 //! the testbed experiments draw the same charts.
 //!
 //! Text is drawn with plotters' `ab_glyph` backend from a TrueType font read
@@ -93,6 +93,26 @@ pub fn goodput_over_time(path: &Path, title: &str, series: &[Series]) -> Result<
         markers: false,
     };
     draw(path, title, &[("", series)], &axes)
+}
+
+/// Download speed against `x_desc` (the added delay, or the size), one
+/// line with markers per series (e.g. per size): `series` holds `(x,
+/// Mbit/s)` points, `x` already on the scale the axis shows (a size as its
+/// logarithm, say). Panels (e.g. one per server) in rows of four on the
+/// same axes, with one legend.
+pub fn speed_panels(path: &Path, title: &str, x_desc: &'static str, panels: &[Panel]) -> Result<(), String> {
+    let panels: Vec<(&str, &[Series])> = panels.iter().map(|p| (p.title.as_str(), p.series.as_slice())).collect();
+    let (xs, ys) = extent(&panels).ok_or_else(|| format!("plot {}: no finite points", path.display()))?;
+    let pad = ((xs.end - xs.start) * 0.03).max(0.05);
+    let axes = Axes {
+        x_desc,
+        y_desc: "download speed, Mbit/s",
+        x: (xs.start - pad)..(xs.end + pad),
+        y: 0.0..(ys.end * 1.08).max(0.1),
+        whole_x: false,
+        markers: true,
+    };
+    draw(path, title, &panels, &axes)
 }
 
 /// Jain's index against the number of flows, one line with markers per

@@ -569,11 +569,23 @@ Experiments:
              benches/results/fairness-testbed.md; takes --n, --bandwidth,
              --servers nginx,afxdp:equal-rate,kernel:off, --way up|down,
              --seconds, --warmup, --join, --out. About 30 s a cell.
+  delay      How added delay slows HTTP downloads of each size, as one of
+             Fairway's studies measured it (root; afxdp; installs nginx and
+             the testbed's tools): kernel curl through a 100 Mbit/s emulated
+             link with the delay in the round trip, from nginx and Fairway
+             over AF_XDP and on kernel sockets; each try a first download and
+             a repeat. By default 0-200 ms x 100 KB-10 MB, 3 tries, in well
+             under 20 minutes; --full for the study's grid (0-2,000 ms x 100
+             KB-300 MB, 10 tries 10 s apart: hours). Writes
+             benches/results/delay-DATE.md and two PNG charts beside it;
+             takes --delays 0,5, --sizes 100000, --tries N, --servers, --bound
+             S, --out, --no-plots.
 
 Examples:
   cargo xtask lab fairness
   cargo xtask lab fairness --n 10 --bandwidth 20
   sudo -E cargo xtask lab fairness --testbed --n 2,10 --way up
+  sudo -E cargo xtask lab delay
 ";
 
 const SIM_HELP: &str = "\

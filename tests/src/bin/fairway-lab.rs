@@ -1,8 +1,9 @@
-//! `fairway-lab`: the experiments behind the benchmark tables. For now one:
-//! `fairness`, the RTT-fairness grid on the simulated network, or with
-//! `--testbed` on the real testbed (root, and a build with the `afxdp`
-//! feature: `cargo run --release -p fairway-tests --features afxdp --bin
-//! fairway-lab -- fairness --testbed`). `cargo xtask lab` calls this.
+//! `fairway-lab`: the experiments behind the benchmark tables: `fairness`,
+//! the RTT-fairness grid on the simulated network, or with `--testbed` on
+//! the real testbed; and `delay`, how added delay slows downloads of each
+//! size, on the testbed. The testbed needs root and a build with the
+//! `afxdp` feature (`cargo run --release -p fairway-tests --features afxdp
+//! --bin fairway-lab -- delay`). `cargo xtask lab` calls this.
 //!
 //! The simulated grid also draws PNG charts next to its Markdown (J against
 //! N; goodput over time in a few cells), unless `--no-plots`.
@@ -12,6 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use fairway_stack::Algorithm;
+use fairway_tests::delay_lab::{self, DelayPlan};
 use fairway_tests::fairness::{self, Cell, POLICIES, Params};
 use fairway_tests::fairness_testbed::{self, Transfer};
 use fairway_tests::plot;
@@ -82,10 +84,77 @@ enum Experiment {
         #[arg(long)]
         no_plots: bool,
     },
+    /// How added network delay slows HTTP downloads of each size, as one of
+    /// Fairway's studies measured it (root; `afxdp` feature): kernel curl
+    /// through a 100 Mbit/s emulated link, the delay added to the round
+    /// trip, from nginx, Fairway over AF_XDP and Fairway on kernel sockets.
+    /// By default delays 0, 5, 20, 50, 100 and 200 ms, sizes 100 KB, 250 KB,
+    /// 1 MB and 10 MB, 3 tries (well under 20 minutes); --full runs the
+    /// study's whole grid (0 to 2,000 ms, 100 KB to 300 MB, 10 tries 10 s
+    /// apart: many hours).
+    Delay {
+        /// The study's whole grid.
+        #[arg(long)]
+        full: bool,
+        /// Only these added delays, milliseconds (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        delays: Vec<u64>,
+        /// Only these sizes, bytes (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<u64>,
+        /// Tries per cell (each a first download and a repeat).
+        #[arg(long)]
+        tries: Option<usize>,
+        /// The servers, each `nginx`, `afxdp:POLICY` or `kernel:POLICY`
+        /// [default: nginx,afxdp:off,kernel:off].
+        #[arg(long, value_delimiter = ',', value_parser = parse_server)]
+        servers: Vec<fairness_testbed::LabServer>,
+        /// The longest one download may take, seconds, before it is marked
+        /// unfinished [default: 60; 600 with --full].
+        #[arg(long)]
+        bound: Option<u64>,
+        /// Where the Markdown goes [default: benches/results/delay-DATE.md];
+        /// the charts go beside it (<stem>-by-delay.png, <stem>-by-size.png).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Draw no PNG charts.
+        #[arg(long)]
+        no_plots: bool,
+    },
 }
 
 fn main() -> ExitCode {
     match Cli::parse().experiment {
+        Experiment::Delay { full, delays, sizes, tries, servers, bound, out, no_plots } => {
+            let mut plan = if full { DelayPlan::full() } else { DelayPlan::default_subset() };
+            if !delays.is_empty() {
+                plan.delays = delays.into_iter().map(Duration::from_millis).collect();
+            }
+            if !sizes.is_empty() {
+                plan.sizes = sizes;
+            }
+            if let Some(tries) = tries {
+                plan.tries = tries.max(1);
+            }
+            if !servers.is_empty() {
+                plan.servers = servers;
+            }
+            if let Some(bound) = bound {
+                plan.bound = Duration::from_secs(bound.max(1));
+            }
+            let out = out.unwrap_or_else(|| PathBuf::from(format!("benches/results/delay-{}.md", today())));
+            if !no_plots && let Err(why) = plot::check_font() {
+                eprintln!("fairway-lab: {why} (or pass --no-plots)");
+                return ExitCode::from(2);
+            }
+            match delay_lab_run(&plan, (!no_plots).then_some(out.as_path())) {
+                Ok(text) => write_out(&out, &text),
+                Err(why) => {
+                    eprintln!("fairway-lab: {why}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Experiment::Fairness {
             testbed: true,
             n,
@@ -268,6 +337,45 @@ fn testbed_grid(plan: &fairness_testbed::GridPlan, charts_beside: Option<&Path>)
         lines.push(verdict);
     }
     Ok(lines.join("\n") + "\n")
+}
+
+/// The delay experiment as Markdown; with `charts_beside` (the Markdown's
+/// path), its charts written next to it.
+#[cfg(target_os = "linux")]
+fn delay_lab_run(plan: &DelayPlan, charts_beside: Option<&Path>) -> Result<String, String> {
+    if !cfg!(feature = "afxdp") && plan.servers.iter().any(|s| matches!(s, fairness_testbed::LabServer::Afxdp(_))) {
+        return Err("Fairway over AF_XDP needs a build with the afxdp feature (--features afxdp)".to_owned());
+    }
+    let downloads = plan.delays.len() * plan.servers.len() * plan.sizes.len() * plan.tries * 2;
+    eprintln!("fairway-lab delay: {downloads} downloads");
+    let started = std::time::Instant::now();
+    let prefix = format!("fd{}", std::process::id() % 100_000);
+    let cells = delay_lab::run(plan, &prefix, &|what| eprintln!("fairway-lab delay: {what}"))?;
+    let mut text = format!(
+        "# Downloads under added delay: the study's experiment on the testbed\n\nMeasured {} (`cargo xtask lab \
+         delay`).\n\n",
+        today()
+    );
+    text.push_str(&delay_lab::report(plan, &cells));
+    if let Some(out) = charts_beside {
+        std::fs::create_dir_all(out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")))
+            .map_err(|e| e.to_string())?;
+        match delay_lab::write_charts(out, plan, &cells) {
+            Ok(files) => {
+                text.push_str("\nCharts (first downloads): ");
+                text.push_str(&files.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", "));
+                text.push('\n');
+            }
+            Err(why) => eprintln!("fairway-lab: no charts: {why}"),
+        }
+    }
+    text.push_str(&format!("\n(wall time {:.1} s)\n", started.elapsed().as_secs_f64()));
+    Ok(text)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn delay_lab_run(_: &DelayPlan, _: Option<&Path>) -> Result<String, String> {
+    Err("the delay lab needs Linux".to_owned())
 }
 
 #[cfg(not(target_os = "linux"))]

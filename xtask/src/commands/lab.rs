@@ -1,10 +1,11 @@
 //! `cargo xtask lab`: builds and runs fairway-lab, the experiments behind
 //! the benchmark tables (`lab fairness`: the RTT-fairness grid on the
 //! simulated network; `lab fairness --testbed`: the same with kernel TCP
-//! clients on the namespace testbed, as root, built with the `afxdp`
-//! feature), with the user's arguments. The working directory is the
-//! workspace root, so results land in `benches/results/`: Markdown tables,
-//! and PNG charts for the simulated grid.
+//! clients on the namespace testbed; `lab delay`: downloads of each size
+//! under added delay, on the testbed; the testbed ones as root, built with
+//! the `afxdp` feature), with the user's arguments. The working directory is
+//! the workspace root, so results land in `benches/results/`: Markdown
+//! tables, and PNG charts.
 
 use std::ffi::OsString;
 
@@ -22,10 +23,11 @@ pub fn packages(args: &[OsString]) -> &'static [&'static str] {
 /// The kernel-stack server the testbed grid compares Fairway with.
 const NGINX_PACKAGE: &str = "nginx";
 
-/// Debian packages `lab fairness --testbed` needs: the AF_XDP build's, the
-/// testbed's tools (ping and Python among them), and nginx.
+/// Debian packages the testbed's experiments need: the AF_XDP build's, the
+/// testbed's tools (ping and Python among them), nginx, and the charts'
+/// font.
 pub fn testbed_packages() -> Vec<&'static str> {
-    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[NGINX_PACKAGE]].concat()
+    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[NGINX_PACKAGE, system::FONT_PACKAGE]].concat()
 }
 
 pub fn run(cargo: &Cargo, args: &PassThrough) -> Result<(), Failure> {
@@ -33,8 +35,8 @@ pub fn run(cargo: &Cargo, args: &PassThrough) -> Result<(), Failure> {
     if on_testbed(&args.args) && !asks_help {
         if !system::is_root() {
             return Err(Failure::failed(
-                "cargo xtask lab fairness --testbed needs root (network namespaces, AF_XDP): \
-                 run it as root, e.g. sudo -E cargo xtask lab fairness --testbed",
+                "cargo xtask lab on the testbed (fairness --testbed, delay) needs root (network namespaces, \
+                 AF_XDP): run it as root, e.g. sudo -E cargo xtask lab delay",
             ));
         }
         system::ensure_debian_packages(&testbed_packages())?;
@@ -46,9 +48,10 @@ pub fn run(cargo: &Cargo, args: &PassThrough) -> Result<(), Failure> {
     lab.run()
 }
 
-/// Whether the arguments ask for the testbed.
+/// Whether the arguments ask for the testbed: `fairness --testbed`, or
+/// `delay`, which runs only there.
 fn on_testbed(args: &[OsString]) -> bool {
-    args.iter().any(|a| a == "--testbed")
+    args.iter().any(|a| a == "--testbed") || args.first().is_some_and(|a| a == "delay")
 }
 
 /// `cargo run --release -p fairway-tests [--features afxdp] --bin
@@ -84,6 +87,18 @@ mod tests {
         for package in system::AFXDP_BUILD_PACKAGES.iter().chain(system::TESTBED_PACKAGES).chain(&["nginx"]) {
             assert!(packages.contains(package), "{package} missing from {packages:?}");
         }
+    }
+
+    #[test]
+    fn the_delay_lab_runs_on_the_testbed() {
+        let cargo = Cargo::new("cargo", "/ws");
+        let args: Vec<OsString> = ["delay", "--tries", "1"].map(OsString::from).to_vec();
+        assert!(on_testbed(&args));
+        assert_eq!(
+            fairway_lab(&cargo, &args).display(),
+            "cargo run --release -p fairway-tests --features afxdp --bin fairway-lab -- delay --tries 1"
+        );
+        assert!(testbed_packages().contains(&system::FONT_PACKAGE));
     }
 
     #[test]

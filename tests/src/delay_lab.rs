@@ -1,0 +1,462 @@
+//! The delay × size experiment (`cargo xtask lab delay`): how added network
+//! delay slows HTTP downloads of each size, reproduced on the testbed.
+//!
+//! One of the studies behind Fairway measured it with `tc netem` on the
+//! 100 Mbit/s link between a client and a web server: curl downloads of
+//! 100 KB to 300 MB at 0 to 2,000 ms of added delay, 10 tries per cell at
+//! 10 s intervals. Its headline: small files collapse under a little delay
+//! (100 KB: 43.38 Mbit/s without, 20.02 at +5 ms; 250 KB: 65.37 → 35.56).
+//!
+//! Here one client namespace reaches the server through the link emulator
+//! at 100 Mbit/s with the added delay on its link (half each way: the same
+//! round trip as netem's delay on one interface), and kernel `curl`
+//! downloads `/bytes/N` from nginx, from Fairway over AF_XDP and from
+//! Fairway on kernel sockets, one server at a time, each on one core. Each
+//! try is two downloads back to back, each on a new connection: the first,
+//! and a repeat from the same client within a second of it (a returning
+//! client, which a server that remembers its paths could start faster);
+//! they are reported apart. Speed is size over curl's total time, in
+//! Mbit/s; time to first byte is curl's `time_starttransfer`. A download
+//! that does not finish within the per-cell bound is marked, not dropped.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::fairness_testbed::{LabServer, Running};
+use crate::plot::{self, Panel, Series};
+use crate::stats::median;
+use crate::testbed::{self, LinkParams, Testbed, TestbedConfig};
+
+/// The study's added delays, milliseconds.
+pub const STUDY_DELAYS_MS: [u64; 12] = [0, 5, 10, 20, 30, 40, 50, 100, 200, 500, 1_000, 2_000];
+/// The study's file sizes, bytes.
+pub const STUDY_SIZES: [u64; 13] = [
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    3_000_000,
+    5_000_000,
+    10_000_000,
+    30_000_000,
+    50_000_000,
+    100_000_000,
+    200_000_000,
+    300_000_000,
+];
+/// The study's headline cells: size, added delay (ms), its median speed
+/// (Mbit/s).
+pub const STUDY_HEADLINE: [(u64, u64, f64); 4] =
+    [(100_000, 0, 43.38), (100_000, 5, 20.02), (250_000, 0, 65.37), (250_000, 5, 35.56)];
+/// The link's rate, as the study's.
+pub const LINK_BPS: u64 = 100_000_000;
+
+/// What a run covers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DelayPlan {
+    /// Added delays (the round trip grows by each).
+    pub delays: Vec<Duration>,
+    /// Download sizes, bytes.
+    pub sizes: Vec<u64>,
+    /// Tries per cell (each a first download and a repeat).
+    pub tries: usize,
+    /// Pause between two tries of a cell.
+    pub interval: Duration,
+    /// The servers, one after the other.
+    pub servers: Vec<LabServer>,
+    /// The longest a download may take before it is marked unfinished.
+    pub bound: Duration,
+}
+
+impl DelayPlan {
+    /// The default: the study's headline cells and enough around them to
+    /// draw its curves, 3 tries, in well under 20 minutes: delays 0, 5, 20,
+    /// 50, 100 and 200 ms; sizes 100 KB, 250 KB, 1 MB and 10 MB.
+    #[must_use]
+    pub fn default_subset() -> DelayPlan {
+        DelayPlan {
+            delays: [0, 5, 20, 50, 100, 200].map(Duration::from_millis).to_vec(),
+            sizes: vec![100_000, 250_000, 1_000_000, 10_000_000],
+            tries: 3,
+            interval: Duration::ZERO,
+            servers: servers(),
+            bound: Duration::from_secs(60),
+        }
+    }
+
+    /// The study's whole grid: every delay and size, 10 tries at 10 s
+    /// intervals (many hours).
+    #[must_use]
+    pub fn full() -> DelayPlan {
+        DelayPlan {
+            delays: STUDY_DELAYS_MS.map(Duration::from_millis).to_vec(),
+            sizes: STUDY_SIZES.to_vec(),
+            tries: 10,
+            interval: Duration::from_secs(10),
+            servers: servers(),
+            bound: Duration::from_secs(600),
+        }
+    }
+}
+
+/// nginx, Fairway over AF_XDP and Fairway on kernel sockets, no policy.
+fn servers() -> Vec<LabServer> {
+    vec![LabServer::Nginx, LabServer::Afxdp("off"), LabServer::Kernel("off")]
+}
+
+/// Which download of a try.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Visit {
+    /// The try's first download.
+    First,
+    /// The same again at once, from the same client, on a new connection.
+    Repeat,
+}
+
+impl Visit {
+    /// Both, in the order they run.
+    pub const BOTH: [Visit; 2] = [Visit::First, Visit::Repeat];
+
+    fn name(self) -> &'static str {
+        match self {
+            Visit::First => "first",
+            Visit::Repeat => "repeat",
+        }
+    }
+}
+
+/// One download's figures.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Download {
+    /// Size over curl's total time, Mbit/s.
+    pub mbps: f64,
+    /// Time to the first byte of the body.
+    pub ttfb: Duration,
+}
+
+/// Every try of one cell.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cell {
+    /// Who served.
+    pub server: LabServer,
+    /// The delay added to the round trip.
+    pub delay: Duration,
+    /// The download's size, bytes.
+    pub size: u64,
+    /// Which download of each try.
+    pub visit: Visit,
+    /// Each try: its figures, or why it has none (over the bound, failed).
+    pub tries: Vec<Result<Download, String>>,
+}
+
+impl Cell {
+    /// The median speed and its spread (min, max) over the finished tries.
+    #[must_use]
+    pub fn speed(&self) -> Option<(f64, f64, f64)> {
+        let speeds: Vec<f64> = self.tries.iter().filter_map(|t| t.as_ref().ok()).map(|d| d.mbps).collect();
+        if speeds.is_empty() {
+            return None;
+        }
+        let min = speeds.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = speeds.iter().copied().fold(0.0, f64::max);
+        Some((median(speeds), min, max))
+    }
+
+    /// The median time to first byte over the finished tries.
+    #[must_use]
+    pub fn ttfb(&self) -> Option<Duration> {
+        let ttfbs: Vec<f64> = self.tries.iter().filter_map(|t| t.as_ref().ok()).map(|d| d.ttfb.as_secs_f64()).collect();
+        (!ttfbs.is_empty()).then(|| Duration::from_secs_f64(median(ttfbs)))
+    }
+
+    /// Tries that did not finish.
+    #[must_use]
+    pub fn unfinished(&self) -> usize {
+        self.tries.iter().filter(|t| t.is_err()).count()
+    }
+}
+
+/// The testbed of one delay: one client, its link at [`LINK_BPS`] with
+/// `delay` added to the round trip.
+fn testbed_config(prefix: &str, delay: Duration) -> TestbedConfig {
+    let link = LinkParams { delay: Some(delay / 2), rate_bps: Some(LINK_BPS), ..LinkParams::default() };
+    TestbedConfig::new(prefix).clients(1).queues(1).link(0, link)
+}
+
+/// Runs `plan` on fresh testbeds under `prefix` (one per delay), telling
+/// `progress` what it does.
+///
+/// # Errors
+///
+/// A testbed or a server that does not start.
+pub fn run(plan: &DelayPlan, prefix: &str, progress: &dyn Fn(&str)) -> Result<Vec<Cell>, String> {
+    testbed::require_root().map_err(|e| e.to_string())?;
+    let mut cells = Vec::new();
+    for &delay in &plan.delays {
+        let tb = Testbed::up(testbed_config(prefix, delay)).map_err(|e| format!("testbed up: {e}"))?;
+        for &server in &plan.servers {
+            progress(&format!("+{} ms: {}", delay.as_millis(), server.label()));
+            let running = Running::start_serving(&tb, server, None, &plan.sizes)?;
+            for &size in &plan.sizes {
+                let mut tries: Vec<Vec<Result<Download, String>>> = vec![Vec::new(), Vec::new()];
+                for n in 0..plan.tries {
+                    if n > 0 {
+                        std::thread::sleep(plan.interval);
+                    }
+                    for (i, _) in Visit::BOTH.iter().enumerate() {
+                        tries[i].push(download(&tb, size, plan.bound));
+                    }
+                }
+                for (visit, tries) in Visit::BOTH.into_iter().zip(tries) {
+                    cells.push(Cell { server, delay, size, visit, tries });
+                }
+            }
+            running.stop();
+        }
+    }
+    Ok(cells)
+}
+
+/// One download of `size` bytes by kernel curl in the client namespace.
+fn download(tb: &Testbed, size: u64, bound: Duration) -> Result<Download, String> {
+    let url = format!("http://{}/bytes/{size}", tb.server_ip());
+    let max_time = format!("{:.3}", bound.as_secs_f64());
+    let line = [
+        "curl",
+        "-s",
+        "-o",
+        "/dev/null",
+        "--max-time",
+        &max_time,
+        "-w",
+        "%{http_code} %{size_download} %{time_starttransfer} %{time_total}",
+        &url,
+    ];
+    let out =
+        testbed::exec_timeout(&tb.client_ns(0), &line, bound + Duration::from_secs(5)).map_err(|e| e.to_string())?;
+    let text = out.stdout_text();
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let [code, got, ttfb, total] = words.as_slice() else {
+        return Err(format!("curl said {text:?}"));
+    };
+    if !out.success() {
+        // curl's exit status 28: the time ran out.
+        return Err(if out.status.code() == Some(28) { "over the bound".to_owned() } else { format!("curl: {text}") });
+    }
+    let (got, ttfb, total): (u64, f64, f64) = match (got.parse(), ttfb.parse(), total.parse()) {
+        (Ok(g), Ok(f), Ok(t)) => (g, f, t),
+        _ => return Err(format!("curl said {text:?}")),
+    };
+    if *code != "200" || got != size || total <= 0.0 {
+        return Err(format!("status {code}, {got} of {size} bytes"));
+    }
+    Ok(Download { mbps: size as f64 * 8.0 / total / 1e6, ttfb: Duration::from_secs_f64(ttfb) })
+}
+
+/// `100 KB`, `1 MB`, `300 MB`.
+#[must_use]
+pub fn size_label(size: u64) -> String {
+    if size >= 1_000_000 { format!("{} MB", size / 1_000_000) } else { format!("{} KB", size / 1_000) }
+}
+
+/// The Markdown: per server and visit, speeds (median [min–max]) by size
+/// and delay, then times to first byte, then the study's headline cells
+/// beside ours.
+#[must_use]
+pub fn report(plan: &DelayPlan, cells: &[Cell]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Kernel curl downloads of /bytes/N over a {} Mbit/s link, the added delay in the round trip; {} \
+         tries per cell{}; speed = size / curl's total time; medians [min–max], Mbit/s. `first` is a try's \
+         first download, `repeat` the same at once on a new connection. A cell with downloads over the {} s \
+         bound says how many.\n",
+        LINK_BPS / 1_000_000,
+        plan.tries,
+        if plan.interval.is_zero() { String::new() } else { format!(" {} s apart", plan.interval.as_secs()) },
+        plan.bound.as_secs()
+    );
+    let find = |server, delay, size, visit| {
+        cells.iter().find(|c| c.server == server && c.delay == delay && c.size == size && c.visit == visit)
+    };
+    for &server in &plan.servers {
+        for visit in Visit::BOTH {
+            let _ = writeln!(out, "### {}, {} downloads: speed\n", server.label(), visit.name());
+            let mut header = "| size |".to_owned();
+            let mut rule = "|---|".to_owned();
+            for delay in &plan.delays {
+                let _ = write!(header, " +{} ms |", delay.as_millis());
+                rule.push_str("--:|");
+            }
+            let _ = writeln!(out, "{header}\n{rule}");
+            for &size in &plan.sizes {
+                let mut row = format!("| {} |", size_label(size));
+                for &delay in &plan.delays {
+                    let cell = find(server, delay, size, visit);
+                    let text = match cell.and_then(|c| c.speed().map(|s| (s, c.unfinished()))) {
+                        Some(((m, lo, hi), 0)) => format!("{m:.1} [{lo:.1}–{hi:.1}]"),
+                        Some(((m, lo, hi), n)) => format!("{m:.1} [{lo:.1}–{hi:.1}], {n} unfinished"),
+                        None => "unfinished".to_owned(),
+                    };
+                    let _ = write!(row, " {text} |");
+                }
+                let _ = writeln!(out, "{row}");
+            }
+            let _ = writeln!(out, "\nTime to first byte, median, ms:\n\n{header}\n{rule}");
+            for &size in &plan.sizes {
+                let mut row = format!("| {} |", size_label(size));
+                for &delay in &plan.delays {
+                    let ttfb = find(server, delay, size, visit).and_then(Cell::ttfb);
+                    let text = ttfb.map_or("—".to_owned(), |t| format!("{:.1}", t.as_secs_f64() * 1e3));
+                    let _ = write!(row, " {text} |");
+                }
+                let _ = writeln!(out, "{row}");
+            }
+            out.push('\n');
+        }
+    }
+    let _ = writeln!(out, "### The study's headline cells beside ours (first downloads)\n");
+    let mut header = "| size | added delay | the study |".to_owned();
+    let mut rule = "|---|--:|--:|".to_owned();
+    for server in &plan.servers {
+        let _ = write!(header, " {} |", server.label());
+        rule.push_str("--:|");
+    }
+    let _ = writeln!(out, "{header}\n{rule}");
+    for (size, delay_ms, theirs) in STUDY_HEADLINE {
+        let delay = Duration::from_millis(delay_ms);
+        let mut row = format!("| {} | +{delay_ms} ms | {theirs:.2} |", size_label(size));
+        for &server in &plan.servers {
+            let ours = find(server, delay, size, Visit::First).and_then(Cell::speed);
+            let _ = write!(row, " {} |", ours.map_or("not run".to_owned(), |(m, _, _)| format!("{m:.2}")));
+        }
+        let _ = writeln!(out, "{row}");
+    }
+    out
+}
+
+/// The study's two kinds of chart, for every server side by side: speed
+/// against delay (one line per size) and speed against size (one line per
+/// delay), first downloads. Written beside `markdown` as
+/// `<stem>-by-delay.png` and `<stem>-by-size.png`; returns their names.
+///
+/// # Errors
+///
+/// A chart could not be drawn.
+pub fn write_charts(markdown: &Path, plan: &DelayPlan, cells: &[Cell]) -> Result<Vec<String>, String> {
+    let stem = markdown.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "delay".into());
+    let speed = |server, delay, size| {
+        cells
+            .iter()
+            .find(|c| c.server == server && c.delay == delay && c.size == size && c.visit == Visit::First)
+            .and_then(Cell::speed)
+            .map(|(m, _, _)| m)
+    };
+    let by_delay: Vec<Panel> = plan
+        .servers
+        .iter()
+        .map(|&server| Panel {
+            title: server.label(),
+            series: plan
+                .sizes
+                .iter()
+                .map(|&size| {
+                    let points = plan
+                        .delays
+                        .iter()
+                        .filter_map(|&d| speed(server, d, size).map(|s| (d.as_millis() as f64, s)))
+                        .collect();
+                    Series::new(size_label(size), points)
+                })
+                .collect(),
+        })
+        .collect();
+    let by_size: Vec<Panel> = plan
+        .servers
+        .iter()
+        .map(|&server| Panel {
+            title: server.label(),
+            series: plan
+                .delays
+                .iter()
+                .map(|&delay| {
+                    let points = plan
+                        .sizes
+                        .iter()
+                        .filter_map(|&size| speed(server, delay, size).map(|s| ((size as f64).log10(), s)))
+                        .collect();
+                    Series::new(format!("+{} ms", delay.as_millis()), points)
+                })
+                .collect(),
+        })
+        .collect();
+    let dir = markdown.parent().unwrap_or(Path::new("."));
+    let files = [format!("{stem}-by-delay.png"), format!("{stem}-by-size.png")];
+    plot::speed_panels(
+        &dir.join(&files[0]),
+        "Download speed against added delay, one line per size",
+        "added delay, ms",
+        &by_delay,
+    )?;
+    plot::speed_panels(
+        &dir.join(&files[1]),
+        "Download speed against size, one line per added delay",
+        "size, log10 bytes",
+        &by_size,
+    )?;
+    Ok(files.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(server: LabServer, delay_ms: u64, size: u64, visit: Visit, speeds: &[f64]) -> Cell {
+        let tries =
+            speeds
+                .iter()
+                .map(|&s| {
+                    if s > 0.0 { Ok(Download { mbps: s, ttfb: Duration::from_millis(3) }) } else { Err("over".into()) }
+                })
+                .collect();
+        Cell { server, delay: Duration::from_millis(delay_ms), size, visit, tries }
+    }
+
+    #[test]
+    fn the_default_covers_the_studys_headline_cells_and_the_full_grid_is_the_studys() {
+        let plan = DelayPlan::default_subset();
+        for (size, delay, _) in STUDY_HEADLINE {
+            assert!(plan.sizes.contains(&size) && plan.delays.contains(&Duration::from_millis(delay)));
+        }
+        let full = DelayPlan::full();
+        assert_eq!((full.delays.len(), full.sizes.len(), full.tries), (12, 13, 10));
+        assert_eq!(full.interval, Duration::from_secs(10));
+        assert_eq!(size_label(100_000), "100 KB");
+        assert_eq!(size_label(300_000_000), "300 MB");
+    }
+
+    #[test]
+    fn cells_report_medians_spreads_and_what_did_not_finish() {
+        let c = cell(LabServer::Nginx, 5, 100_000, Visit::First, &[20.0, 30.0, 0.0, 25.0]);
+        assert_eq!(c.speed(), Some((25.0, 20.0, 30.0)));
+        assert_eq!(c.unfinished(), 1);
+        let plan = DelayPlan {
+            delays: vec![Duration::ZERO, Duration::from_millis(5)],
+            sizes: vec![100_000],
+            servers: vec![LabServer::Nginx],
+            ..DelayPlan::default_subset()
+        };
+        let cells = vec![
+            cell(LabServer::Nginx, 0, 100_000, Visit::First, &[40.0, 42.0, 44.0]),
+            c,
+            cell(LabServer::Nginx, 0, 100_000, Visit::Repeat, &[0.0, 0.0]),
+        ];
+        let text = report(&plan, &cells);
+        assert!(text.contains("| 100 KB | 42.0 [40.0–44.0] | 25.0 [20.0–30.0], 1 unfinished |"), "{text}");
+        assert!(text.contains("| 100 KB | +5 ms | 20.02 | 25.00 |"), "{text}");
+        assert!(text.contains("### nginx, repeat downloads: speed"), "{text}");
+        assert!(text.contains("| 100 KB | unfinished |"), "{text}");
+    }
+}
