@@ -106,8 +106,10 @@ impl<T: Transport> Write for Below<'_, T> {
 }
 
 /// TLS over the connections that transport `T` accepts on the TLS ports;
-/// the others pass through untouched. See the [module
-/// documentation](self).
+/// the others pass through untouched. The host's contract holds for both:
+/// `WouldBlock` only when `T` said it, `Ok(0)` at the peer's end (its
+/// `close_notify`, or its FIN without one); at most one record's worth of
+/// a connection's output waits beyond what `T` took.
 pub struct Tls<T: Transport> {
     inner: T,
     keys: Arc<TlsKeys>,
@@ -231,8 +233,8 @@ fn flush<T: Transport>(inner: &mut T, session: &mut Session<T::Conn>) -> Result<
     Ok(())
 }
 
-/// Plaintext from `session` into `buf`. See the [module
-/// documentation](self).
+/// Plaintext from `session` into `buf`, reading and decrypting from below
+/// until there is some or below says `WouldBlock`.
 fn recv<T: Transport>(
     inner: &mut T,
     session: &mut Session<T::Conn>,

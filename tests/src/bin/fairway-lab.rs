@@ -76,7 +76,7 @@ enum Experiment {
         /// Where the Markdown goes [default: benches/results/fairness-sim.md,
         /// or fairness-testbed.md with --testbed]. The simulated grid's PNG
         /// charts go beside it, named after it: fairness-sim-jain.png and
-        /// fairness-sim-goodput-<cell>.png.
+        /// fairness-sim-goodput-CELL.png.
         #[arg(long)]
         out: Option<PathBuf>,
         /// Draw no PNG charts (they need the font of the Debian package
@@ -114,7 +114,7 @@ enum Experiment {
         #[arg(long)]
         bound: Option<u64>,
         /// Where the Markdown goes [default: benches/results/delay-DATE.md];
-        /// the charts go beside it (<stem>-by-delay.png, <stem>-by-size.png).
+        /// the charts go beside it (`STEM-by-delay.png`, `STEM-by-size.png`).
         #[arg(long)]
         out: Option<PathBuf>,
         /// Draw no PNG charts.
