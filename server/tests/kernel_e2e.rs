@@ -10,35 +10,17 @@ mod support;
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use fairway::http::pattern_byte;
 use sha2::{Digest, Sha256};
-use support::FairwayProcess;
+use support::{FairwayProcess, TempDir};
 
 // ---------------------------------------------------------------------------
 // The server under test
 // ---------------------------------------------------------------------------
-
-/// A directory under the system's temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!("fairway-e2e-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 // ---------------------------------------------------------------------------
 // Helpers

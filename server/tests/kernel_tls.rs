@@ -16,29 +16,7 @@ use std::time::Duration;
 
 use fairway::http::pattern_byte;
 use sha2::{Digest, Sha256};
-use support::FairwayProcess;
-
-/// A directory under the system's temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!("fairway-tls-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use support::{FairwayProcess, TempDir};
 
 /// Runs a tool that the test needs, with a clear failure if it is missing.
 #[track_caller]

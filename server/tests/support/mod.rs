@@ -1,11 +1,12 @@
 //! What the server's integration tests share: the real `fairway` binary
-//! started on the kernel backend ([`FairwayProcess`]), and reading `/metrics`
-//! ([`series`], [`total`]).
+//! started on the kernel backend ([`FairwayProcess`]), reading `/metrics`
+//! ([`series`], [`total`]), and a directory of their own ([`TempDir`]).
 
 #![allow(dead_code, reason = "each test binary uses part of it")]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -164,4 +165,28 @@ pub fn series<'t>(text: &'t str, name: &str) -> Vec<(&'t str, f64)> {
 /// The sum of metric `name`'s samples.
 pub fn total(text: &str, name: &str) -> f64 {
     series(text, name).iter().map(|(_, v)| v).sum()
+}
+
+/// A directory under the system's temp dir for one test (`name`), made
+/// empty, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let path = std::env::temp_dir().join(format!("fairway-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    /// `name` inside it.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
