@@ -216,6 +216,14 @@ where
     }
 }
 
+/// `conn`'s session in `sessions`, if it speaks TLS.
+fn session_mut<T: Transport>(
+    sessions: &mut [Option<Box<Session<T::Conn>>>],
+    conn: T::Conn,
+) -> Option<&mut Session<T::Conn>> {
+    sessions.get_mut(T::index(conn)).and_then(Option::as_deref_mut).filter(|s| s.conn == conn)
+}
+
 /// Sends what `session` has queued, as far as `inner` takes it; then, if
 /// it is closing and nothing is left, shuts the connection below.
 fn flush<T: Transport>(inner: &mut T, session: &mut Session<T::Conn>) -> Result<(), TransportError> {
@@ -355,7 +363,7 @@ where
 
     fn recv(&mut self, conn: T::Conn, buf: &mut [u8]) -> Result<usize, TransportError> {
         let Tls { inner, sessions, counters, .. } = self;
-        match sessions.get_mut(T::index(conn)).and_then(Option::as_deref_mut).filter(|s| s.conn == conn) {
+        match session_mut::<T>(sessions, conn) {
             Some(session) => recv(inner, session, counters, buf),
             None => inner.recv(conn, buf),
         }
@@ -376,7 +384,7 @@ where
 
     fn send(&mut self, conn: T::Conn, data: &[u8]) -> Result<usize, TransportError> {
         let Tls { inner, sessions, .. } = self;
-        match sessions.get_mut(T::index(conn)).and_then(Option::as_deref_mut).filter(|s| s.conn == conn) {
+        match session_mut::<T>(sessions, conn) {
             Some(session) => send(inner, session, data),
             None => inner.send(conn, data),
         }
@@ -389,8 +397,7 @@ where
     /// one copy fewer than a buffer of the caller's.
     fn send_with(&mut self, conn: T::Conn, fill: &mut dyn FnMut(&mut [u8]) -> usize) -> Result<usize, TransportError> {
         let Tls { inner, sessions, .. } = self;
-        let Some(session) = sessions.get_mut(T::index(conn)).and_then(Option::as_deref_mut).filter(|s| s.conn == conn)
-        else {
+        let Some(session) = session_mut::<T>(sessions, conn) else {
             return inner.send_with(conn, fill);
         };
         if session.failed || session.closing {
@@ -432,7 +439,7 @@ where
 
     fn shutdown(&mut self, conn: T::Conn) {
         let Tls { inner, sessions, .. } = self;
-        match sessions.get_mut(T::index(conn)).and_then(Option::as_deref_mut).filter(|s| s.conn == conn) {
+        match session_mut::<T>(sessions, conn) {
             Some(session) => {
                 if !session.closing {
                     session.closing = true;
@@ -446,9 +453,7 @@ where
 
     fn close(&mut self, conn: T::Conn) {
         let Tls { inner, sessions, .. } = self;
-        if let Some(session) =
-            sessions.get_mut(T::index(conn)).and_then(Option::as_deref_mut).filter(|s| s.conn == conn)
-        {
+        if let Some(session) = session_mut::<T>(sessions, conn) {
             let _ = flush(inner, session);
         }
         self.end_session(conn);
