@@ -16,6 +16,7 @@
 //! - [`blind_injection`]: blind RSTs and data aimed at long transfers;
 //! - [`fairness`]: RTT fairness under the window-control policies (`cargo xtask lab fairness`);
 //! - [`fairness_testbed`]: the same with kernel TCP senders on the testbed;
+//! - [`certificate`]: self-signed certificates for the HTTPS tests and benchmarks;
 //! - [`delay_lab`]: how added delay slows downloads of each size, on the testbed (`cargo xtask lab delay`);
 //! - [`nginx`]: nginx over the kernel stack in a testbed namespace, the
 //!   uncontrolled baseline of every benchmark and lab: one configuration,
@@ -32,6 +33,7 @@ pub mod apps;
 pub mod attack_testbed;
 pub mod attacks;
 pub mod blind_injection;
+pub mod certificate;
 #[cfg(target_os = "linux")]
 pub mod delay_lab;
 pub mod fairness;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use fairway::Server;
 use fairway::config::Config;
 use fairway_tests::apps::handler_app::test_app;
+use fairway_tests::certificate::{KeyKind, self_signed_in};
 use fairway_tests::platform::{
     Target, check_axum_example, check_curl_bytes, check_edges, check_handler_app, countdown_in_flight, garbage, gauge,
     header_timeout, keep_alive_load, reset_mid_response, wait_for_gauge,
@@ -84,19 +85,12 @@ fn the_axum_example_on_kernel_sockets_survives_load_resets_and_a_graceful_stop()
     assert_eq!(reports.len(), 2);
 }
 
-/// A self-signed ECDSA certificate for `localhost` and its key, made by the
-/// openssl tool in a directory of its own: (directory, cert, key).
+/// A self-signed ECDSA certificate for `localhost` and its key in a
+/// directory of its own: (directory, cert, key).
 fn tls_files(name: &str) -> (std::path::PathBuf, String, String) {
     let dir = std::env::temp_dir().join(format!("fairway-platform-tls-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (cert, key) = (dir.join("cert.pem").display().to_string(), dir.join("key.pem").display().to_string());
-    let out = std::process::Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2"])
-        .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", &key, "-out", &cert])
-        .output()
-        .expect("openssl is installed (cargo xtask test installs it)");
-    assert!(out.status.success(), "openssl req: {}", String::from_utf8_lossy(&out.stderr));
-    (dir, cert, key)
+    let (cert, key) = self_signed_in(&dir, KeyKind::EcdsaP256, "DNS:localhost").unwrap_or_else(|e| panic!("{e}"));
+    (dir, cert.display().to_string(), key.display().to_string())
 }
 
 #[test]

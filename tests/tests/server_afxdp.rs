@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use fairway_stack::DropReason;
 use fairway_tests::apps::handler_app::test_app;
+use fairway_tests::certificate::{KeyKind, self_signed_in};
 use fairway_tests::platform::{
     Target, check_axum_example, check_curl_bytes, check_edges, check_handler_app, countdown_in_flight, garbage, gauge,
     header_timeout, keep_alive_load, reset_mid_response, wait_for_gauge,
@@ -449,19 +450,10 @@ fn the_kernel_resolves_fairway_over_ipv6_pings_it_and_downloads_byte_exact() {
     assert_eq!(sum(|r| r.counters.dropped(DropReason::TcpNoConnection)), 0, "{reports:?}");
 }
 
-/// A self-signed RSA certificate for `localhost` and its key, made by the
-/// openssl tool in `dir`.
+/// A self-signed RSA certificate for `localhost` and its key in `dir`.
 fn tls_certificate(dir: &std::path::Path) -> (String, String) {
-    std::fs::create_dir_all(dir).unwrap();
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let (cert, key) = (cert.to_str().unwrap().to_owned(), key.to_str().unwrap().to_owned());
-    let out = std::process::Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost"])
-        .args(["-addext", "subjectAltName=DNS:localhost", "-keyout", &key, "-out", &cert])
-        .output()
-        .expect("openssl is installed (cargo xtask test installs it)");
-    assert!(out.status.success(), "openssl req: {}", String::from_utf8_lossy(&out.stderr));
-    (cert, key)
+    let (cert, key) = self_signed_in(dir, KeyKind::Rsa2048, "DNS:localhost").unwrap_or_else(|e| panic!("{e}"));
+    (cert.display().to_string(), key.display().to_string())
 }
 
 /// Python's HTTPS client: keep-alive, an upload, ALPN, resumption.

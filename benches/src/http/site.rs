@@ -7,8 +7,7 @@ use std::io;
 use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 
-use std::process::Command;
-
+use fairway_tests::certificate::{KeyKind, self_signed};
 use fairway_tests::nginx::{NginxConfig, SiteDir, TLS_CERT, TLS_KEY};
 
 use super::plan::{PLAINTEXT_BODY, SERVER_IP, STATIC_BYTES, STATIC_FILE, Subject};
@@ -33,7 +32,9 @@ impl RunFiles {
         config.tls = Some(SocketAddrV4::new(ip, Subject::TlsNginx.port()));
         let site = SiteDir::new(&config)?.with_pattern(&format!("/{STATIC_FILE}"), STATIC_BYTES)?;
         let script = site.write("pipeline.lua", PIPELINE_SCRIPT)?;
-        certificate(site.dir())?;
+        // What every HTTPS server of the run serves.
+        let ip_name = format!("IP:{SERVER_IP}");
+        self_signed(&site.dir().join(TLS_CERT), &site.dir().join(TLS_KEY), KeyKind::EcdsaP256, &ip_name)?;
         Ok(RunFiles { site, script })
     }
 
@@ -54,27 +55,6 @@ impl RunFiles {
     #[must_use]
     pub fn script(&self) -> &Path {
         &self.script
-    }
-}
-
-/// A self-signed ECDSA P-256 certificate for the server's address, and its
-/// key, into `dir` (openssl req): what every HTTPS server of the run
-/// serves.
-fn certificate(dir: &Path) -> io::Result<()> {
-    let (cert, key) = (dir.join(TLS_CERT), dir.join(TLS_KEY));
-    let out = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "7"])
-        .args(["-subj", &format!("/CN={SERVER_IP}"), "-addext", &format!("subjectAltName=IP:{SERVER_IP}")])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .map_err(|e| io::Error::new(e.kind(), format!("openssl (for the HTTPS certificate): {e}")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(io::Error::other(format!("openssl req: {}", String::from_utf8_lossy(&out.stderr).trim())))
     }
 }
 
