@@ -150,20 +150,7 @@ pub trait Transport {
     ///
     /// [`TransportError::WouldBlock`] when nothing fits now.
     fn send_vectored(&mut self, conn: Self::Conn, data: &[std::io::IoSlice<'_>]) -> Result<usize, TransportError> {
-        let mut total = 0;
-        for slice in data.iter().filter(|s| !s.is_empty()) {
-            match self.send(conn, slice) {
-                Ok(n) => {
-                    total += n;
-                    if n < slice.len() {
-                        break;
-                    }
-                }
-                Err(e) if total == 0 => return Err(e),
-                Err(_) => break,
-            }
-        }
-        Ok(total)
+        send_slices(self, conn, data)
     }
 
     /// Shuts the sending side: a FIN follows what is queued. Input still
@@ -195,4 +182,32 @@ pub trait Transport {
     fn observe(&self, metrics: &mut ShardMetrics, conns: &mut dyn Iterator<Item = Self::Conn>) {
         let _ = (metrics, conns);
     }
+}
+
+/// Queues the slices of `data` on `conn` in order with `t.send`, slice by
+/// slice, until one is taken short: what [`Transport::send_vectored`] does
+/// for a transport without a vectored send of its own.
+///
+/// # Errors
+///
+/// `t.send`'s, when nothing was taken.
+pub fn send_slices<T: Transport + ?Sized>(
+    t: &mut T,
+    conn: T::Conn,
+    data: &[std::io::IoSlice<'_>],
+) -> Result<usize, TransportError> {
+    let mut total = 0;
+    for slice in data.iter().filter(|s| !s.is_empty()) {
+        match t.send(conn, slice) {
+            Ok(n) => {
+                total += n;
+                if n < slice.len() {
+                    break;
+                }
+            }
+            Err(e) if total == 0 => return Err(e),
+            Err(_) => break,
+        }
+    }
+    Ok(total)
 }

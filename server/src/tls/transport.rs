@@ -30,7 +30,7 @@ use fairway_stack::Counters;
 use rustls::{HandshakeKind, ServerConfig, ServerConnection};
 
 use super::TlsKeys;
-use crate::host::{HostEvent, Layered, Transport, TransportError};
+use crate::host::{HostEvent, Layered, Transport, TransportError, send_slices};
 use crate::metrics::ShardMetrics;
 use crate::runtime::AsShard;
 
@@ -420,21 +420,9 @@ where
         if self.session(conn).is_none() {
             return self.inner.send_vectored(conn, data);
         }
-        // One chunk of records from the slices, as one send of them all.
-        let mut total = 0;
-        for slice in data.iter().filter(|s| !s.is_empty()) {
-            match self.send(conn, slice) {
-                Ok(n) => {
-                    total += n;
-                    if n < slice.len() || total >= CHUNK {
-                        break;
-                    }
-                }
-                Err(e) if total == 0 => return Err(e),
-                Err(_) => break,
-            }
-        }
-        Ok(total)
+        // Slice by slice: each `send` encrypts only once what went before
+        // has gone below, so this stops where the connection below fills.
+        send_slices(self, conn, data)
     }
 
     fn shutdown(&mut self, conn: T::Conn) {
