@@ -271,11 +271,7 @@ impl<A: Copy + Eq + Hash + Debug> NeighborCache<A> {
     /// Records `addr` at `mac` for good, as `ip neigh add ... nud permanent`
     /// does: never refreshed and never changed by ARP or Neighbor Discovery.
     pub fn insert_permanent(&mut self, addr: A, mac: [u8; 6]) {
-        let entry = Entry { permanent: true, ..Entry::new(Some(mac), None) };
-        if let Some(e) = self.entries.get_mut(&addr) {
-            e.permanent = false;
-        }
-        self.set(addr, entry);
+        self.replace(addr, Entry { permanent: true, ..Entry::new(Some(mac), None) });
     }
 
     /// For an unresolved `addr`: whether its requests are used up.
@@ -295,8 +291,15 @@ impl<A: Copy + Eq + Hash + Debug> NeighborCache<A> {
 
     /// Puts `entry` in the place of `addr`'s, unless that one is permanent.
     fn set(&mut self, addr: A, entry: Entry) {
+        if !self.entries.get(&addr).is_some_and(|e| e.permanent) {
+            self.replace(addr, entry);
+        }
+    }
+
+    /// Puts `entry` in the place of `addr`'s, whatever that one is, keeping
+    /// the count of entries that wait for a confirmation.
+    fn replace(&mut self, addr: A, entry: Entry) {
         match self.entries.get_mut(&addr) {
-            Some(e) if e.permanent => {}
             Some(e) => {
                 if e.used_stale_at.is_some() {
                     self.unconfirmed -= 1;
