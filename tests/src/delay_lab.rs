@@ -200,16 +200,17 @@ pub fn run(plan: &DelayPlan, prefix: &str, progress: &dyn Fn(&str)) -> Result<Ve
             progress(&format!("+{} ms: {}", delay.as_millis(), server.label()));
             let running = Running::start_serving(&tb, server, None, &plan.sizes)?;
             for &size in &plan.sizes {
-                let mut tries: Vec<Vec<Result<Download, String>>> = vec![Vec::new(), Vec::new()];
+                // Each try: a first download, then its repeat at once.
+                let mut first = Vec::with_capacity(plan.tries);
+                let mut repeat = Vec::with_capacity(plan.tries);
                 for n in 0..plan.tries {
                     if n > 0 {
                         std::thread::sleep(plan.interval);
                     }
-                    for (i, _) in Visit::BOTH.iter().enumerate() {
-                        tries[i].push(download(&tb, size, plan.bound));
-                    }
+                    first.push(download(&tb, size, plan.bound));
+                    repeat.push(download(&tb, size, plan.bound));
                 }
-                for (visit, tries) in Visit::BOTH.into_iter().zip(tries) {
+                for (visit, tries) in [(Visit::First, first), (Visit::Repeat, repeat)] {
                     cells.push(Cell { server, delay, size, visit, tries });
                 }
             }
@@ -278,9 +279,7 @@ pub fn report(plan: &DelayPlan, cells: &[Cell]) -> String {
         if plan.interval.is_zero() { String::new() } else { format!(" {} s apart", plan.interval.as_secs()) },
         plan.bound.as_secs()
     );
-    let find = |server, delay, size, visit| {
-        cells.iter().find(|c| c.server == server && c.delay == delay && c.size == size && c.visit == visit)
-    };
+    let find = |server, delay, size, visit| find(cells, server, delay, size, visit);
     for &server in &plan.servers {
         for visit in Visit::BOTH {
             let _ = writeln!(out, "### {}, {} downloads: speed\n", server.label(), visit.name());
@@ -337,6 +336,41 @@ pub fn report(plan: &DelayPlan, cells: &[Cell]) -> String {
     out
 }
 
+/// One panel per server of first downloads' median speeds: a line per
+/// item of `lines` (labelled by `label`), a point per item of `points`,
+/// `at` telling the cell's delay and size and the point's x.
+fn panels<L, P>(
+    plan: &DelayPlan,
+    cells: &[Cell],
+    lines: &[L],
+    points: &[P],
+    label: impl Fn(&L) -> String,
+    at: impl Fn(&L, &P) -> (Duration, u64, f64),
+) -> Vec<Panel> {
+    let speed = |server, (delay, size, x)| {
+        let (median, _, _) = find(cells, server, delay, size, Visit::First)?.speed()?;
+        Some((x, median))
+    };
+    plan.servers
+        .iter()
+        .map(|&server| Panel {
+            title: server.label(),
+            series: lines
+                .iter()
+                .map(|line| {
+                    let points = points.iter().filter_map(|point| speed(server, at(line, point))).collect();
+                    Series::new(label(line), points)
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// The cell of `server`, `delay`, `size` and `visit`, if it ran.
+fn find(cells: &[Cell], server: LabServer, delay: Duration, size: u64, visit: Visit) -> Option<&Cell> {
+    cells.iter().find(|c| c.server == server && c.delay == delay && c.size == size && c.visit == visit)
+}
+
 /// The study's two kinds of chart, for every server side by side: speed
 /// against delay (one line per size) and speed against size (one line per
 /// delay), first downloads. Written beside `markdown` as
@@ -347,51 +381,22 @@ pub fn report(plan: &DelayPlan, cells: &[Cell]) -> String {
 /// A chart could not be drawn.
 pub fn write_charts(markdown: &Path, plan: &DelayPlan, cells: &[Cell]) -> Result<Vec<String>, String> {
     let stem = markdown.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "delay".into());
-    let speed = |server, delay, size| {
-        cells
-            .iter()
-            .find(|c| c.server == server && c.delay == delay && c.size == size && c.visit == Visit::First)
-            .and_then(Cell::speed)
-            .map(|(m, _, _)| m)
-    };
-    let by_delay: Vec<Panel> = plan
-        .servers
-        .iter()
-        .map(|&server| Panel {
-            title: server.label(),
-            series: plan
-                .sizes
-                .iter()
-                .map(|&size| {
-                    let points = plan
-                        .delays
-                        .iter()
-                        .filter_map(|&d| speed(server, d, size).map(|s| (d.as_millis() as f64, s)))
-                        .collect();
-                    Series::new(size_label(size), points)
-                })
-                .collect(),
-        })
-        .collect();
-    let by_size: Vec<Panel> = plan
-        .servers
-        .iter()
-        .map(|&server| Panel {
-            title: server.label(),
-            series: plan
-                .delays
-                .iter()
-                .map(|&delay| {
-                    let points = plan
-                        .sizes
-                        .iter()
-                        .filter_map(|&size| speed(server, delay, size).map(|s| ((size as f64).log10(), s)))
-                        .collect();
-                    Series::new(format!("+{} ms", delay.as_millis()), points)
-                })
-                .collect(),
-        })
-        .collect();
+    let by_delay = panels(
+        plan,
+        cells,
+        &plan.sizes,
+        &plan.delays,
+        |&size| size_label(size),
+        |&size, &delay| (delay, size, delay.as_millis() as f64),
+    );
+    let by_size = panels(
+        plan,
+        cells,
+        &plan.delays,
+        &plan.sizes,
+        |d| format!("+{} ms", d.as_millis()),
+        |&delay, &size| (delay, size, (size as f64).log10()),
+    );
     let dir = markdown.parent().unwrap_or(Path::new("."));
     let files = [format!("{stem}-by-delay.png"), format!("{stem}-by-size.png")];
     plot::speed_panels(
