@@ -168,15 +168,9 @@ impl Builder {
     pub fn spawn(self) -> io::Result<ServerHandle> {
         let stop = self.stop.unwrap_or_default();
         let running = backend::start_app(&self.config, Arc::clone(&stop), &self.app)?;
-        let addr = running.local_addr().unwrap_or_else(|| {
-            let ip = self.config.ip.map_or(std::net::Ipv4Addr::UNSPECIFIED, |ip| ip.addr);
-            SocketAddr::from((ip, 80))
-        });
-        let tls_addr = running.tls_local_addr().or_else(|| {
-            let ip = self.config.ip?.addr;
-            Some(SocketAddr::from((ip, self.config.tls.as_ref()?.port)))
-        });
-        let tls_addr = running.tls().and(tls_addr);
+        // Every backend says where it serves; the fallback is never taken.
+        let addr = running.local_addr().unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], self.config.port)));
+        let tls_addr = running.tls_local_addr();
         Ok(ServerHandle { running: Some(running), stop, addr, tls_addr })
     }
 
@@ -239,7 +233,7 @@ pub struct ServerHandle {
 
 impl ServerHandle {
     /// Where it serves: the kernel backend's bound address (with the port
-    /// picked for `:0`), or port 80 of the userspace stack's `--ip`.
+    /// picked for `:0`), or `--port` of the userspace stack's `--ip`.
     #[must_use]
     pub fn local_addr(&self) -> SocketAddr {
         self.addr

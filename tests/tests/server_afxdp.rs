@@ -552,6 +552,9 @@ fn the_axum_example_over_tls_on_afxdp() {
     let extra = ["--tls-cert", cert.as_str(), "--tls-key", key.as_str()];
     let served =
         Served::start_with(&tb, &flags(&tb, "10.77.0.1/24", &extra), |b| b.axum(move || axum_app::app(state.clone())));
+    // Where it says it serves: port 80 and 443 of --ip.
+    let at = |port: u16| std::net::SocketAddr::from((tb.server_ip(), port));
+    assert_eq!((served.handle().local_addr(), served.handle().tls_local_addr()), (at(80), Some(at(443))));
     let resolve = format!("localhost:443:{}", tb.server_ip());
     let curl = |path: &str| {
         let url = format!("https://localhost{path}");

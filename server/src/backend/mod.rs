@@ -183,9 +183,9 @@ impl Running {
         self.tls.as_ref()
     }
 
-    /// The address the kernel backend's TLS listeners are bound to (the
-    /// port chosen for `:0`); `None` without TLS, and on the userspace
-    /// backends, which serve on `--tls-port` of `--ip`.
+    /// Where it serves HTTPS: the address the kernel backend's TLS
+    /// listeners are bound to (the port chosen for `:0`), or `--tls-port` of
+    /// the userspace stack's `--ip`; `None` without TLS.
     #[must_use]
     pub fn tls_local_addr(&self) -> Option<SocketAddr> {
         self.tls_addr
@@ -197,9 +197,9 @@ impl Running {
         &self.hub
     }
 
-    /// The address the kernel backend's listeners are bound to (the port
-    /// chosen for `:0`); `None` on the userspace backends, which serve on
-    /// `--ip`.
+    /// Where it serves plain HTTP (HTTPS with `--tls-only`): the address
+    /// the kernel backend's listeners are bound to (the port chosen for
+    /// `:0`), or `--port` of the userspace stack's `--ip`.
     #[must_use]
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.local_addr

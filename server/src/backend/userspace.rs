@@ -411,12 +411,20 @@ where
         }
     }
     let (ports, tls_ports) = config.ports();
-    for port in ports {
+    for &port in &ports {
         let scheme = if tls_ports.contains(&port) { "HTTPS" } else { "HTTP" };
         let ipv6: String = config.ip6.iter().map(|p| format!(" and [{}]:{port}", p.addr)).collect();
         tracing::info!("serving {scheme} on {}:{port}{ipv6} with {count} shard(s) over {}", ip.addr, config.backend);
     }
-    Ok(Running::new(handles, halt, hub, None))
+    // The plain port's address (the TLS one's with --tls-only), and the TLS
+    // port's, as the kernel backend reports its bound ones.
+    let at = |port: u16| std::net::SocketAddr::from((ip.addr, port));
+    let plain = ports.iter().copied().find(|p| !tls_ports.contains(p)).or(tls_ports.first().copied());
+    let running = Running::new(handles, halt, hub, plain.map(at));
+    Ok(match tls_ports.first() {
+        Some(&port) => running.with_tls_addr(at(port)),
+        None => running,
+    })
 }
 
 #[cfg(test)]
