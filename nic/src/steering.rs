@@ -299,6 +299,9 @@ pub struct Steered<D> {
     fabric: Arc<Fabric>,
     index: u16,
     wakes: Wakes,
+    /// Another descriptor whose readiness ends the wait (the shard's own
+    /// outbound sockets' epoll): see [`Steered::also_wake_on`].
+    also: Option<RawFd>,
 }
 
 impl<D: core::fmt::Debug> core::fmt::Debug for Steered<D> {
@@ -316,7 +319,15 @@ impl<D> Steered<D> {
     pub fn new(device: D, fabric: Arc<Fabric>, index: u16) -> Steered<D> {
         assert!(index < fabric.shards(), "shard {index} of a {}-shard fabric", fabric.shards());
         let wakes = Wakes::new(fabric.shards());
-        Steered { device, fabric, index, wakes }
+        Steered { device, fabric, index, wakes, also: None }
+    }
+
+    /// Makes [`Wait::wait`] return also when `fd` is readable: the epoll
+    /// of sockets the shard opened itself (upstream connections), so their
+    /// readiness ends its sleep as its queue's does. The caller keeps `fd`
+    /// open as long as this device waits.
+    pub fn also_wake_on(&mut self, fd: RawFd) {
+        self.also = Some(fd);
     }
 
     /// The wrapped device.
@@ -411,9 +422,11 @@ impl<D: Wait + AsRawFd> Wait for Steered<D> {
         if !inbox.frames.is_empty() {
             return Ok(());
         }
+        // A negative descriptor is skipped by poll(2).
         let mut fds = [
             libc::pollfd { fd: self.device.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: inbox.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: self.also.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
         ];
         poll(&mut fds, timeout)?;
         if fds[1].revents != 0 {

@@ -19,8 +19,12 @@ use serde::Deserialize;
 use crate::http::HttpConfig;
 use crate::runtime::LoopConfig;
 
+mod upstreams;
 mod weights;
 
+pub use upstreams::{
+    Balance, GroupOptions, ProxyConfig, Route, RouteSpec, UpstreamGroup, UpstreamServer, UpstreamSpec,
+};
 pub use weights::{ClientWeight, ClientWeights, Weight};
 
 /// Where packets come from.
@@ -602,6 +606,30 @@ pub struct Options {
     #[arg(long, value_name = "ADDR[/PREFIX]=WEIGHT")]
     #[serde(default, deserialize_with = "weights::deserialize")]
     pub weight: Vec<ClientWeight>,
+
+    /// Reverse proxy: an upstream server, NAME=http://HOST[:PORT], repeatable (several with one NAME make a
+    /// group that requests are spread over). With one group and no --route every request goes to it.
+    /// Upstreams are reached through kernel sockets (this host's, or any the kernel routes to) over
+    /// plain HTTP/1.1, with per-shard pools of keep-alive connections. In the --config file, a table
+    /// per group with its settings: [upstream.NAME] servers = ["http://127.0.0.1:8000", ...],
+    /// balance = "round-robin" | "least-connections", connect-timeout = "5s" (then 504),
+    /// first-byte-timeout = "20s" (from the request's end; then 504), idle-timeout = "60s" (a pause
+    /// within a response, then it is cut; also an idle pooled connection's life), max-fails = 1 and
+    /// fail-timeout = "10s" (a server failing that often within that time is out of turn for that
+    /// long), keepalive = 32 (idle connections kept per server per shard), health-check = "/PATH" and
+    /// health-interval = "5s" (an active check: GET PATH, 2xx or 3xx keeps the server in turn)
+    #[arg(long, value_name = "NAME=URL")]
+    #[serde(default, deserialize_with = "upstreams::deserialize")]
+    pub upstream: Vec<UpstreamSpec>,
+
+    /// Reverse proxy: requests for HOST (any, when left out) whose path starts with PREFIX go to the
+    /// upstream group NAME, e.g. /api/=app or example.com/=web, repeatable; a host's routes are
+    /// tried first, then the longest prefix; requests no route matches get the built-in endpoints. In
+    /// the --config file, [[route]] tables: host = "example.com" (optional), path = "/api/", upstream =
+    /// "app" [default: with one upstream group, / to it]
+    #[arg(long, value_name = "[HOST]/PREFIX=NAME")]
+    #[serde(default)]
+    pub route: Vec<RouteSpec>,
 }
 
 impl Options {
@@ -649,6 +677,19 @@ impl Options {
             log: self.log.or(file.log),
             fairness: self.fairness.or(file.fairness),
             capacity: self.capacity.or(file.capacity),
+            upstream: {
+                // A group the command line names has its servers, with the
+                // file's settings for it.
+                let mut upstream = file.upstream;
+                for group in &mut upstream {
+                    if self.upstream.iter().any(|u| u.name == group.name) {
+                        group.options.servers.clear();
+                    }
+                }
+                upstream.extend(self.upstream);
+                upstream
+            },
+            route: if self.route.is_empty() { file.route } else { self.route },
             weight: {
                 // Per prefix: the command line's for the clients it names,
                 // the file's for the others.
@@ -811,6 +852,8 @@ pub struct Config {
     pub capacity: Option<Bandwidth>,
     /// Each client's weight in the shares.
     pub weights: ClientWeights,
+    /// The reverse proxy's upstreams and routes, if any.
+    pub proxy: Option<std::sync::Arc<ProxyConfig>>,
 }
 
 impl Config {
@@ -1051,6 +1094,8 @@ impl Options {
             (None, Some(_)) => return Err(invalid("--tls-key needs --tls-cert")),
             (None, None) => None,
         };
+        let response_timeout = span(self.response_timeout, Duration::from_secs(30), "response-timeout")?;
+        let proxy = upstreams::resolve(self.upstream, self.route, response_timeout).map_err(invalid)?;
         let defaults = LoopConfig::default();
         Ok(Config {
             backend,
@@ -1090,7 +1135,7 @@ impl Options {
             idle_timeout: span(self.idle_timeout, Duration::from_secs(60), "idle-timeout")?,
             body_timeout: span(self.body_timeout, Duration::from_secs(20), "body-timeout")?,
             body_min_rate: self.body_min_rate.map_or(500, |r| r.0),
-            response_timeout: span(self.response_timeout, Duration::from_secs(30), "response-timeout")?,
+            response_timeout,
             max_connections: at_least_one(self.max_connections.unwrap_or(10_000), "max-connections")?,
             socket_buffer,
             tcp_user_timeout: span(self.tcp_user_timeout, Duration::from_secs(300), "tcp-user-timeout")?,
@@ -1102,6 +1147,7 @@ impl Options {
             fairness: self.fairness.unwrap_or_default(),
             capacity: self.capacity,
             weights: ClientWeights::new(self.weight).map_err(invalid)?,
+            proxy: proxy.map(std::sync::Arc::new),
         })
     }
 }

@@ -46,6 +46,8 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod net;
+pub mod outbound;
+pub mod proxy;
 pub mod rt;
 pub mod runtime;
 pub mod server;

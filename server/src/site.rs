@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::http::{DateCache, Site, StaticFiles};
 use crate::metrics::{MetricsHub, ShardMetrics};
+use crate::outbound::Outbound;
 
 /// One shard's [`Site`]: owned by the shard's thread, never shared.
 #[derive(Debug)]
@@ -19,6 +20,9 @@ pub struct ShardSite {
     files: Option<StaticFiles>,
     metrics: ShardMetrics,
     hub: Arc<MetricsHub>,
+    /// The sockets the shard opens itself (upstream connections), when it
+    /// may open any.
+    outbound: Option<Outbound>,
 }
 
 impl ShardSite {
@@ -31,7 +35,39 @@ impl ShardSite {
     /// `root` cannot be opened as a directory.
     pub fn new(shard: u16, hub: Arc<MetricsHub>, root: Option<&Path>, max_flows: usize) -> io::Result<ShardSite> {
         let files = root.map(StaticFiles::new).transpose()?;
-        Ok(ShardSite { date: DateCache::new(unix_secs()), files, metrics: ShardMetrics::new(shard, max_flows), hub })
+        Ok(ShardSite {
+            date: DateCache::new(unix_secs()),
+            files,
+            metrics: ShardMetrics::new(shard, max_flows),
+            hub,
+            outbound: None,
+        })
+    }
+
+    /// The same site, able to open outbound connections (the reverse
+    /// proxy's): the shard's loop must also sleep on
+    /// [`outbound_fd`](Self::outbound_fd).
+    ///
+    /// # Errors
+    ///
+    /// Their epoll cannot be made.
+    pub fn with_outbound(mut self) -> io::Result<ShardSite> {
+        self.outbound = Some(Outbound::new()?);
+        Ok(self)
+    }
+
+    /// The descriptor of the outbound sockets' epoll, when there is one.
+    #[must_use]
+    pub fn outbound_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.outbound.as_ref().map(Outbound::fd)
+    }
+
+    /// Wakes the exchanges whose outbound sockets are ready; the host calls
+    /// it once per turn, before it drives what was woken.
+    pub fn dispatch_outbound(&mut self) {
+        if let Some(outbound) = &mut self.outbound {
+            outbound.dispatch();
+        }
     }
 
     /// Moves the `Date` to the wall clock's second; cheap when the second
@@ -73,6 +109,10 @@ impl Site for ShardSite {
 
     fn files(&mut self) -> Option<&mut StaticFiles> {
         self.files.as_mut()
+    }
+
+    fn outbound(&mut self) -> Option<&mut Outbound> {
+        self.outbound.as_mut()
     }
 
     fn record(&mut self, status: u16, latency: Duration) {

@@ -109,7 +109,7 @@ pub fn start(config: &Config, stop: Arc<AtomicBool>) -> io::Result<Running> {
 /// As [`start`].
 pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> io::Result<Running> {
     let (http, grace) = (config.http(), config.shutdown_grace);
-    match (app.service(&http), crate::tls::keys_for(config)?) {
+    match (app.service(config)?, crate::tls::keys_for(config)?) {
         (ShardService::Http(make), None) => start_with(config, stop, move |p: KernelParts| {
             let service = HttpService::with_handler(http.clone(), make());
             let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
@@ -197,6 +197,7 @@ where
             let root = config.root.as_deref().unwrap_or(std::path::Path::new("")).display();
             io::Error::new(e.kind(), format!("cannot open --root {root}: {e}"))
         })?;
+        let site = if config.proxy.is_some() { site.with_outbound()? } else { site };
         let window =
             Controller::new(policy.clone(), capacity, Arc::clone(&board), usize::from(index), config.weights.clone());
         let batch = config.runtime.batch;
@@ -204,6 +205,9 @@ where
         let (ports, tls_ports) = (ports.clone(), tls_ports.clone());
         let build = move || {
             let poll = KernelPoll::new(batch)?;
+            if let Some(fd) = site.outbound_fd() {
+                poll.also_wake_on(fd)?;
+            }
             let sockets = KernelSockets::new(poll.registry(), listener)?;
             let wakes = WakeQueue::new(Some(poll.notifier()));
             let parts = KernelParts { sockets, site, limit, stop, wakes, window, ports, tls_ports };

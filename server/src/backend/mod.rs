@@ -25,8 +25,9 @@ use fairway_stack::Counters;
 
 use crate::config::{Backend, Config};
 use crate::host::{Host, Service, Transport, Windows};
-use crate::http::{Handler, HttpConfig, builtin};
+use crate::http::{Handler, builtin};
 use crate::metrics::MetricsHub;
+use crate::proxy::Proxy;
 use crate::rt::MainTask;
 use crate::runtime::LoopStats;
 
@@ -60,17 +61,34 @@ pub(crate) enum ShardService {
 }
 
 impl Application {
-    /// What each shard runs: the built-in endpoints are their router with
-    /// `http`'s limits.
-    pub(crate) fn service(&self, http: &HttpConfig) -> ShardService {
-        match self {
-            Application::Builtin => {
-                let http = http.clone();
-                ShardService::Http(Arc::new(move || Box::new(builtin(&http)) as Box<dyn Handler>))
+    /// What each shard runs for `config`: the built-in endpoints are their
+    /// router with its HTTP limits; with upstreams, the reverse proxy
+    /// answers what its routes match, in front of the built-in endpoints
+    /// or the application's handler.
+    ///
+    /// # Errors
+    ///
+    /// Upstreams with an async application, which is not a handler the
+    /// proxy can stand in front of.
+    pub(crate) fn service(&self, config: &Config) -> io::Result<ShardService> {
+        let http = config.http();
+        let make: MakeHandler = match self {
+            Application::Builtin => Arc::new(move || Box::new(builtin(&http)) as Box<dyn Handler>),
+            Application::Handler(make) => Arc::clone(make),
+            Application::Async(_) if config.proxy.is_some() => {
+                return Err(io::Error::other(
+                    "--upstream needs the built-in endpoints or a Handler application: an async one is not proxied",
+                ));
             }
-            Application::Handler(make) => ShardService::Http(Arc::clone(make)),
-            Application::Async(make) => ShardService::Async(Arc::clone(make)),
-        }
+            Application::Async(make) => return Ok(ShardService::Async(Arc::clone(make))),
+        };
+        Ok(ShardService::Http(match &config.proxy {
+            Some(proxy) => {
+                let (proxy, health) = (Arc::clone(proxy), crate::proxy::health::start(proxy));
+                Arc::new(move || Box::new(Proxy::new(Arc::clone(&proxy), make(), health.clone())) as Box<dyn Handler>)
+            }
+            None => make,
+        }))
     }
 }
 

@@ -303,7 +303,7 @@ where
 {
     let (http, grace) = (config.http(), config.shutdown_grace);
     let (ports, tls_ports) = config.ports();
-    let running = match (app.service(&http), crate::tls::keys_for(config)?) {
+    let running = match (app.service(config)?, crate::tls::keys_for(config)?) {
         (ShardService::Http(make), None) => {
             spawn_all(config, ip, count, frame_len, stop, open, move |p: UserspaceParts| {
                 let service = HttpService::with_handler(http.clone(), make());
@@ -393,9 +393,13 @@ where
             .with_weights(config.weights.clone());
         let build = move || {
             let (device, mac) = open(index)?;
-            let device = Steered::new(device, Arc::clone(&fabric), index);
+            let mut device = Steered::new(device, Arc::clone(&fabric), index);
             let shard = Shard::new(stack_config(&cfg, ip, mac, device.max_frame_len(), index, count));
             let site = ShardSite::new(index, shard_hub, cfg.root.as_deref(), MAX_FLOWS)?;
+            let site = if cfg.proxy.is_some() { site.with_outbound()? } else { site };
+            if let Some(fd) = site.outbound_fd() {
+                device.also_wake_on(fd);
+            }
             let notify = Arc::clone(&fabric);
             let wakes = WakeQueue::new(Some(Box::new(move || notify.wake(index))));
             let (transport, host) = make(UserspaceParts { shard, site, limit, stop, wakes, window, fabric, index });

@@ -46,6 +46,8 @@ const KEYS: &[&str] = &[
     "fairness",
     "capacity",
     "weight",
+    "upstream",
+    "route",
 ];
 
 #[track_caller]
@@ -690,4 +692,60 @@ fn tls_flags_without_their_pair_or_on_the_plain_port_are_refused() {
     assert!(e.contains("give HTTPS its own port"), "{e}");
     let e = err(&[&pair[..], &["--backend", "tap", "--ip", "10.0.0.1/24", "--tls-port", "80"]].concat());
     assert!(e.contains("give HTTPS its own port"), "{e}");
+}
+
+#[test]
+fn upstreams_and_routes_come_from_flags_and_tables() {
+    assert_eq!(ok(&[]).proxy, None);
+    let c = ok(&["--upstream", "app=http://127.0.0.1:8000", "--upstream", "app=http://127.0.0.1:8001"]);
+    let proxy = c.proxy.expect("a proxy");
+    assert_eq!(proxy.groups.len(), 1);
+    assert_eq!(proxy.groups[0].servers.iter().map(|s| s.addr.port()).collect::<Vec<_>>(), [8000, 8001]);
+    assert_eq!(proxy.route(None, "/x"), Some(0), "one group and no route: everything goes to it");
+
+    let file = TempFile::new(
+        "upstreams",
+        r#"
+[upstream.api]
+servers = ["http://127.0.0.1:9000", "http://127.0.0.1:9001"]
+balance = "least-connections"
+connect-timeout = "2s"
+max-fails = 3
+keepalive = 8
+health-check = "/healthz"
+
+[upstream.web]
+servers = "http://127.0.0.1:9100"
+
+[[route]]
+path = "/api/"
+upstream = "api"
+
+[[route]]
+upstream = "web"
+"#,
+    );
+    let c = ok(&["--config", file.path()]);
+    let proxy = c.proxy.expect("a proxy");
+    let api = &proxy.groups[0];
+    assert_eq!(
+        (api.name.as_str(), api.balance, api.max_fails, api.keepalive),
+        ("api", Balance::LeastConnections, 3, 8)
+    );
+    assert_eq!(api.connect_timeout, Duration::from_secs(2));
+    assert_eq!(api.health, Some(("/healthz".to_owned(), Duration::from_secs(5))));
+    assert_eq!((proxy.route(None, "/api/v1"), proxy.route(None, "/index.html")), (Some(0), Some(1)));
+
+    // A group named on the command line takes its servers from there, its
+    // settings from the file; --route replaces the file's routes.
+    let c = ok(&["--config", file.path(), "--upstream", "api=http://127.0.0.1:7000", "--route", "/=api"]);
+    let proxy = c.proxy.expect("a proxy");
+    let api = proxy.groups.iter().find(|g| g.name == "api").expect("api");
+    assert_eq!((api.servers.len(), api.servers[0].addr.port(), api.keepalive), (1, 7000, 8));
+    assert_eq!(proxy.route(None, "/index.html"), proxy.groups.iter().position(|g| g.name == "api"));
+
+    assert!(err(&["--upstream", "app"]).contains("is not NAME=URL"));
+    assert!(err(&["--upstream", "a=http://127.0.0.1", "--route", "/=b"]).contains("no such upstream"));
+    let bad = TempFile::new("bad-upstream", "[upstream.a]\nservers = [\"http://127.0.0.1\"]\nbalance = \"random\"\n");
+    assert!(err(&["--config", bad.path()]).contains("unknown variant"));
 }

@@ -781,6 +781,7 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> App<T, T::Event> for Host<T, S,
         if self.drain_until.is_none() && self.stop.load(Ordering::Relaxed) {
             self.begin_drain(t, now);
         }
+        self.site.dispatch_outbound();
         self.run_wakes(t, now);
         self.fire_timers(t, now);
         self.service.poll(t, &mut self.site, now);

@@ -711,6 +711,12 @@ impl HttpConn {
         self.wake_at = earliest(self.wake_at, cx.wake_at);
         let (n, end) = match produced {
             Ok(Produce::Pending) => return,
+            Ok(Produce::Cut) => {
+                self.body = Body::None;
+                self.held = None;
+                self.close_reading();
+                return;
+            }
             Ok(Produce::Data(n)) => (n.min(room), false),
             Ok(Produce::End(n)) => (n.min(room), true),
             Err(_) => {

@@ -112,6 +112,11 @@ pub enum Produce {
     End(usize),
     /// Nothing ready: wake the [waker](Context::waker) when there is.
     Pending,
+    /// The body cannot be finished (its source failed: an upstream that
+    /// closed or stalled mid-response): what was produced is sent, then
+    /// the connection is closed without ending the body (a chunked body
+    /// gets no last chunk), so the client sees it cut, never complete.
+    Cut,
 }
 
 /// One request-response exchange: its connection's slot and its number on

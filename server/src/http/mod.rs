@@ -118,14 +118,14 @@ pub mod router;
 pub mod static_files;
 
 mod body;
-mod chunked;
+pub(crate) mod chunked;
 mod conn;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod input;
 mod json;
-mod parse;
+pub(crate) mod parse;
 mod range;
 mod response;
 mod service;
@@ -224,4 +224,10 @@ pub trait Site {
     /// One final response was queued: its status, and the time from its
     /// request's first byte.
     fn record(&mut self, status: u16, latency: Duration);
+
+    /// The shard's outbound sockets (upstream connections), when it may
+    /// open any ([`crate::site::ShardSite::with_outbound`]).
+    fn outbound(&mut self) -> Option<&mut crate::outbound::Outbound> {
+        None
+    }
 }

@@ -37,6 +37,9 @@ use crate::tls::Tls;
 /// The waker's token; a stream's is its slot index, listener `i`'s
 /// `LISTENERS - i`.
 const WAKER: Token = Token(usize::MAX);
+/// The token of the shard's outbound sockets' epoll (ready: the host
+/// dispatches it every turn).
+const OUTBOUND: Token = Token(LISTENERS - MAX_LISTENERS - 1);
 /// The first listener's token.
 const LISTENERS: usize = usize::MAX - 1;
 /// The most listeners a shard has.
@@ -196,7 +199,7 @@ impl KernelSockets {
     /// Turns mio's event into the host's, noting the readiness it reports.
     fn event(&mut self, event: &mio::event::Event) -> Option<KernelEvent> {
         match event.token() {
-            WAKER => None,
+            WAKER | OUTBOUND => None,
             Token(t) if t > LISTENERS - MAX_LISTENERS => {
                 Some(KernelEvent::Acceptable(KernelListener((LISTENERS - t) as u8)))
             }
@@ -369,6 +372,16 @@ impl KernelPoll {
     #[must_use]
     pub fn registry(&self) -> &Registry {
         self.poll.registry()
+    }
+
+    /// Makes the wait end also when `fd` (the shard's outbound sockets'
+    /// epoll) is readable.
+    ///
+    /// # Errors
+    ///
+    /// What `epoll_ctl` reported.
+    pub fn also_wake_on(&self, fd: std::os::fd::RawFd) -> io::Result<()> {
+        self.poll.registry().register(&mut mio::unix::SourceFd(&fd), OUTBOUND, Interest::READABLE)
     }
 
     /// Ends this poll's wait from any thread.

@@ -1,0 +1,801 @@
+//! The reverse proxy: a [`Handler`] that forwards the requests its routes
+//! match to upstream HTTP/1.1 servers and streams their answers back, in
+//! front of the built-in endpoints (or any handler) for the rest.
+//!
+//! ```text
+//! client ─▶ shard: HttpConn ─▶ Proxy::request ── route ──▶ group ── balance ──▶ server
+//!                                   │                                            │
+//!            Handler::body ─────────┼──── request body (back-pressure) ─────────▶│ upstream socket
+//!            Handler::resume ◀──────┼──── response head ◀────────────────────────│ (pooled, kernel,
+//!            Handler::produce ◀─────┴──── response body, read into the window ◀──│  this shard's epoll)
+//! ```
+//!
+//! Each shard has its own proxy: its own upstream connections, kept alive
+//! in per-server pools (`keepalive` idle ones each), registered in the
+//! shard's [`Outbound`] epoll, whose readiness wakes the exchange waiting
+//! on them. Nothing is shared between shards but the active health
+//! checks' verdicts.
+//!
+//! - **Streaming both ways.** A request body goes upstream as it arrives,
+//!   through a bounded buffer ([`BODY_BUFFER`]); when the upstream does not
+//!   take it, [`Handler::body`] takes less and the client's body waits. A
+//!   response body is read straight into the client connection's output
+//!   window (the send ring itself on the userspace stack) as it frees up.
+//!   Neither is ever held whole.
+//! - **Framing.** Each side's body is framed by its own connection: the
+//!   request's by its length or chunked, as the client sent it (the server
+//!   has already refused ambiguous framing: smuggling attempts never reach
+//!   an upstream); the response's by its `Content-Length`, re-chunked for
+//!   the client when it was chunked or ran to the upstream's close.
+//! - **Fields** ([`forward`]): hop-by-hop fields dropped, `Via`,
+//!   `Forwarded`, `X-Forwarded-For` and `X-Forwarded-Proto` added.
+//! - **Failures.** A connection refused or reset before the response:
+//!   502; no connection within `connect-timeout`, or no response within
+//!   `first-byte-timeout` of the request's end: 504; each with a warning
+//!   that names the group, the server and the reason. A response that
+//!   stalls for `idle-timeout`, or whose upstream closes early, is cut: the
+//!   client sees the connection close before the body's end, never a
+//!   complete-looking answer. An idempotent request without a body whose
+//!   pooled connection turns out closed is sent once more on a fresh one.
+//! - **Balance and health.** Round-robin or least-connections within a
+//!   group; a server failing `max-fails` times within `fail-timeout` is out
+//!   of turn for `fail-timeout` (passive), and with `health-check` a
+//!   thread asks each server every `health-interval` ([`health`]). When
+//!   every server of a group is out of turn, they are tried anyway, in
+//!   turn: a likely failure is better than a certain one.
+//!
+//! Window control applies to the client connections as to any other: a
+//! download through the proxy is capped and paced like one the server
+//! makes itself.
+//!
+//! Steady state allocates nothing per request: connections, buffers and
+//! per-exchange state are reused.
+
+mod forward;
+pub mod health;
+#[cfg(test)]
+mod tests;
+
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fairway_stack::time::Instant;
+use mio::Token;
+use tracing::warn;
+
+use crate::config::{Balance, ProxyConfig};
+use crate::http::chunked::ChunkedDecoder;
+use crate::http::{Context, Exchange, ExchangeMap, Handler, Method, Produce, Reply, Request, Response};
+use crate::outbound::Outbound;
+use forward::{BadResponse, ReadHead, RequestBody, ResponseBody, read_response, write_request};
+use health::HealthBoard;
+
+/// The most request-body bytes queued for an upstream that has not taken
+/// them yet: beyond, the client's body waits.
+pub const BODY_BUFFER: usize = 64 * 1024;
+
+/// Each upstream connection's input buffer: the largest response head, and
+/// what a chunked body is decoded from.
+pub const INPUT: usize = 16 * 1024;
+
+/// A shard's reverse proxy. See the [module documentation](self).
+pub struct Proxy {
+    config: Arc<ProxyConfig>,
+    /// What answers the requests no route matches.
+    fallback: Box<dyn Handler>,
+    groups: Vec<GroupState>,
+    /// Upstream connections, by index; an entry's buffers outlive its
+    /// socket and serve the next one.
+    conns: Vec<Upstream>,
+    free: Vec<usize>,
+    /// Tokens of sockets closed where the epoll was out of reach (a
+    /// cancelled exchange's), freed at the next chance.
+    forgotten: Vec<Token>,
+    exchanges: ExchangeMap<Forward>,
+    health: Option<Arc<HealthBoard>>,
+    /// Whether this shard has warned that it cannot open connections.
+    warned_outbound: bool,
+}
+
+struct GroupState {
+    /// The next server in turn.
+    next: usize,
+    servers: Vec<ServerState>,
+}
+
+#[derive(Default)]
+struct ServerState {
+    /// Idle keep-alive connections, most recent last.
+    idle: Vec<usize>,
+    /// Requests in progress on it from this shard.
+    active: u32,
+    /// Failures since `first_fail`.
+    fails: u32,
+    first_fail: Option<Instant>,
+    /// Out of turn until then.
+    down_until: Option<Instant>,
+}
+
+/// One upstream connection (or the buffers of a closed one).
+struct Upstream {
+    stream: Option<mio::net::TcpStream>,
+    token: Token,
+    connected: bool,
+    /// The upstream has closed its side.
+    eof: bool,
+    /// What goes upstream; `out[sent..]` is still to write.
+    out: Vec<u8>,
+    sent: usize,
+    /// What came back; `input[taken..]` is not yet used.
+    input: Vec<u8>,
+    taken: usize,
+    /// When it went back to the pool.
+    idle_since: Instant,
+}
+
+/// An exchange the proxy has taken on.
+struct Forward {
+    conn: usize,
+    group: usize,
+    server: usize,
+    /// The connection came from the pool.
+    reused: bool,
+    /// Sent once more on a fresh connection already.
+    retried: bool,
+    /// May be sent again (RFC 9110 §9.2.2) and has no body.
+    retryable: bool,
+    head_only: bool,
+    request_body: RequestBody,
+    /// The request body is all queued.
+    body_done: bool,
+    /// What failed while the body was being taken, answered at its end.
+    failed: Option<Failure>,
+    phase: Phase,
+    decoder: ChunkedDecoder,
+    /// When the current wait fails.
+    deadline: Instant,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Connecting or sending the request, then waiting for the head.
+    Request,
+    /// Streaming the response body.
+    Body { body: ResponseBody, remaining: u64, reusable: bool },
+}
+
+/// Why an exchange failed upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Failure {
+    Connect(io::ErrorKind),
+    ConnectTimeout,
+    FirstByteTimeout,
+    /// Closed before the response was complete.
+    Closed,
+    Io(io::ErrorKind),
+    Bad(BadResponse),
+    IdleTimeout,
+}
+
+impl Failure {
+    fn status(self) -> u16 {
+        match self {
+            Failure::ConnectTimeout | Failure::FirstByteTimeout | Failure::IdleTimeout => 504,
+            _ => 502,
+        }
+    }
+
+    /// A failure of the connection before anything came back, which a
+    /// fresh connection may not have.
+    fn stale(self) -> bool {
+        matches!(self, Failure::Closed | Failure::Io(_))
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Connect(kind) => write!(f, "cannot connect: {kind}"),
+            Failure::ConnectTimeout => f.write_str("no connection within connect-timeout"),
+            Failure::FirstByteTimeout => f.write_str("no response within first-byte-timeout"),
+            Failure::Closed => f.write_str("it closed the connection before the response's end"),
+            Failure::Io(kind) => write!(f, "the connection failed: {kind}"),
+            Failure::Bad(bad) => write!(f, "it sent {}", bad.describe()),
+            Failure::IdleTimeout => f.write_str("the response stalled for idle-timeout"),
+        }
+    }
+}
+
+impl Proxy {
+    /// A shard's proxy for `config`, with `fallback` answering what no
+    /// route matches, and `health` the active checks' verdicts (when any
+    /// group has them: [`health::start`]).
+    #[must_use]
+    pub fn new(config: Arc<ProxyConfig>, fallback: Box<dyn Handler>, health: Option<Arc<HealthBoard>>) -> Proxy {
+        let groups = config
+            .groups
+            .iter()
+            .map(|g| GroupState { next: 0, servers: g.servers.iter().map(|_| ServerState::default()).collect() })
+            .collect();
+        Proxy {
+            config,
+            fallback,
+            groups,
+            conns: Vec::new(),
+            free: Vec::new(),
+            forgotten: Vec::new(),
+            exchanges: ExchangeMap::default(),
+            health,
+            warned_outbound: false,
+        }
+    }
+
+    /// The server of group `g` to send to now.
+    fn pick(&mut self, g: usize, now: Instant) -> usize {
+        let group = &mut self.groups[g];
+        let n = group.servers.len();
+        let health = self.health.as_deref();
+        let up = |s: usize, state: &ServerState| {
+            state.down_until.is_none_or(|t| t <= now) && health.is_none_or(|h| h.healthy(g, s))
+        };
+        let start = group.next % n;
+        let mut order = (0..n).map(|i| (start + i) % n);
+        let chosen = match self.config.groups[g].balance {
+            Balance::RoundRobin => order.find(|&s| up(s, &group.servers[s])),
+            Balance::LeastConnections => {
+                order.filter(|&s| up(s, &group.servers[s])).min_by_key(|&s| group.servers[s].active)
+            }
+        };
+        let s = chosen.unwrap_or(start);
+        group.next = s + 1;
+        s
+    }
+
+    /// A connection to server `s` of group `g`: an idle pooled one that is
+    /// still open, else a new one (connecting). Whether it was pooled.
+    fn acquire(&mut self, g: usize, s: usize, now: Instant, outbound: &mut Outbound) -> Result<(usize, bool), Failure> {
+        let idle_timeout = self.config.groups[g].idle_timeout;
+        while let Some(c) = self.groups[g].servers[s].idle.pop() {
+            let up = &self.conns[c];
+            if outbound.hung_up(up.token) || after(up.idle_since, idle_timeout) <= now {
+                self.close(c, outbound);
+                continue;
+            }
+            return Ok((c, true));
+        }
+        self.connect(g, s, outbound).map(|c| (c, false))
+    }
+
+    /// Starts a new connection to server `s` of group `g`.
+    fn connect(&mut self, g: usize, s: usize, outbound: &mut Outbound) -> Result<usize, Failure> {
+        let addr = self.config.groups[g].servers[s].addr;
+        let mut stream = mio::net::TcpStream::connect(addr).map_err(|e| Failure::Connect(e.kind()))?;
+        let _ = stream.set_nodelay(true);
+        let token = outbound.register(&mut stream).map_err(|e| Failure::Connect(e.kind()))?;
+        let c = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(Upstream {
+                stream: None,
+                token,
+                connected: false,
+                eof: false,
+                out: Vec::with_capacity(INPUT),
+                sent: 0,
+                input: Vec::with_capacity(INPUT),
+                taken: 0,
+                idle_since: Instant::ZERO,
+            });
+            self.conns.len() - 1
+        });
+        let up = &mut self.conns[c];
+        up.stream = Some(stream);
+        (up.token, up.connected, up.eof) = (token, false, false);
+        up.out.clear();
+        up.input.clear();
+        (up.sent, up.taken) = (0, 0);
+        Ok(c)
+    }
+
+    /// Closes connection `c` and frees its entry.
+    fn close(&mut self, c: usize, outbound: &mut Outbound) {
+        let up = &mut self.conns[c];
+        if let Some(mut stream) = up.stream.take() {
+            outbound.deregister(&mut stream, up.token);
+            self.free.push(c);
+        }
+    }
+
+    /// Frees what cancelled exchanges left.
+    fn tidy(&mut self, outbound: &mut Outbound) {
+        for token in self.forgotten.drain(..) {
+            outbound.forget(token);
+        }
+    }
+
+    /// The exchange `ex` is over: its connection goes back to the pool
+    /// when it can carry another request, else it is closed.
+    fn finish(&mut self, ex: Exchange, reusable: bool, now: Instant, outbound: &mut Outbound) {
+        let Some(f) = self.exchanges.remove(ex) else { return };
+        let keepalive = self.config.groups[f.group].keepalive;
+        let server = &mut self.groups[f.group].servers[f.server];
+        server.active = server.active.saturating_sub(1);
+        let up = &mut self.conns[f.conn];
+        let clean = up.taken == up.input.len() && up.sent == up.out.len() && !up.eof;
+        if reusable && clean && server.idle.len() < keepalive {
+            outbound.unwatch(up.token);
+            up.out.clear();
+            up.input.clear();
+            (up.sent, up.taken, up.idle_since) = (0, 0, now);
+            server.idle.push(f.conn);
+        } else {
+            self.close(f.conn, outbound);
+        }
+    }
+
+    /// Counts a failure of server `s` of group `g` toward putting it out
+    /// of turn, and says what failed.
+    fn failed(&mut self, g: usize, s: usize, failure: Failure, now: Instant) {
+        let group = &self.config.groups[g];
+        let server = &mut self.groups[g].servers[s];
+        if server.first_fail.is_none_or(|t| after(t, group.fail_timeout) <= now) {
+            (server.fails, server.first_fail) = (0, Some(now));
+        }
+        server.fails += 1;
+        let url = &group.servers[s].url;
+        let status = failure.status();
+        warn!(upstream = %group.name, server = %url, "{status} to the client: {failure}");
+        if server.fails >= group.max_fails && server.down_until.is_none_or(|t| t <= now) {
+            server.down_until = Some(after(now, group.fail_timeout));
+            let out = group.fail_timeout;
+            warn!(upstream = %group.name, server = %url, "out of turn for {out:?} after {} failure(s)", server.fails);
+        }
+    }
+
+    /// Ends `ex` after `failure`: counted, said, its connection closed.
+    fn end_failed(&mut self, ex: Exchange, failure: Failure, now: Instant, outbound: Option<&mut Outbound>) {
+        let Some(f) = self.exchanges.get_mut(ex) else { return };
+        let (g, s) = (f.group, f.server);
+        self.failed(g, s, failure, now);
+        if let Some(outbound) = outbound {
+            self.finish(ex, false, now, outbound);
+        }
+    }
+
+    /// Moves `ex`'s request along: finishes connecting, writes what is
+    /// queued, reads what came back. `Err` when the connection failed.
+    fn advance(&mut self, ex: Exchange, now: Instant) -> Result<(), Failure> {
+        let Some(f) = self.exchanges.get_mut(ex) else { return Ok(()) };
+        let up = &mut self.conns[f.conn];
+        let Some(stream) = &mut up.stream else { return Err(Failure::Closed) };
+        if !up.connected {
+            match stream.take_error() {
+                Ok(Some(e)) | Err(e) => return Err(Failure::Connect(e.kind())),
+                Ok(None) => {}
+            }
+            match stream.peer_addr() {
+                Ok(_) => {
+                    up.connected = true;
+                    if f.body_done {
+                        f.deadline = after(now, self.config.groups[f.group].first_byte_timeout);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                    return if now >= f.deadline { Err(Failure::ConnectTimeout) } else { Ok(()) };
+                }
+                Err(e) => return Err(Failure::Connect(e.kind())),
+            }
+        }
+        while up.sent < up.out.len() {
+            match stream.write(&up.out[up.sent..]) {
+                Ok(0) => return Err(Failure::Closed),
+                Ok(n) => up.sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Failure::Io(e.kind())),
+            }
+        }
+        // A request with a body cannot be sent again: its queue is
+        // emptied as it goes; one without keeps its head for a retry.
+        if up.sent == up.out.len() && f.request_body != RequestBody::Empty {
+            up.out.clear();
+            up.sent = 0;
+        }
+        if f.phase == Phase::Request {
+            fill(up)?;
+        }
+        Ok(())
+    }
+
+    /// Answers `ex` from its upstream when the response head is in;
+    /// defers while it is not; answers the failure when there was one.
+    fn answer(&mut self, cx: &mut Context<'_>, mut res: Response<'_>) -> Reply {
+        let (ex, now) = (cx.exchange(), cx.now());
+        loop {
+            let step = self.advance(ex, now);
+            let Some(f) = self.exchanges.get_mut(ex) else { return res.error(502) };
+            let failure = step.err().or(f.failed.take());
+            let up = &mut self.conns[f.conn];
+            if let Some(failure) = failure {
+                let retry = failure.stale() && f.reused && f.retryable && !f.retried && up.input.is_empty();
+                // A pooled connection the upstream had closed: once more,
+                // on a fresh one.
+                if retry && self.retry(ex, cx).is_ok() {
+                    continue;
+                }
+                return self.fail(ex, cx, failure, res);
+            }
+            let full = up.input.len() == up.input.capacity();
+            if up.taken < up.input.len() {
+                match read_response(&up.input[up.taken..], f.head_only, full, res) {
+                    ReadHead::Bad(bad, back) => return self.fail(ex, cx, Failure::Bad(bad), back),
+                    ReadHead::Answered(head, reply) => {
+                        up.taken += head.len;
+                        let (g, s) = (f.group, f.server);
+                        let remaining = match head.body {
+                            ResponseBody::Length(n) => n,
+                            _ => 0,
+                        };
+                        if matches!(head.body, ResponseBody::Empty | ResponseBody::Length(0)) {
+                            if let Some(outbound) = cx.site.outbound() {
+                                self.finish(ex, head.reusable, now, outbound);
+                            }
+                        } else {
+                            f.phase = Phase::Body { body: head.body, remaining, reusable: head.reusable };
+                            f.decoder = ChunkedDecoder::default();
+                            f.deadline = after(now, self.config.groups[g].idle_timeout);
+                        }
+                        let server = &mut self.groups[g].servers[s];
+                        (server.fails, server.down_until) = (0, None);
+                        return reply;
+                    }
+                    ReadHead::Incomplete(back) => res = back,
+                }
+            }
+            if up.eof {
+                return self.fail(ex, cx, Failure::Closed, res);
+            }
+            if now >= f.deadline {
+                let failure = if up.connected { Failure::FirstByteTimeout } else { Failure::ConnectTimeout };
+                return self.fail(ex, cx, failure, res);
+            }
+            cx.wake_at(f.deadline);
+            return res.defer();
+        }
+    }
+
+    /// Sends `ex`'s request (its head, kept) again on a fresh connection.
+    fn retry(&mut self, ex: Exchange, cx: &mut Context<'_>) -> Result<(), Failure> {
+        let (waker, now) = (cx.waker, cx.now);
+        let outbound = cx.site.outbound().ok_or(Failure::Closed)?;
+        let f = self.exchanges.get_mut(ex).ok_or(Failure::Closed)?;
+        let (old, g, s) = (f.conn, f.group, f.server);
+        let fresh = self.connect(g, s, outbound)?;
+        let head = std::mem::take(&mut self.conns[old].out);
+        let up = &mut self.conns[fresh];
+        let spare = std::mem::replace(&mut up.out, head);
+        up.sent = 0;
+        outbound.watch(up.token, waker);
+        self.conns[old].out = spare;
+        self.close(old, outbound);
+        let f = self.exchanges.get_mut(ex).ok_or(Failure::Closed)?;
+        (f.conn, f.reused, f.retried) = (fresh, false, true);
+        f.deadline = after(now, self.config.groups[g].connect_timeout);
+        Ok(())
+    }
+
+    /// Ends `ex` with `failure`'s status, a warning and the connection
+    /// closed.
+    fn fail(&mut self, ex: Exchange, cx: &mut Context<'_>, failure: Failure, res: Response<'_>) -> Reply {
+        let now = cx.now();
+        self.end_failed(ex, failure, now, cx.site.outbound());
+        res.error(failure.status())
+    }
+
+    /// Takes the request `req` on, to group `g`.
+    fn forward(&mut self, cx: &mut Context<'_>, req: &Request<'_>, res: Response<'_>, g: usize) -> Reply {
+        let (now, waker, peer) = (cx.now(), cx.waker, cx.peer);
+        let Some(outbound) = cx.site.outbound() else {
+            if !std::mem::replace(&mut self.warned_outbound, true) {
+                warn!("this shard cannot open upstream connections (its site has no outbound epoll): 502");
+            }
+            return res.error(502);
+        };
+        self.tidy(outbound);
+        let s = self.pick(g, now);
+        let (conn, reused) = match self.acquire(g, s, now, outbound) {
+            Ok(c) => c,
+            Err(failure) => {
+                self.failed(g, s, failure, now);
+                return res.error(failure.status());
+            }
+        };
+        let request_body = match req.content_length() {
+            Some(0) => RequestBody::Empty,
+            Some(n) => RequestBody::Length(n),
+            None => RequestBody::Chunked,
+        };
+        let method = req.method();
+        let retryable = request_body == RequestBody::Empty
+            && matches!(method, Method::Get | Method::Head | Method::Options | Method::Put | Method::Delete);
+        let group = &self.config.groups[g];
+        let up = &mut self.conns[conn];
+        let authority = group.servers[s].url.split_once("://").map_or("", |(_, a)| a.trim_end_matches('/'));
+        write_request(&mut up.out, req, peer, "http", request_body, authority);
+        outbound.watch(up.token, waker);
+        self.groups[g].servers[s].active += 1;
+        let wait = if up.connected { group.first_byte_timeout } else { group.connect_timeout };
+        let f = Forward {
+            conn,
+            group: g,
+            server: s,
+            reused,
+            retried: false,
+            retryable,
+            head_only: method == Method::Head,
+            request_body,
+            body_done: request_body == RequestBody::Empty,
+            failed: None,
+            phase: Phase::Request,
+            decoder: ChunkedDecoder::default(),
+            deadline: after(now, wait),
+        };
+        let ex = cx.exchange();
+        self.exchanges.insert(ex, f);
+        if request_body == RequestBody::Empty {
+            return self.answer(cx, res);
+        }
+        if let Err(failure) = self.advance(ex, now)
+            && let Some(f) = self.exchanges.get_mut(ex)
+        {
+            f.failed = Some(failure);
+        }
+        cx.wake_at(after(now, wait));
+        res.read_body()
+    }
+
+    /// Streams the response body of `ex` into `out`.
+    fn stream(&mut self, ex: Exchange, now: Instant, out: &mut [u8]) -> Streamed {
+        let Some(f) = self.exchanges.get_mut(ex) else { return Streamed::Failed(Failure::Closed) };
+        let Phase::Body { body, remaining, reusable } = f.phase else { return Streamed::Pending };
+        let up = &mut self.conns[f.conn];
+        let mut n = 0;
+        let mut failure = None;
+        let ended = match body {
+            ResponseBody::Length(_) | ResponseBody::Close => {
+                let want = match body {
+                    ResponseBody::Length(_) => out.len().min(usize::try_from(remaining).unwrap_or(usize::MAX)),
+                    _ => out.len(),
+                };
+                if up.taken < up.input.len() {
+                    n = want.min(up.input.len() - up.taken);
+                    out[..n].copy_from_slice(&up.input[up.taken..up.taken + n]);
+                    up.taken += n;
+                } else if let Some(stream) = &mut up.stream {
+                    // Straight into the client's window.
+                    loop {
+                        match stream.read(&mut out[..want]) {
+                            Ok(0) => up.eof = true,
+                            Ok(k) => n = k,
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                            Err(e) => failure = Some(Failure::Io(e.kind())),
+                        }
+                        break;
+                    }
+                }
+                if let ResponseBody::Length(_) = body {
+                    let left = remaining - n as u64;
+                    f.phase = Phase::Body { body, remaining: left, reusable };
+                    if up.eof && left > 0 {
+                        failure = failure.or(Some(Failure::Closed));
+                    }
+                    left == 0
+                } else {
+                    up.eof
+                }
+            }
+            ResponseBody::Chunked => {
+                if up.taken == up.input.len()
+                    && let Err(e) = fill(up)
+                {
+                    failure = Some(e);
+                }
+                let taken = f.decoder.decode_taking(&up.input[up.taken..], |data| {
+                    let k = data.len().min(out.len() - n);
+                    out[n..n + k].copy_from_slice(&data[..k]);
+                    n += k;
+                    k
+                });
+                match taken {
+                    Ok(used) => up.taken += used,
+                    Err(_) => failure = Some(Failure::Bad(BadResponse::Malformed)),
+                }
+                let done = f.decoder.is_done();
+                if up.eof && !done && up.taken == up.input.len() {
+                    failure = failure.or(Some(Failure::Closed));
+                }
+                done
+            }
+            ResponseBody::Empty => true,
+        };
+        if ended {
+            return Streamed::End(n, reusable && body != ResponseBody::Close);
+        }
+        if let Some(failure) = failure {
+            return Streamed::Failed(failure);
+        }
+        if n > 0 {
+            f.deadline = after(now, self.config.groups[f.group].idle_timeout);
+            return Streamed::Data(n);
+        }
+        if now >= f.deadline {
+            return Streamed::Failed(Failure::IdleTimeout);
+        }
+        Streamed::Waiting(f.deadline)
+    }
+}
+
+/// What one [`Proxy::stream`] call did.
+enum Streamed {
+    Data(usize),
+    /// The body's end, after these bytes; whether the connection can be
+    /// pooled.
+    End(usize, bool),
+    /// Nothing yet.
+    Waiting(Instant),
+    /// The phase has no body yet.
+    Pending,
+    /// It failed (what it copied this call is dropped).
+    Failed(Failure),
+}
+
+/// Reads what the upstream sent into `up.input` (up to its capacity),
+/// noting its close.
+fn fill(up: &mut Upstream) -> Result<(), Failure> {
+    let Some(stream) = &mut up.stream else { return Err(Failure::Closed) };
+    if up.taken == up.input.len() {
+        up.input.clear();
+        up.taken = 0;
+    }
+    if up.input.capacity() < INPUT {
+        up.input.reserve_exact(INPUT - up.input.len());
+    }
+    while !up.eof && up.input.len() < up.input.capacity() {
+        let len = up.input.len();
+        up.input.resize(up.input.capacity(), 0);
+        let read = stream.read(&mut up.input[len..]);
+        up.input.truncate(len + read.as_ref().map_or(0, |&n| n));
+        match read {
+            Ok(0) => up.eof = true,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Failure::Io(e.kind())),
+        }
+    }
+    Ok(())
+}
+
+impl Handler for Proxy {
+    fn request(&mut self, cx: &mut Context<'_>, req: &Request<'_>, res: Response<'_>) -> Reply {
+        match self.config.route(req.header("host"), req.path()) {
+            Some(g) => self.forward(cx, req, res, g),
+            None => self.fallback.request(cx, req, res),
+        }
+    }
+
+    fn body(&mut self, cx: &mut Context<'_>, data: &[u8]) -> usize {
+        let ex = cx.exchange();
+        let Some(f) = self.exchanges.get_mut(ex) else { return self.fallback.body(cx, data) };
+        if f.failed.is_some() {
+            return data.len(); // dropped: the failure is answered at the body's end
+        }
+        let step = self.advance(ex, cx.now());
+        let Some(f) = self.exchanges.get_mut(ex) else { return data.len() };
+        if let Err(failure) = step {
+            f.failed = Some(failure);
+            return data.len();
+        }
+        let up = &mut self.conns[f.conn];
+        let queued = up.out.len() - up.sent;
+        if queued >= BODY_BUFFER || !up.connected {
+            return 0; // the upstream's writability wakes the exchange
+        }
+        let take = data.len().min(BODY_BUFFER - queued);
+        if f.request_body == RequestBody::Chunked {
+            let mut digits = [0u8; 16];
+            up.out.extend_from_slice(hex(&mut digits, take));
+            up.out.extend_from_slice(b"\r\n");
+            up.out.extend_from_slice(&data[..take]);
+            up.out.extend_from_slice(b"\r\n");
+        } else {
+            up.out.extend_from_slice(&data[..take]);
+        }
+        if let Err(failure) = self.advance(ex, cx.now())
+            && let Some(f) = self.exchanges.get_mut(ex)
+        {
+            f.failed = Some(failure);
+        }
+        take
+    }
+
+    fn body_end(&mut self, cx: &mut Context<'_>, body: &[u8], res: Response<'_>) -> Reply {
+        let ex = cx.exchange();
+        let Some(f) = self.exchanges.get_mut(ex) else { return self.fallback.body_end(cx, body, res) };
+        let up = &mut self.conns[f.conn];
+        if f.request_body == RequestBody::Chunked {
+            up.out.extend_from_slice(b"0\r\n\r\n");
+        }
+        f.body_done = true;
+        if up.connected {
+            f.deadline = after(cx.now(), self.config.groups[f.group].first_byte_timeout);
+        }
+        self.answer(cx, res)
+    }
+
+    fn resume(&mut self, cx: &mut Context<'_>, res: Response<'_>) -> Reply {
+        if self.exchanges.get_mut(cx.exchange()).is_none() {
+            return self.fallback.resume(cx, res);
+        }
+        self.answer(cx, res)
+    }
+
+    fn produce(&mut self, cx: &mut Context<'_>, out: &mut [u8]) -> Produce {
+        let (ex, now) = (cx.exchange(), cx.now());
+        if self.exchanges.get_mut(ex).is_none() {
+            return self.fallback.produce(cx, out);
+        }
+        match self.stream(ex, now, out) {
+            Streamed::Data(n) => Produce::Data(n),
+            Streamed::End(n, reusable) => {
+                if let Some(outbound) = cx.site.outbound() {
+                    self.finish(ex, reusable, now, outbound);
+                }
+                Produce::End(n)
+            }
+            Streamed::Waiting(deadline) => {
+                cx.wake_at(deadline);
+                Produce::Pending
+            }
+            Streamed::Pending => Produce::Pending,
+            // The response is broken: the client sees it cut (what this
+            // call copied is dropped with it).
+            Streamed::Failed(failure) => {
+                self.end_failed(ex, failure, now, cx.site.outbound());
+                Produce::Cut
+            }
+        }
+    }
+
+    fn cancel(&mut self, exchange: Exchange) {
+        let Some(f) = self.exchanges.remove(exchange) else { return self.fallback.cancel(exchange) };
+        let server = &mut self.groups[f.group].servers[f.server];
+        server.active = server.active.saturating_sub(1);
+        // Mid-exchange, the connection cannot carry another request:
+        // closed now (which takes it out of the epoll), its token freed
+        // when the epoll is next at hand.
+        let up = &mut self.conns[f.conn];
+        if up.stream.take().is_some() {
+            self.forgotten.push(up.token);
+            self.free.push(f.conn);
+        }
+    }
+}
+
+/// `d` after `at`, on the loop's clock.
+fn after(at: Instant, d: Duration) -> Instant {
+    at + fairway_stack::time::Duration::from(d)
+}
+
+/// `n` in lower-case hex, in `buf`.
+fn hex(buf: &mut [u8; 16], mut n: usize) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b"0123456789abcdef"[n & 0xf];
+        n >>= 4;
+        if n == 0 {
+            return &buf[at..];
+        }
+    }
+}
