@@ -117,3 +117,78 @@ fn the_axum_example_is_served_over_tls_on_kernel_sockets() {
     assert!(reports.iter().map(|r| r.accepted).sum::<u64>() >= 3, "{reports:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Holds a request body back at its first piece until a timer thread wakes
+/// it 200 ms later (as a handler waiting on an upstream does), then takes
+/// it all and answers with its length.
+#[derive(Default)]
+struct Hesitant {
+    held: bool,
+    released: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    taken: usize,
+}
+
+impl fairway::http::Handler for Hesitant {
+    fn request(
+        &mut self,
+        _: &mut fairway::http::Context<'_>,
+        _: &fairway::http::Request<'_>,
+        res: fairway::http::Response<'_>,
+    ) -> fairway::http::Reply {
+        (self.held, self.taken) = (false, 0);
+        self.released.store(false, std::sync::atomic::Ordering::SeqCst);
+        res.read_body()
+    }
+
+    fn body(&mut self, cx: &mut fairway::http::Context<'_>, data: &[u8]) -> usize {
+        if !self.held {
+            self.held = true;
+            let (waker, released) = (cx.waker().clone(), std::sync::Arc::clone(&self.released));
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                released.store(true, std::sync::atomic::Ordering::SeqCst);
+                waker.wake();
+            });
+        }
+        if !self.released.load(std::sync::atomic::Ordering::SeqCst) {
+            return 0;
+        }
+        self.taken += data.len();
+        data.len()
+    }
+
+    fn body_end(
+        &mut self,
+        _: &mut fairway::http::Context<'_>,
+        _: &[u8],
+        res: fairway::http::Response<'_>,
+    ) -> fairway::http::Reply {
+        res.text(200, &self.taken.to_string())
+    }
+}
+
+#[test]
+fn a_body_held_back_while_the_rest_arrives_is_read_on_once_taken() {
+    // While the handler holds the body back, all the rest of it reaches the
+    // socket. Woken, the handler takes the full input buffer; no event will
+    // say the socket has more, so the connection must read on by itself.
+    use std::io::{Read, Write};
+    let server = Server::builder().config(config(&[])).handler(Hesitant::default).spawn().unwrap();
+    let mut client = std::net::TcpStream::connect(server.local_addr()).unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let len = 300_000;
+    let mut request = format!("POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: {len}\r\n\r\n").into_bytes();
+    request.resize(request.len() + len, b'b');
+    client.write_all(&request).unwrap();
+    let started = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(len.to_string().as_bytes()) {
+        match client.read(&mut buf) {
+            Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+            other => panic!("no answer after {:?} ({other:?}): {}", started.elapsed(), String::from_utf8_lossy(&got)),
+        }
+    }
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200 "));
+    server.shutdown().unwrap();
+}

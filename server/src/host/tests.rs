@@ -43,6 +43,12 @@ impl Pair {
     /// A pair whose server serves the files under `root` with a send ring
     /// of `tx_buffer` bytes.
     fn serving(http: HttpConfig, root: Option<&std::path::Path>, tx_buffer: usize) -> Pair {
+        let router = crate::http::builtin(&http);
+        Pair::routing(http, root, tx_buffer, router)
+    }
+
+    /// A pair whose server answers with `router`.
+    fn routing(http: HttpConfig, root: Option<&std::path::Path>, tx_buffer: usize, router: Router) -> Pair {
         let mac = |ip: Ipv4Addr| {
             let [a, b, c, d] = ip.octets();
             [2, 0, a, b, c, d]
@@ -57,7 +63,7 @@ impl Pair {
         let site = ShardSite::new(0, hub, root, 4).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let mut host = Host::with_service(
-            HttpService::new(http),
+            HttpService::with_handler(http, router),
             site,
             Arc::new(ConnectionLimit::new(2)),
             Arc::clone(&stop),
@@ -276,6 +282,83 @@ fn a_woken_slot_is_driven_again() {
         let _ = p.read(h, &mut got);
         got.ends_with(b"ok\n")
     });
+}
+
+/// Holds a request body back at its first piece (0 taken) until the test
+/// wakes it, as a handler waiting on another socket does; then takes all.
+#[derive(Default)]
+struct Hesitant {
+    waker: std::sync::Arc<std::sync::Mutex<Option<std::task::Waker>>>,
+    held: bool,
+    taken: usize,
+}
+
+impl crate::http::Handler for Hesitant {
+    fn request(
+        &mut self,
+        _: &mut crate::http::Context<'_>,
+        _: &crate::http::Request<'_>,
+        res: crate::http::Response<'_>,
+    ) -> crate::http::Reply {
+        res.read_body()
+    }
+
+    fn body(&mut self, cx: &mut crate::http::Context<'_>, data: &[u8]) -> usize {
+        if !self.held {
+            self.held = true;
+            *self.waker.lock().unwrap() = Some(cx.waker().clone());
+        }
+        if self.waker.lock().unwrap().is_some() {
+            return 0; // until the test takes the waker and wakes it
+        }
+        self.taken += data.len();
+        data.len()
+    }
+
+    fn body_end(
+        &mut self,
+        _: &mut crate::http::Context<'_>,
+        _: &[u8],
+        res: crate::http::Response<'_>,
+    ) -> crate::http::Reply {
+        res.text(200, &self.taken.to_string())
+    }
+}
+
+#[test]
+fn a_body_held_back_until_all_of_it_has_arrived_is_read_on_once_taken() {
+    // While the handler holds the body back, the rest of it arrives and
+    // its events find the input full. Woken, the handler takes the input:
+    // no event will say the socket has more, so the drive must read on.
+    let hesitant = Hesitant::default();
+    let waker = std::sync::Arc::clone(&hesitant.waker);
+    let router = Router::new().route(crate::http::Method::Post, "/slow", hesitant);
+    let mut p = Pair::routing(HttpConfig::default(), None, Config::new([0; 6], SERVER_IP, 24).tcp.tx_buffer, router);
+    let h = p.connect();
+    let len = 100_000;
+    let mut request = format!("POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: {len}\r\n\r\n").into_bytes();
+    request.resize(request.len() + len, b'b');
+    // As much as the windows let through arrives meanwhile.
+    let mut sent = 0;
+    let (until, limit) = (p.now + Duration::from_millis(200), p.now + Duration::from_secs(5));
+    p.run_until(limit, |p| {
+        if sent < request.len() {
+            sent += p.client.send(h, &request[sent..]).unwrap_or(0);
+        }
+        p.now >= until
+    });
+    let held = waker.lock().unwrap().take().expect("the handler held the body back");
+    held.wake();
+    let mut got = Vec::new();
+    let limit = p.now + Duration::from_secs(5);
+    p.run_until(limit, |p| {
+        if sent < request.len() {
+            sent += p.client.send(h, &request[sent..]).unwrap_or(0);
+        }
+        let _ = p.read(h, &mut got);
+        got.ends_with(len.to_string().as_bytes())
+    });
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200 "));
 }
 
 /// The body of the one response at the start of `bytes` (by its

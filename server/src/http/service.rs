@@ -109,6 +109,7 @@ fn drive<T: Transport>(conn: &mut HttpConn, cx: &mut Cx<'_, T>, handler: &mut dy
     let mut moved = 0;
     loop {
         let mut progress = false;
+        let wanted_input = conn.wants_input();
         while conn.wants_input() {
             match cx.transport.recv(c, conn.recv_buf()) {
                 Ok(0) => {
@@ -160,7 +161,9 @@ fn drive<T: Transport>(conn: &mut HttpConn, cx: &mut Cx<'_, T>, handler: &mut dy
         if conn.should_close() || (cx.draining && conn.is_idle()) {
             return Next::Close;
         }
-        if !progress {
+        // A handler that held a body back and takes it now (woken) frees
+        // the input only in `output`: read on, as no event will say so.
+        if !progress && (wanted_input || !conn.wants_input()) {
             return Next::Keep;
         }
         if moved >= TURN_BYTES {
