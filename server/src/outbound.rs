@@ -130,8 +130,8 @@ impl Outbound {
         }
     }
 
-    /// Whether the socket's peer closed it, or it failed, while nobody
-    /// watched it.
+    /// Whether the socket's peer closed it, it failed, or input arrived,
+    /// while nobody watched it: an idle connection not to use again.
     #[must_use]
     pub fn hung_up(&self, token: Token) -> bool {
         self.tokens.get(token.0).is_some_and(|e| e.hung_up)
@@ -153,7 +153,9 @@ impl Outbound {
             let Some(entry) = self.tokens.get_mut(event.token().0).filter(|e| e.registered) else { continue };
             match &entry.watcher {
                 Some(waker) => waker.wake_by_ref(),
-                None => entry.hung_up |= event.is_read_closed() || event.is_error(),
+                // Input on an idle connection is as bad as a close: bytes
+                // no request asked for.
+                None => entry.hung_up |= event.is_readable() || event.is_read_closed() || event.is_error(),
             }
         }
         count

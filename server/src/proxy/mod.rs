@@ -143,6 +143,8 @@ struct Forward {
     reused: bool,
     /// Sent once more on a fresh connection already.
     retried: bool,
+    /// Servers given up on for it, unreachable.
+    tried: usize,
     /// May be sent again (RFC 9110 §9.2.2) and has no body.
     retryable: bool,
     head_only: bool,
@@ -163,6 +165,9 @@ enum Phase {
     Request,
     /// Streaming the response body.
     Body { body: ResponseBody, remaining: u64, reusable: bool },
+    /// The response broke after some of its body went to the client: it
+    /// is cut at the next call.
+    Broken,
 }
 
 /// Why an exchange failed upstream.
@@ -233,11 +238,17 @@ impl Proxy {
 
     /// The server of group `g` to send to now.
     fn pick(&mut self, g: usize, now: Instant) -> usize {
+        self.pick_except(g, now, usize::MAX)
+    }
+
+    /// The server of group `g` to send to now, other than `except` while
+    /// another is in turn.
+    fn pick_except(&mut self, g: usize, now: Instant, except: usize) -> usize {
         let group = &mut self.groups[g];
         let n = group.servers.len();
         let health = self.health.as_deref();
         let up = |s: usize, state: &ServerState| {
-            state.down_until.is_none_or(|t| t <= now) && health.is_none_or(|h| h.healthy(g, s))
+            s != except && state.down_until.is_none_or(|t| t <= now) && health.is_none_or(|h| h.healthy(g, s))
         };
         let start = group.next % n;
         let mut order = (0..n).map(|i| (start + i) % n);
@@ -333,8 +344,15 @@ impl Proxy {
     }
 
     /// Counts a failure of server `s` of group `g` toward putting it out
-    /// of turn, and says what failed.
+    /// of turn, and says what failed and what the client gets.
     fn failed(&mut self, g: usize, s: usize, failure: Failure, now: Instant) {
+        let status = failure.status();
+        let answer = if status == 502 { "502 to the client" } else { "504 to the client" };
+        self.count_failure(g, s, failure, now, answer);
+    }
+
+    /// [`failed`](Self::failed), saying `then` for what follows.
+    fn count_failure(&mut self, g: usize, s: usize, failure: Failure, now: Instant, then: &str) {
         let group = &self.config.groups[g];
         let server = &mut self.groups[g].servers[s];
         if server.first_fail.is_none_or(|t| after(t, group.fail_timeout) <= now) {
@@ -342,8 +360,7 @@ impl Proxy {
         }
         server.fails += 1;
         let url = &group.servers[s].url;
-        let status = failure.status();
-        warn!(upstream = %group.name, server = %url, "{status} to the client: {failure}");
+        warn!(upstream = %group.name, server = %url, "{then}: {failure}");
         if server.fails >= group.max_fails && server.down_until.is_none_or(|t| t <= now) {
             server.down_until = Some(after(now, group.fail_timeout));
             let out = group.fail_timeout;
@@ -413,13 +430,20 @@ impl Proxy {
         loop {
             let step = self.advance(ex, now);
             let Some(f) = self.exchanges.get_mut(ex) else { return res.error(502) };
-            let failure = step.err().or(f.failed.take());
+            // A failure met while the body was taken is final: some of it
+            // is gone.
+            let (stepped, failure) = (step.is_err(), step.err().or(f.failed.take()));
             let up = &mut self.conns[f.conn];
             if let Some(failure) = failure {
                 let retry = failure.stale() && f.reused && f.retryable && !f.retried && up.input.is_empty();
                 // A pooled connection the upstream had closed: once more,
                 // on a fresh one.
-                if retry && self.retry(ex, cx).is_ok() {
+                let server = f.server;
+                if retry && self.retry(ex, cx, server).is_ok() {
+                    continue;
+                }
+                let unreachable = stepped && matches!(failure, Failure::Connect(_) | Failure::ConnectTimeout);
+                if unreachable && self.next_server(ex, cx, failure) {
                     continue;
                 }
                 return self.fail(ex, cx, failure, res);
@@ -463,12 +487,37 @@ impl Proxy {
         }
     }
 
-    /// Sends `ex`'s request (its head, kept) again on a fresh connection.
-    fn retry(&mut self, ex: Exchange, cx: &mut Context<'_>) -> Result<(), Failure> {
+    /// After a failure to connect to `ex`'s server: when the group has a
+    /// server not tried yet for it, counts the failure and sends the
+    /// request there (nothing of it reached the first). Whether it did.
+    fn next_server(&mut self, ex: Exchange, cx: &mut Context<'_>, failure: Failure) -> bool {
+        let now = cx.now;
+        let Some(f) = self.exchanges.get_mut(ex) else { return false };
+        let (g, s, tried) = (f.group, f.server, f.tried);
+        if tried + 1 >= self.config.groups[g].servers.len() {
+            return false;
+        }
+        self.count_failure(g, s, failure, now, "trying the next server");
+        let next = self.pick_except(g, now, s);
+        if next == s || self.retry(ex, cx, next).is_err() {
+            return false;
+        }
+        let servers = &mut self.groups[g].servers;
+        servers[s].active = servers[s].active.saturating_sub(1);
+        servers[next].active += 1;
+        if let Some(f) = self.exchanges.get_mut(ex) {
+            (f.server, f.tried) = (next, tried + 1);
+        }
+        true
+    }
+
+    /// Sends `ex`'s request (its head, kept) again on a fresh connection
+    /// to server `s` of its group.
+    fn retry(&mut self, ex: Exchange, cx: &mut Context<'_>, s: usize) -> Result<(), Failure> {
         let (waker, now) = (cx.waker, cx.now);
         let outbound = cx.site.outbound().ok_or(Failure::Closed)?;
         let f = self.exchanges.get_mut(ex).ok_or(Failure::Closed)?;
-        let (old, g, s) = (f.conn, f.group, f.server);
+        let (old, g) = (f.conn, f.group);
         let fresh = self.connect(g, s, outbound)?;
         let head = std::mem::take(&mut self.conns[old].out);
         let up = &mut self.conns[fresh];
@@ -530,6 +579,7 @@ impl Proxy {
             server: s,
             reused,
             retried: false,
+            tried: 0,
             retryable,
             head_only: method == Method::Head,
             request_body,
@@ -556,7 +606,11 @@ impl Proxy {
     /// Streams the response body of `ex` into `out`.
     fn stream(&mut self, ex: Exchange, now: Instant, out: &mut [u8]) -> Streamed {
         let Some(f) = self.exchanges.get_mut(ex) else { return Streamed::Failed(Failure::Closed) };
-        let Phase::Body { body, remaining, reusable } = f.phase else { return Streamed::Pending };
+        let (body, remaining, reusable) = match f.phase {
+            Phase::Body { body, remaining, reusable } => (body, remaining, reusable),
+            Phase::Broken => return Streamed::Broken,
+            Phase::Request => return Streamed::Pending,
+        };
         let up = &mut self.conns[f.conn];
         let mut n = 0;
         let mut failure = None;
@@ -622,6 +676,13 @@ impl Proxy {
             return Streamed::End(n, reusable && body != ResponseBody::Close);
         }
         if let Some(failure) = failure {
+            if n > 0 {
+                // What came before the failure goes out first.
+                f.phase = Phase::Broken;
+                let (g, s) = (f.group, f.server);
+                self.failed(g, s, failure, now);
+                return Streamed::Data(n);
+            }
             return Streamed::Failed(failure);
         }
         if n > 0 {
@@ -645,8 +706,10 @@ enum Streamed {
     Waiting(Instant),
     /// The phase has no body yet.
     Pending,
-    /// It failed (what it copied this call is dropped).
+    /// It failed, with nothing copied.
     Failed(Failure),
+    /// It failed earlier (counted then), after some of the body.
+    Broken,
 }
 
 /// Reads what the upstream sent into `up.input` (up to its capacity),
@@ -691,6 +754,11 @@ impl Handler for Proxy {
             return data.len(); // dropped: the failure is answered at the body's end
         }
         let step = self.advance(ex, cx.now());
+        if let Err(failure @ (Failure::Connect(_) | Failure::ConnectTimeout)) = step
+            && self.next_server(ex, cx, failure)
+        {
+            return 0; // nothing was sent: the body waits for the next server
+        }
         let Some(f) = self.exchanges.get_mut(ex) else { return data.len() };
         if let Err(failure) = step {
             f.failed = Some(failure);
@@ -758,10 +826,15 @@ impl Handler for Proxy {
                 Produce::Pending
             }
             Streamed::Pending => Produce::Pending,
-            // The response is broken: the client sees it cut (what this
-            // call copied is dropped with it).
+            // The response is broken: the client sees it cut.
             Streamed::Failed(failure) => {
                 self.end_failed(ex, failure, now, cx.site.outbound());
+                Produce::Cut
+            }
+            Streamed::Broken => {
+                if let Some(outbound) = cx.site.outbound() {
+                    self.finish(ex, false, now, outbound);
+                }
                 Produce::Cut
             }
         }
