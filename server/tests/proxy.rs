@@ -532,3 +532,28 @@ impl Drop for Python {
         self.stop();
     }
 }
+
+#[test]
+fn https_clients_are_forwarded_as_https() {
+    let up = Upstream::start("one", false);
+    let dir = TempDir::new("proxy-tls");
+    let (cert, key) = (dir.path("c.crt"), dir.path("c.key"));
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let upstream = format!("app={}", up.url());
+    let tls = ["--tls-cert", cert, "--tls-key", key, "--tls-listen", "127.0.0.1:0", "--upstream", &upstream];
+    let fw = FairwayProcess::start(&tls);
+    let port = fw.tls_addr.expect("an HTTPS address").port();
+    let resolve = format!("localhost:{port}:127.0.0.1");
+    let out = curl(&["-f", "--cacert", cert, "--resolve", &resolve, &format!("https://localhost:{port}/echo")]);
+    let sent = String::from_utf8_lossy(&out.stdout);
+    assert!(sent.contains("X-Forwarded-Proto: https") && sent.contains(";proto=https"), "{sent}");
+    let out = curl(&["-f", &fw.url("/echo")]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("X-Forwarded-Proto: http\r\n"));
+    // A 3 MB download through TLS and the proxy, byte-exact.
+    let out =
+        curl(&["-f", "--cacert", cert, "--resolve", &resolve, &format!("https://localhost:{port}/bytes?3000000")]);
+    assert!(out.stdout == pattern(3_000_000), "{} bytes", out.stdout.len());
+}

@@ -165,6 +165,13 @@ pub trait Transport {
     /// Resets the connection at once; its name is invalid afterwards.
     fn abort(&mut self, conn: Self::Conn);
 
+    /// Whether `conn` speaks TLS (a [`Tls`](crate::tls::Tls) transport's
+    /// connection on one of its TLS ports).
+    fn is_secure(&self, conn: Self::Conn) -> bool {
+        let _ = conn;
+        false
+    }
+
     /// Whether everything closed connections queued has been delivered, so a
     /// shutting-down shard may stop (the kernel delivers it after the
     /// process is gone; the userspace stack only while its loop runs).

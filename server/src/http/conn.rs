@@ -67,8 +67,14 @@ pub struct Env<'a> {
 impl Env<'_> {
     /// The context of a handler call for exchange `id` of a connection
     /// with `peer`, and the handler to call.
-    fn call(&mut self, id: Exchange, now: Instant, peer: Option<SocketAddr>) -> (Context<'_>, &mut dyn Handler) {
-        let cx = Context { exchange: id, now, waker: self.waker, peer, site: &mut *self.site, wake_at: None };
+    fn call(
+        &mut self,
+        id: Exchange,
+        now: Instant,
+        peer: Option<SocketAddr>,
+        secure: bool,
+    ) -> (Context<'_>, &mut dyn Handler) {
+        let cx = Context { exchange: id, now, waker: self.waker, peer, secure, site: &mut *self.site, wake_at: None };
         (cx, &mut *self.handler)
     }
 }
@@ -185,6 +191,8 @@ pub struct HttpConn {
     slot: u32,
     seq: u32,
     peer: Option<SocketAddr>,
+    /// The connection speaks TLS.
+    secure: bool,
     /// The last head parse found only part of a head: the header timeout runs.
     awaiting_head: bool,
     /// Work is waiting for window room (see [`wants_output`](Self::wants_output)).
@@ -259,6 +267,7 @@ impl HttpConn {
             slot: 0,
             seq: 0,
             peer: None,
+            secure: false,
             awaiting_head: false,
             blocked: false,
             eof: false,
@@ -335,6 +344,13 @@ impl HttpConn {
     pub fn attach(&mut self, slot: u32, peer: Option<SocketAddr>) {
         self.slot = slot;
         self.peer = peer;
+        self.secure = false;
+    }
+
+    /// Says the connection speaks TLS (after [`attach`](Self::attach));
+    /// handlers see it through [`Context::is_secure`].
+    pub fn set_secure(&mut self, secure: bool) {
+        self.secure = secure;
     }
 
     /// The connection is gone: tells `handler` of the exchange it still
@@ -705,7 +721,7 @@ impl HttpConn {
         if let Some(r) = remaining {
             room = room.min(usize::try_from(r).unwrap_or(usize::MAX));
         }
-        let (mut cx, handler) = env.call(id, now, self.peer);
+        let (mut cx, handler) = env.call(id, now, self.peer, self.secure);
         let dst = &mut spare[head..head + room];
         let produced = catch_unwind(AssertUnwindSafe(|| handler.produce(&mut cx, dst)));
         self.wake_at = earliest(self.wake_at, cx.wake_at);
@@ -809,7 +825,7 @@ impl HttpConn {
         let shape = Shape { persistence, head_only, http10 };
         let pending = Pending { id, started, shape, due: now + self.response_timeout };
         let res = answer_room!(self, at, shape);
-        let (mut cx, handler) = env.call(id, now, self.peer);
+        let (mut cx, handler) = env.call(id, now, self.peer, self.secure);
         let reply = catch_unwind(AssertUnwindSafe(|| handler.request(&mut cx, &Request { head: &req }, res)));
         self.wake_at = earliest(self.wake_at, cx.wake_at);
         self.out.commit(at);
@@ -927,7 +943,7 @@ impl HttpConn {
         let max_collect = self.max_collect;
         let input = &mut self.input;
         let collected = &mut self.collected;
-        let (mut cx, handler) = env.call(id, now, self.peer);
+        let (mut cx, handler) = env.call(id, now, self.peer, self.secure);
         let mut over = false;
         let mut panicked = false;
         let mut held_back = false;
@@ -1048,7 +1064,7 @@ impl HttpConn {
         self.copy_date(env.site);
         let res = answer_room!(self, 0, pending.shape);
         let body = if collected { &self.collected[..] } else { &[] };
-        let (mut cx, handler) = env.call(pending.id, now, self.peer);
+        let (mut cx, handler) = env.call(pending.id, now, self.peer, self.secure);
         let reply = catch_unwind(AssertUnwindSafe(|| handler.body_end(&mut cx, body, res)));
         self.wake_at = earliest(self.wake_at, cx.wake_at);
         self.held = None;
@@ -1068,7 +1084,7 @@ impl HttpConn {
     fn resume(&mut self, pending: Pending, now: Instant, env: &mut Env<'_>) -> bool {
         self.copy_date(env.site);
         let res = answer_room!(self, 0, pending.shape);
-        let (mut cx, handler) = env.call(pending.id, now, self.peer);
+        let (mut cx, handler) = env.call(pending.id, now, self.peer, self.secure);
         let reply = catch_unwind(AssertUnwindSafe(|| handler.resume(&mut cx, res)));
         self.wake_at = earliest(self.wake_at, cx.wake_at);
         match reply {

@@ -188,6 +188,7 @@ pub struct Context<'a> {
     pub(crate) now: Instant,
     pub(crate) waker: &'a Waker,
     pub(crate) peer: Option<SocketAddr>,
+    pub(crate) secure: bool,
     pub(crate) site: &'a mut dyn Site,
     pub(crate) wake_at: Option<Instant>,
 }
@@ -229,6 +230,12 @@ impl Context<'_> {
     #[must_use]
     pub fn peer(&self) -> Option<SocketAddr> {
         self.peer
+    }
+
+    /// Whether the client's connection speaks TLS (HTTPS).
+    #[must_use]
+    pub fn is_secure(&self) -> bool {
+        self.secure
     }
 
     /// The shard's date, files and metrics.

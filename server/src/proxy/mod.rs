@@ -543,6 +543,7 @@ impl Proxy {
     /// Takes the request `req` on, to group `g`.
     fn forward(&mut self, cx: &mut Context<'_>, req: &Request<'_>, res: Response<'_>, g: usize) -> Reply {
         let (now, waker, peer) = (cx.now(), cx.waker, cx.peer);
+        let proto = if cx.secure { "https" } else { "http" };
         let Some(outbound) = cx.site.outbound() else {
             if !std::mem::replace(&mut self.warned_outbound, true) {
                 warn!("this shard cannot open upstream connections (its site has no outbound epoll): 502");
@@ -569,7 +570,7 @@ impl Proxy {
         let group = &self.config.groups[g];
         let up = &mut self.conns[conn];
         let authority = group.servers[s].url.split_once("://").map_or("", |(_, a)| a.trim_end_matches('/'));
-        write_request(&mut up.out, req, peer, "http", request_body, authority);
+        write_request(&mut up.out, req, peer, proto, request_body, authority);
         outbound.watch(up.token, waker);
         self.groups[g].servers[s].active += 1;
         let wait = if up.connected { group.first_byte_timeout } else { group.connect_timeout };

@@ -361,6 +361,10 @@ where
         }
     }
 
+    fn is_secure(&self, conn: T::Conn) -> bool {
+        self.is_tls(conn)
+    }
+
     fn recv(&mut self, conn: T::Conn, buf: &mut [u8]) -> Result<usize, TransportError> {
         let Tls { inner, sessions, counters, .. } = self;
         match session_mut::<T>(sessions, conn) {
