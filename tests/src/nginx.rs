@@ -50,6 +50,11 @@ pub struct NginxConfig {
     /// [`TLS_KEY`] (written by whoever sets the site up): TLS 1.2 and 1.3,
     /// a shared session cache and tickets.
     pub tls: Option<SocketAddrV4>,
+    /// A reverse proxy too: a server on the first address passing every
+    /// request to the HTTP server at the second (`HOST:PORT`), over a
+    /// pool of keep-alive connections (HTTP/1.1, `keepalive 64` per
+    /// worker), as nginx is set up in front of an application.
+    pub proxy: Option<(SocketAddrV4, String)>,
 }
 
 /// The certificate nginx serves HTTPS with, in the site's directory.
@@ -72,6 +77,7 @@ impl NginxConfig {
             plaintext: None,
             upload_sink: true,
             tls: None,
+            proxy: None,
         }
     }
 
@@ -90,6 +96,7 @@ impl NginxConfig {
             plaintext: Some(plaintext.to_owned()),
             upload_sink: false,
             tls: None,
+            proxy: None,
         }
     }
 
@@ -118,6 +125,15 @@ impl NginxConfig {
         if self.upload_sink {
             locations.push_str("\n        location = /upload {\n            return 204;\n        }\n");
         }
+        let proxy = self.proxy.as_ref().map_or(String::new(), |(at, upstream)| {
+            format!(
+                "\n    upstream application {{\n        server {upstream};\n        keepalive 64;\n    }}\n\n    \
+                 server {{\n        listen {at}{reuseport};\n        location / {{\n            proxy_pass \
+                 http://application;\n            proxy_http_version 1.1;\n            proxy_set_header Connection \
+                 \"\";\n            proxy_set_header Host $host;\n            proxy_set_header X-Forwarded-For \
+                 $proxy_add_x_forwarded_for;\n        }}\n    }}\n"
+            )
+        });
         format!(
             "\
 # Written by fairway-tests' `nginx`: the kernel-stack baseline.
@@ -146,7 +162,7 @@ http {{
         listen {listen}{reuseport};
 {tls}        root {d}/root;
 {body_size}{locations}    }}
-}}
+{proxy}}}
 "
         )
     }

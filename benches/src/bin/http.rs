@@ -60,6 +60,13 @@ HTTPS (TLS 1.3, one ECDSA P-256 certificate for all), ratios to tls-nginx:
   tls-kernel       kernel with --tls-only, 10.77.0.1:8443
   tls-nginx        nginx (OpenSSL), port 443; `close` is a full TLS
                    handshake per request (wrk resumes no session)
+Reverse proxies in front of one upstream (fairway --backend kernel
+--listen 127.0.0.1:9080 --root SITE in the server's namespace, on the
+server's cores), ratios to proxy-nginx:
+  proxy-afxdp      afxdp with --upstream app=http://127.0.0.1:9080, port 80
+  proxy-kernel     kernel with that --upstream, 10.77.0.1:8084
+  proxy-nginx      nginx, proxy_pass to a keep-alive upstream pool,
+                   10.77.0.1:8090
 The axum example (server/examples/axum_app.rs), ratios to axum-tokio:
   axum-afxdp       the example with afxdp's flags (no --root), port 80
   axum-kernel      the example on kernel sockets, 10.77.0.1:8081
@@ -281,13 +288,15 @@ fn build_hint(server: Subject) -> &'static str {
         | Subject::FairwayAfxdp6
         | Subject::FairwayKernel
         | Subject::TlsAfxdp
-        | Subject::TlsKernel => "cargo build --release -p fairway --features afxdp, or --fairway PATH",
+        | Subject::TlsKernel
+        | Subject::ProxyAfxdp
+        | Subject::ProxyKernel => "cargo build --release -p fairway --features afxdp, or --fairway PATH",
         Subject::BaselineAfxdp | Subject::BaselineKernel => "--baseline PATH: another build's fairway binary",
         Subject::AxumAfxdp | Subject::AxumKernel => {
             "cargo build --release -p fairway --features afxdp --example axum_app, or --axum PATH"
         }
         Subject::AxumTokio => "cargo build --release -p fairway-benches --bin axum_tokio",
-        Subject::Nginx | Subject::NginxGso | Subject::TlsNginx => "apt-get install nginx",
+        Subject::Nginx | Subject::NginxGso | Subject::TlsNginx | Subject::ProxyNginx => "apt-get install nginx",
     }
 }
 
@@ -435,6 +444,7 @@ fn measure(args: &Args, bench: &Bench<'_>) -> Result<Report, Failure> {
         Group::BuiltIn => built_in.clone(),
         Group::Axum => axum.clone(),
         Group::Tls => Err("the open-loop generator speaks plain HTTP only".to_owned()),
+        Group::Proxy => Err("the proxies' CPU per request comes from their wrk cases".to_owned()),
     };
     measure_cases(args, bench, &open_loop, &rate_of, &mut runs)?;
     let mut report = summarise(runs);
@@ -660,7 +670,10 @@ mod tests {
                 Subject::AxumTokio,
                 Subject::TlsAfxdp,
                 Subject::TlsKernel,
-                Subject::TlsNginx
+                Subject::TlsNginx,
+                Subject::ProxyAfxdp,
+                Subject::ProxyKernel,
+                Subject::ProxyNginx
             ]
         );
         assert_eq!(a.cases, Case::ALL);

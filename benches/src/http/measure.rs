@@ -13,7 +13,10 @@ use fairway_tests::testbed::{self, ServerProcess, Testbed};
 
 use super::openloop::outcome::OpenLoopOutcome;
 use super::openloop::server_cpu::ProcessTree;
-use super::plan::{Case, Cores, PLAINTEXT_BODY, Programs, STATIC_BYTES, Subject, expected_comm, server_command};
+use super::plan::{
+    Case, Cores, Group, PLAINTEXT_BODY, Programs, STATIC_BYTES, Subject, expected_comm, server_command,
+    upstream_command,
+};
 use super::site::RunFiles;
 use super::wrk::{self, WrkResult};
 use fairway_tests::testbed::KernelAddress;
@@ -91,6 +94,16 @@ impl Bench<'_> {
         };
         let Some(program) = self.programs.of(server) else {
             return Ok(fail_all(format!("{server} runs another build of fairway: --baseline PATH")));
+        };
+        // The proxies' upstream runs beside them, for their runs only.
+        let _upstream = if server.group() == Group::Proxy {
+            let line = upstream_command(&self.cores, &self.programs.fairway, self.files.dir());
+            match ServerProcess::spawn(&self.tb.server_ns(), &line, STOP_GRACE) {
+                Ok(process) => Some(process),
+                Err(e) => return Ok(fail_all(format!("could not start the upstream: {e}"))),
+            }
+        } else {
+            None
         };
         let line = server_command(server, &self.cores, program, self.files.dir());
         let mut running = match ServerProcess::spawn(&self.tb.server_ns(), &line, STOP_GRACE) {

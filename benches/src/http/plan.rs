@@ -61,14 +61,26 @@ pub enum Subject {
     /// nginx (OpenSSL) serving HTTPS on port 443 with the same
     /// certificate: what the HTTPS servers are compared with.
     TlsNginx,
+    /// [`Subject::FairwayAfxdp`] as a reverse proxy (`--upstream`) in
+    /// front of the run's [upstream](upstream_command), port 80.
+    ProxyAfxdp,
+    /// [`Subject::FairwayKernel`] as that reverse proxy, on 10.77.0.1:8084.
+    ProxyKernel,
+    /// nginx as that reverse proxy (`proxy_pass` with a keep-alive
+    /// upstream pool), on 10.77.0.1:8090: what the proxies are compared
+    /// with.
+    ProxyNginx,
 }
+
+/// Where the proxies' upstream listens, in the server's namespace.
+pub const UPSTREAM: &str = "127.0.0.1:9080";
 
 impl Subject {
     /// Every server, in the order they run and are listed: the built-in
     /// server's group, then the axum group. Each server gets the kernel
     /// address on `fw0` for its own run only, so the AF_XDP ones may come
     /// anywhere.
-    pub const ALL: [Subject; 13] = [
+    pub const ALL: [Subject; 16] = [
         Subject::FairwayAfxdp,
         Subject::FairwayKernel,
         Subject::Nginx,
@@ -82,6 +94,9 @@ impl Subject {
         Subject::TlsAfxdp,
         Subject::TlsKernel,
         Subject::TlsNginx,
+        Subject::ProxyAfxdp,
+        Subject::ProxyKernel,
+        Subject::ProxyNginx,
     ];
 
     /// The name in tables and in `--servers`.
@@ -101,6 +116,9 @@ impl Subject {
             Subject::TlsAfxdp => "fairway/afxdp tls",
             Subject::TlsKernel => "fairway/kernel tls",
             Subject::TlsNginx => "nginx tls",
+            Subject::ProxyAfxdp => "fairway/afxdp proxy",
+            Subject::ProxyKernel => "fairway/kernel proxy",
+            Subject::ProxyNginx => "nginx proxy",
         }
     }
 
@@ -121,6 +139,9 @@ impl Subject {
             Subject::TlsAfxdp => "tls-afxdp",
             Subject::TlsKernel => "tls-kernel",
             Subject::TlsNginx => "tls-nginx",
+            Subject::ProxyAfxdp => "proxy-afxdp",
+            Subject::ProxyKernel => "proxy-kernel",
+            Subject::ProxyNginx => "proxy-nginx",
         }
     }
 
@@ -135,7 +156,10 @@ impl Subject {
             Subject::BaselineKernel => 8083,
             Subject::TlsKernel => 8443,
             Subject::TlsAfxdp | Subject::TlsNginx => 443,
-            Subject::FairwayAfxdp
+            Subject::ProxyKernel => 8084,
+            Subject::ProxyNginx => 8090,
+            Subject::ProxyAfxdp
+            | Subject::FairwayAfxdp
             | Subject::FairwayAfxdp6
             | Subject::Nginx
             | Subject::NginxGso
@@ -155,6 +179,7 @@ impl Subject {
                 | Subject::BaselineAfxdp
                 | Subject::AxumAfxdp
                 | Subject::TlsAfxdp
+                | Subject::ProxyAfxdp
         )
     }
 
@@ -171,13 +196,14 @@ impl Subject {
             | Subject::BaselineKernel => Group::BuiltIn,
             Subject::AxumAfxdp | Subject::AxumKernel | Subject::AxumTokio => Group::Axum,
             Subject::TlsAfxdp | Subject::TlsKernel | Subject::TlsNginx => Group::Tls,
+            Subject::ProxyAfxdp | Subject::ProxyKernel | Subject::ProxyNginx => Group::Proxy,
         }
     }
 
     /// Whether it is nginx, in either of its set-ups.
     #[must_use]
     pub fn is_nginx(self) -> bool {
-        matches!(self, Subject::Nginx | Subject::NginxGso | Subject::TlsNginx)
+        matches!(self, Subject::Nginx | Subject::NginxGso | Subject::TlsNginx | Subject::ProxyNginx)
     }
 
     /// Whether `fw0` has tx checksum, TSO and GSO on while it runs.
@@ -209,8 +235,9 @@ impl Subject {
         match case {
             Case::StaticFile => self.serves_static(),
             Case::Pipelined => self.group() == Group::BuiltIn,
-            // The open-loop generator speaks plain HTTP only.
-            Case::LatencyHalf => self.group() != Group::Tls,
+            // The open-loop generator speaks plain HTTP only; the proxies'
+            // CPU per request comes from their wrk cases.
+            Case::LatencyHalf => !matches!(self.group(), Group::Tls | Group::Proxy),
             Case::KeepAlive64 | Case::KeepAlive256 | Case::Close => true,
         }
     }
@@ -262,11 +289,13 @@ pub enum Group {
     Axum,
     /// HTTPS: the built-in server over TLS (rustls) and nginx (OpenSSL).
     Tls,
+    /// Reverse proxies in front of one upstream: Fairway and nginx.
+    Proxy,
 }
 
 impl Group {
     /// Both groups, in the order their tables come.
-    pub const ALL: [Group; 3] = [Group::BuiltIn, Group::Axum, Group::Tls];
+    pub const ALL: [Group; 4] = [Group::BuiltIn, Group::Axum, Group::Tls, Group::Proxy];
 
     /// What the group's ratios are to, and whose keep-alive-256 rate sets
     /// its open-loop rate.
@@ -276,6 +305,7 @@ impl Group {
             Group::BuiltIn => Subject::Nginx,
             Group::Axum => Subject::AxumTokio,
             Group::Tls => Subject::TlsNginx,
+            Group::Proxy => Subject::ProxyNginx,
         }
     }
 
@@ -286,6 +316,7 @@ impl Group {
             Group::BuiltIn => Subject::FairwayAfxdp,
             Group::Axum => Subject::AxumAfxdp,
             Group::Tls => Subject::TlsAfxdp,
+            Group::Proxy => Subject::ProxyAfxdp,
         }
     }
 }
@@ -314,11 +345,13 @@ impl Programs {
             | Subject::FairwayAfxdp6
             | Subject::FairwayKernel
             | Subject::TlsAfxdp
-            | Subject::TlsKernel => Some(&self.fairway),
+            | Subject::TlsKernel
+            | Subject::ProxyAfxdp
+            | Subject::ProxyKernel => Some(&self.fairway),
             Subject::BaselineAfxdp | Subject::BaselineKernel => self.baseline.as_deref(),
             Subject::AxumAfxdp | Subject::AxumKernel => Some(&self.axum),
             Subject::AxumTokio => Some(&self.axum_tokio),
-            Subject::Nginx | Subject::NginxGso | Subject::TlsNginx => Some(Path::new("nginx")),
+            Subject::Nginx | Subject::NginxGso | Subject::TlsNginx | Subject::ProxyNginx => Some(Path::new("nginx")),
         }
     }
 }
@@ -557,6 +590,7 @@ pub fn server_command(server: Subject, cores: &Cores, program: &Path, site_dir: 
     let (cert, key) = (site_dir.join(TLS_CERT).display().to_string(), site_dir.join(TLS_KEY).display().to_string());
     let tls = ["--tls-only", "--tls-cert", cert.as_str(), "--tls-key", key.as_str()];
     let tls_listen = format!("{SERVER_IP}:{}", server.port());
+    let upstream = format!("app=http://{UPSTREAM}");
     let words = match server {
         Subject::FairwayAfxdp | Subject::BaselineAfxdp => owned(&[&[&program], &afxdp, &served, &quiet]),
         Subject::FairwayAfxdp6 => {
@@ -572,10 +606,26 @@ pub fn server_command(server: Subject, cores: &Cores, program: &Path, site_dir: 
             let kernel = ["--backend", "kernel", "--tls-listen", &tls_listen, "--shards", q];
             owned(&[&[&program], &kernel, &served, &tls, &quiet])
         }
-        Subject::Nginx | Subject::NginxGso | Subject::TlsNginx => nginx::command(site_dir),
+        Subject::ProxyAfxdp => owned(&[&[&program], &afxdp, &["--upstream", &upstream], &quiet]),
+        Subject::ProxyKernel => owned(&[&[&program], &kernel, &["--upstream", &upstream], &quiet]),
+        Subject::Nginx | Subject::NginxGso | Subject::TlsNginx | Subject::ProxyNginx => nginx::command(site_dir),
     };
     let mut line: Vec<String> = vec!["taskset".into(), "-c".into(), cpu_list(&cores.server)];
     line.extend(words);
+    line
+}
+
+/// `taskset -c CPUS` and the proxies' upstream: Fairway on kernel sockets
+/// at [`UPSTREAM`], serving `/plaintext` and the site's files, one shard
+/// per server core (it shares them with the proxy, whichever that is).
+#[must_use]
+pub fn upstream_command(cores: &Cores, program: &Path, site_dir: &Path) -> Vec<String> {
+    let shards = cores.server.len().to_string();
+    let root = site_dir.join("root").display().to_string();
+    let program = program.display().to_string();
+    let words = [&program, "--backend", "kernel", "--listen", UPSTREAM, "--shards", &shards, "--root", &root];
+    let mut line: Vec<String> = vec!["taskset".into(), "-c".into(), cpu_list(&cores.server)];
+    line.extend(owned(&[&words, &["--log", "warn"]]));
     line
 }
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::plan::{Case, Group, Subject};
+use super::plan::{Case, Group, Subject, UPSTREAM};
 use super::wrk::{WrkResult, format_latency};
 use crate::stats::median;
 
@@ -87,7 +87,7 @@ impl Report {
         match group {
             Group::BuiltIn => self.latency_rate,
             Group::Axum => self.axum_latency_rate,
-            Group::Tls => None,
+            Group::Tls | Group::Proxy => None,
         }
     }
 
@@ -286,7 +286,7 @@ impl Report {
     #[must_use]
     pub fn static_line(&self) -> Option<String> {
         let case = Case::StaticFile;
-        if !self.rows.iter().any(|r| r.case == case) {
+        if !self.rows.iter().any(|r| r.case == case && r.server.group() == Group::BuiltIn) {
             return None;
         }
         let (afxdp, nginx) = (Subject::FairwayAfxdp, Subject::Nginx);
@@ -350,6 +350,39 @@ impl Report {
         lines
     }
 
+    /// When the proxies ran: `bench: proxied keep-alive fairway/afxdp X
+    /// req/s = R × nginx (…)`, the same for the 1 MB file, then the
+    /// proxies' CPU per request in each.
+    #[must_use]
+    pub fn proxy_lines(&self) -> Vec<String> {
+        if !self.rows.iter().any(|r| r.server.group() == Group::Proxy) {
+            return Vec::new();
+        }
+        let nginx = (Subject::ProxyNginx, "nginx");
+        let mut lines = Vec::new();
+        for (ours, label) in [(Subject::ProxyKernel, "fairway/kernel"), (Subject::ProxyAfxdp, "fairway/afxdp")] {
+            if self.rows.iter().any(|r| r.server == ours) {
+                let keep_alive = format!("proxied keep-alive {label}");
+                lines.push(self.comparison(
+                    (ours, &keep_alive),
+                    nginx,
+                    Case::KeepAlive256,
+                    "plaintext, 256 connections",
+                ));
+                let file = format!("proxied static 1MB {label}");
+                lines.push(self.comparison((ours, &file), nginx, Case::StaticFile, "64 connections"));
+            }
+        }
+        for case in [Case::KeepAlive256, Case::StaticFile] {
+            let rows: Vec<&Row> =
+                self.rows.iter().filter(|r| r.case == case && r.server.group() == Group::Proxy).collect();
+            if !rows.is_empty() {
+                lines.push(format!("bench: proxied {} proxy CPU per request: {}", case.key(), cpu_figures(&rows)));
+            }
+        }
+        lines
+    }
+
     /// For each baseline server that ran: `bench: fairway/afxdp X req/s = R
     /// × baseline/afxdp (keep-alive plaintext, 256 connections)`, the
     /// same for kernel.
@@ -373,6 +406,7 @@ impl Report {
         let mut lines = self.baseline_lines();
         lines.extend(self.axum_lines());
         lines.extend(self.tls_lines());
+        lines.extend(self.proxy_lines());
         lines.extend(self.group_latency_line(Group::Axum));
         lines.extend(self.cpu_line(Group::Axum));
         lines.extend(self.cpu_line(Group::BuiltIn));
@@ -416,6 +450,12 @@ fn group_title(group: Group) -> Option<String> {
             "The axum example (server/examples/axum_app.rs) on Fairway, and the same router on tokio ({}), \
              which the ratios are to:",
             Group::Axum.baseline()
+        )),
+        Group::Proxy => Some(format!(
+            "Reverse proxies in front of one upstream (Fairway on kernel sockets at {UPSTREAM}, sharing the \
+             server's cores): Fairway with --upstream, and nginx with proxy_pass and a keep-alive pool ({}), \
+             which the ratios are to; CPU per request is the proxy's alone:",
+            Group::Proxy.baseline()
         )),
     }
 }
@@ -571,6 +611,33 @@ mod tests {
             axum_latency_rate: None,
             mtu: 1500,
         }
+    }
+
+    #[test]
+    fn the_proxies_get_their_own_lines_and_no_built_in_static_line() {
+        let report = Report {
+            rows: vec![
+                row(Subject::ProxyAfxdp, Case::KeepAlive256, 20_000.0),
+                row(Subject::ProxyAfxdp, Case::StaticFile, 200.0),
+                row(Subject::ProxyNginx, Case::KeepAlive256, 14_000.0),
+                row(Subject::ProxyNginx, Case::StaticFile, 250.0),
+            ],
+            latency_rate: None,
+            axum_latency_rate: None,
+            mtu: 1500,
+        };
+        let lines = report.proxy_lines();
+        assert_eq!(
+            lines[..2],
+            [
+                "bench: proxied keep-alive fairway/afxdp 20000 req/s = 1.43 × nginx (plaintext, 256 connections)",
+                "bench: proxied static 1MB fairway/afxdp 200 req/s = 0.80 × nginx (64 connections)",
+            ]
+        );
+        assert!(lines[2].starts_with("bench: proxied keepalive-256 proxy CPU per request: "), "{lines:?}");
+        assert_eq!(report.static_line(), None, "the built-in servers' static line is not the proxies'");
+        assert!(report.markdown_table().contains("Reverse proxies in front of one upstream"));
+        assert!(sample().proxy_lines().is_empty());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use fairway_tests::certificate::{KeyKind, self_signed};
 use fairway_tests::nginx::{NginxConfig, SiteDir, TLS_CERT, TLS_KEY};
 
-use super::plan::{PLAINTEXT_BODY, SERVER_IP, STATIC_BYTES, STATIC_FILE, Subject};
+use super::plan::{PLAINTEXT_BODY, SERVER_IP, STATIC_BYTES, STATIC_FILE, Subject, UPSTREAM};
 use super::wrk::PIPELINE_SCRIPT;
 
 /// The site and the script; removed when dropped.
@@ -30,6 +30,7 @@ impl RunFiles {
         let ip = SERVER_IP.parse().map_err(io::Error::other)?;
         let mut config = NginxConfig::benchmark(SocketAddrV4::new(ip, Subject::Nginx.port()), workers, PLAINTEXT_BODY);
         config.tls = Some(SocketAddrV4::new(ip, Subject::TlsNginx.port()));
+        config.proxy = Some((SocketAddrV4::new(ip, Subject::ProxyNginx.port()), UPSTREAM.to_owned()));
         let site = SiteDir::new(&config)?.with_pattern(&format!("/{STATIC_FILE}"), STATIC_BYTES)?;
         let script = site.write("pipeline.lua", PIPELINE_SCRIPT)?;
         // What every HTTPS server of the run serves.
@@ -74,6 +75,7 @@ mod tests {
         let conf = fs::read_to_string(dir.join("nginx.conf")).unwrap();
         assert!(conf.contains("listen 10.77.0.1:80 reuseport;"));
         assert!(conf.contains("listen 10.77.0.1:443 ssl reuseport;"), "{conf}");
+        assert!(conf.contains("listen 10.77.0.1:8090 reuseport;") && conf.contains("server 127.0.0.1:9080;"), "{conf}");
         assert!(fs::read_to_string(dir.join(TLS_CERT)).unwrap().contains("BEGIN CERTIFICATE"));
         assert!(fs::read_to_string(dir.join(TLS_KEY)).unwrap().contains("PRIVATE KEY"));
         assert_eq!(fs::read_to_string(files.script()).unwrap(), PIPELINE_SCRIPT);
