@@ -192,3 +192,22 @@ fn a_body_held_back_while_the_rest_arrives_is_read_on_once_taken() {
     assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200 "));
     server.shutdown().unwrap();
 }
+
+#[test]
+fn the_axum_example_behind_the_reverse_proxy_on_kernel_sockets() {
+    // The application on one server, Fairway's proxy in front of it: every
+    // check of the example passes through (JSON both ways, a streamed
+    // chunked answer at its pace, errors), and so does load.
+    let state = axum_app::AppState::default();
+    let app = Server::builder().config(config(&[])).axum(move || axum_app::app(state.clone())).spawn().unwrap();
+    let upstream = format!("app=http://{}", app.local_addr());
+    let proxy = Server::builder().config(config(&["--upstream", &upstream])).spawn().unwrap();
+    let target = Target::local(proxy.local_addr());
+    check_axum_example(&target);
+    let answered = keep_alive_load(&target, 64, 4_000, "/plaintext", b"Hello, World!", Duration::from_secs(60));
+    assert_eq!(answered, Ok(4_000));
+    let reports = proxy.shutdown().unwrap();
+    let proxied: u64 = reports.iter().map(|r| r.requests).sum();
+    assert!(proxied >= 4_000 + 8, "{reports:?}");
+    app.shutdown().unwrap();
+}

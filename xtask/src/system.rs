@@ -28,6 +28,10 @@ pub const TESTBED_PACKAGES: &[&str] =
 /// `bench http`.
 pub const WRK_PACKAGE: &str = "wrk";
 
+/// nginx: the baseline of the benchmarks and labs, and an upstream of the
+/// reverse proxy's tests.
+pub const NGINX_PACKAGE: &str = "nginx";
+
 /// The font fairway-lab draws its charts' text with (DejaVu Sans, read at
 /// run time from /usr/share/fonts/truetype/dejavu/; see fairway-tests'
 /// `plot` module).

@@ -16,20 +16,16 @@ use crate::system;
 /// need: none.
 pub const PACKAGES: &[&str] = &[];
 
-/// The kernel-stack server `bench nic` and `bench http` compare Fairway
-/// with.
-const NGINX_PACKAGE: &str = "nginx";
-
 /// Debian packages `bench nic` needs: the AF_XDP build's, the testbed's
 /// tools (curl among them), and nginx.
 pub fn nic_packages() -> Vec<&'static str> {
-    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[NGINX_PACKAGE]].concat()
+    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[system::NGINX_PACKAGE]].concat()
 }
 
 /// Debian packages `bench http` needs: the AF_XDP build's (for the
 /// server), the testbed's tools (curl among them), nginx and wrk.
 pub fn http_packages() -> Vec<&'static str> {
-    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[NGINX_PACKAGE, system::WRK_PACKAGE]].concat()
+    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[system::NGINX_PACKAGE, system::WRK_PACKAGE]].concat()
 }
 
 pub fn run(cargo: &Cargo, args: &BenchArgs) -> Result<(), Failure> {

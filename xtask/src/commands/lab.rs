@@ -20,14 +20,11 @@ pub fn packages(args: &[OsString]) -> &'static [&'static str] {
     if args.iter().any(|a| a == "--no-plots") { &[] } else { &[system::FONT_PACKAGE] }
 }
 
-/// The kernel-stack server the testbed grid compares Fairway with.
-const NGINX_PACKAGE: &str = "nginx";
-
 /// Debian packages the testbed's experiments need: the AF_XDP build's, the
 /// testbed's tools (ping and Python among them), nginx, and the charts'
 /// font.
 pub fn testbed_packages() -> Vec<&'static str> {
-    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[NGINX_PACKAGE, system::FONT_PACKAGE]].concat()
+    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[system::NGINX_PACKAGE, system::FONT_PACKAGE]].concat()
 }
 
 pub fn run(cargo: &Cargo, args: &PassThrough) -> Result<(), Failure> {

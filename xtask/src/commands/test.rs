@@ -14,9 +14,11 @@ use crate::system;
 /// Debian packages the tests need: what the AF_XDP backend needs to build
 /// (the workspace is checked and tested with every feature on), the
 /// kernel-side tools of the real-peer tests, wrk, which the server's
-/// end-to-end tests drive, and the font the lab's chart tests draw with.
+/// end-to-end tests drive, nginx, which the reverse proxy's tests put
+/// behind it, and the font the lab's chart tests draw with.
 pub fn packages() -> Vec<&'static str> {
-    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[system::WRK_PACKAGE, system::FONT_PACKAGE]].concat()
+    let extra = [system::WRK_PACKAGE, system::NGINX_PACKAGE, system::FONT_PACKAGE];
+    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &extra].concat()
 }
 
 /// The crate holding the heavy simulated-network tests, left out by `--quick`.
@@ -97,7 +99,7 @@ mod tests {
     #[test]
     fn packages_include_wrk_the_font_and_the_testbed_tools() {
         let packages = packages();
-        let extra = ["wrk", "fonts-dejavu-core"];
+        let extra = ["wrk", "nginx", "fonts-dejavu-core"];
         for package in system::AFXDP_BUILD_PACKAGES.iter().chain(system::TESTBED_PACKAGES).chain(&extra) {
             assert!(packages.contains(package), "{package} missing from {packages:?}");
         }
