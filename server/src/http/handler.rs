@@ -683,3 +683,26 @@ fn answer(slot: &mut Body, status: u16, len: Option<usize>, tail: Body, persiste
     *slot = tail;
     Reply(ReplyKind::Answer { status, len, close: persistence == Persistence::Close, streams })
 }
+
+/// Runs `f` with a [`Response`] over a buffer of its own (a keep-alive
+/// GET's shape) and returns what `f` returned and the head it wrote, when
+/// its reply answered.
+#[cfg(test)]
+pub(crate) fn test_response<R>(f: impl FnOnce(Response<'_>) -> (R, Option<Reply>)) -> (R, Vec<u8>) {
+    let mut out = vec![0u8; 16 * 1024];
+    let (mut text, mut body) = (Vec::new(), Body::None);
+    let res = Response {
+        out: &mut out,
+        common: Common { server: b"fairway", date: b"Thu, 01 Jan 1970 00:00:00 GMT" },
+        shape: Shape { persistence: Persistence::Default, head_only: false, http10: false },
+        text: &mut text,
+        body: &mut body,
+    };
+    let (found, reply) = f(res);
+    let len = match reply {
+        Some(Reply(ReplyKind::Answer { len: Some(n), .. })) => n,
+        _ => 0,
+    };
+    out.truncate(len);
+    (found, out)
+}

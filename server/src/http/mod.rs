@@ -142,6 +142,8 @@ pub use body::pattern_byte;
 pub use builtin::builtin;
 pub use conn::{Env, HttpConn};
 pub use date::DateCache;
+#[cfg(test)]
+pub(crate) use handler::test_response;
 pub use handler::{Context, Exchange, ExchangeMap, Handler, Head, Method, Produce, Reply, Request, Response};
 pub use router::{FnHandler, Methods, Router, handler_fn};
 pub use service::HttpService;
