@@ -624,7 +624,8 @@ pub struct Options {
 
     /// Reverse proxy: requests for HOST (any, when left out) whose path starts with PREFIX go to the
     /// upstream group NAME, e.g. /api/=app or example.com/=web, repeatable; a host's routes are
-    /// tried first, then the longest prefix; requests no route matches get the built-in endpoints. In
+    /// tried first, then the longest prefix; requests no route matches, and those of a route to
+    /// builtin (/metrics=builtin), get the server's own endpoints (or the application's handler). In
     /// the --config file, [[route]] tables: host = "example.com" (optional), path = "/api/", upstream =
     /// "app" [default: with one upstream group, / to it]
     #[arg(long, value_name = "[HOST]/PREFIX=NAME")]

@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use fairway_nic::steering::SteeringCounts;
 
+use crate::proxy::ProxyCounters;
 use crate::tls::TlsCounters;
 use fairway_stack::fairness::Direction;
 use fairway_stack::time::Instant;
@@ -105,6 +106,8 @@ pub struct ShardMetrics {
     stack_connections: Option<(u64, u64)>,
     steering: Option<SteeringCounts>,
     tls: Option<TlsCounters>,
+    /// The reverse proxy's, once it has forwarded anything.
+    proxy: Option<ProxyCounters>,
     looped: Option<LoopStats>,
     /// The async runtime's tasks alive, and those that panicked.
     tasks: Option<(u64, u64)>,
@@ -135,6 +138,7 @@ impl ShardMetrics {
             stack_connections: None,
             steering: None,
             tls: None,
+            proxy: None,
             looped: None,
             tasks: None,
             flows: Vec::with_capacity(max_flows),
@@ -208,6 +212,11 @@ impl ShardMetrics {
     /// The shard's TLS counters.
     pub fn observe_tls(&mut self, counts: TlsCounters) {
         self.tls = Some(counts);
+    }
+
+    /// The shard's reverse-proxy counters, to add to.
+    pub fn proxy_mut(&mut self) -> &mut ProxyCounters {
+        self.proxy.get_or_insert_with(ProxyCounters::default)
     }
 
     /// The shard loop's counts.
@@ -313,6 +322,7 @@ impl ShardMetrics {
         self.stack_connections = other.stack_connections;
         self.steering = other.steering;
         self.tls = other.tls;
+        self.proxy = other.proxy;
         self.looped = other.looped;
         self.tasks = other.tasks;
         self.flows.clear();
@@ -466,7 +476,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 34] = [
+        let per_shard: [(&str, &str, &str, Get); 41] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -554,6 +564,36 @@ impl MetricsHub {
                 "counter",
                 "TLS connections failed by the peer's error (an alert sent, the connection closed).",
                 |m| m.tls.map(|t| t.errors),
+            ),
+            ("fairway_proxy_forwarded_total", "counter", "Requests the reverse proxy forwarded upstream.", |m| {
+                m.proxy.map(|p| p.forwarded)
+            }),
+            ("fairway_proxy_upstream_connects_total", "counter", "Upstream connections opened.", |m| {
+                m.proxy.map(|p| p.connects)
+            }),
+            (
+                "fairway_proxy_reused_total",
+                "counter",
+                "Requests sent on a pooled keep-alive upstream connection.",
+                |m| m.proxy.map(|p| p.reused),
+            ),
+            (
+                "fairway_proxy_retries_total",
+                "counter",
+                "Requests sent again: a pooled connection turned out closed, or a server refused.",
+                |m| m.proxy.map(|p| p.retries),
+            ),
+            ("fairway_proxy_bad_gateway_total", "counter", "Proxied requests answered 502.", |m| {
+                m.proxy.map(|p| p.bad_gateway)
+            }),
+            ("fairway_proxy_gateway_timeout_total", "counter", "Proxied requests answered 504.", |m| {
+                m.proxy.map(|p| p.gateway_timeout)
+            }),
+            (
+                "fairway_proxy_cut_total",
+                "counter",
+                "Proxied responses cut mid-body (the upstream closed or stalled).",
+                |m| m.proxy.map(|p| p.cut),
             ),
             ("fairway_tasks", "gauge", "Async tasks alive on the shard's executor.", |m| m.tasks.map(|t| t.0)),
             (

@@ -115,6 +115,10 @@ impl Site for ShardSite {
         self.outbound.as_mut()
     }
 
+    fn proxy_counters(&mut self) -> Option<&mut crate::proxy::ProxyCounters> {
+        Some(self.metrics.proxy_mut())
+    }
+
     fn record(&mut self, status: u16, latency: Duration) {
         self.metrics.request();
         self.metrics.response(status, latency);

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use fairway::http::pattern_byte;
 use sha2::{Digest, Sha256};
-use support::{FairwayProcess, TempDir};
+use support::{FairwayProcess, TempDir, total};
 
 /// What a scripted upstream saw.
 #[derive(Default)]
@@ -307,7 +307,8 @@ fn bodies_stream_both_ways_byte_exact() {
 #[test]
 fn upstream_connections_are_kept_alive_and_reused() {
     let up = Upstream::start("one", false);
-    let fw = FairwayProcess::start(&["--upstream", &format!("app={}", up.url())]);
+    let upstream = format!("app={}", up.url());
+    let fw = FairwayProcess::start(&["--upstream", &upstream, "--route", "/metrics=builtin"]);
     let mut client = fw.connect();
     for _ in 0..50 {
         assert_eq!(exchange(&mut client, &get("/hello")).0, 200);
@@ -319,6 +320,14 @@ fn upstream_connections_are_kept_alive_and_reused() {
         assert_eq!(exchange(&mut c, "GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").0, 200);
     }
     assert!(up.connections() <= 3, "{} upstream connections for 90 requests on 2 shards", up.connections());
+    // /metrics stays the server's own, and counts the same (the other
+    // shard's figures are up to a second old).
+    fw.wait_total("fairway_proxy_forwarded_total", 90.0);
+    let text = fw.scrape();
+    let (connects, reused) =
+        (total(&text, "fairway_proxy_upstream_connects_total"), total(&text, "fairway_proxy_reused_total"));
+    assert_eq!(connects, up.connections() as f64, "{text}");
+    assert_eq!((total(&text, "fairway_proxy_forwarded_total"), connects + reused), (90.0, 90.0));
     // An upstream that closes after its answer is not reused.
     let before = up.connections();
     for _ in 0..3 {
@@ -365,7 +374,7 @@ fn upstream_failures_are_answered_502_or_504_and_logged() {
     let config = dir.path("fairway.toml");
     let text = format!(
         "[upstream.app]\nservers = [\"{}\"]\nfirst-byte-timeout = \"1s\"\nidle-timeout = \"1s\"\n\n\
-         [upstream.gone]\nservers = [\"http://{closed}\"]\n\n[[route]]\npath = \"/gone/\"\nupstream = \"gone\"\n\n\
+         [upstream.gone]\nservers = [\"http://{closed}\"]\n\n[[route]]\npath = \"/gone/\"\nupstream = \"gone\"\n\n[[route]]\npath = \"/metrics\"\nupstream = \"builtin\"\n\n\
          [[route]]\nupstream = \"app\"\n",
         up.url()
     );
@@ -400,6 +409,10 @@ fn upstream_failures_are_answered_502_or_504_and_logged() {
     }
     let out = curl(&[&fw.url("/cut"), "-o", "/dev/null"]);
     assert_eq!(out.status.code(), Some(18), "curl: transfer closed with data outstanding");
+    fw.wait_total("fairway_proxy_cut_total", 3.0);
+    let text = fw.scrape();
+    assert_eq!(total(&text, "fairway_proxy_bad_gateway_total"), 1.0, "{text}");
+    assert_eq!(total(&text, "fairway_proxy_gateway_timeout_total"), 1.0, "{text}");
 }
 
 #[test]

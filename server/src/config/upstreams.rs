@@ -81,9 +81,16 @@ impl FromStr for UpstreamSpec {
     }
 }
 
+/// The route target that means the server's own endpoints (or the
+/// application's handler), not an upstream.
+pub const BUILTIN: &str = "builtin";
+
 fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
         return Err(format!("upstream name '{name}': letters, digits, '-' and '_' only"));
+    }
+    if name == BUILTIN {
+        return Err(format!("upstream name '{BUILTIN}' is taken: a route to it means the server's own endpoints"));
     }
     Ok(())
 }
@@ -201,8 +208,9 @@ pub struct Route {
     pub host: Option<String>,
     /// The path prefix it matches.
     pub prefix: String,
-    /// The group, by index in [`ProxyConfig::groups`].
-    pub group: usize,
+    /// The group, by index in [`ProxyConfig::groups`]; `None`: the
+    /// server's own endpoints (a route to `builtin`).
+    pub group: Option<usize>,
 }
 
 impl ProxyConfig {
@@ -227,7 +235,7 @@ impl ProxyConfig {
                 };
                 host_ok && path.starts_with(&r.prefix)
             })
-            .map(|r| r.group)
+            .and_then(|r| r.group)
     }
 }
 
@@ -300,17 +308,25 @@ pub(super) fn resolve(
     }
     let mut resolved = Vec::with_capacity(routes.len().max(1));
     for r in routes {
-        let group = groups.iter().position(|g| g.name == r.upstream).ok_or_else(|| {
-            let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
-            format!("route to '{}': no such upstream (there are: {})", r.upstream, names.join(", "))
-        })?;
+        let group = match groups.iter().position(|g| g.name == r.upstream) {
+            Some(g) => Some(g),
+            None if r.upstream == BUILTIN => None,
+            None => {
+                let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+                return Err(format!(
+                    "route to '{}': no such upstream (there are: {}, and {BUILTIN} for the server's own)",
+                    r.upstream,
+                    names.join(", ")
+                ));
+            }
+        };
         let prefix = r.path.unwrap_or_else(|| "/".to_owned());
         if !prefix.starts_with('/') {
             return Err(format!("route path '{prefix}' does not start with /"));
         }
         resolved.push(Route { host: r.host.map(|h| h.to_ascii_lowercase()), prefix, group });
     }
-    if resolved.is_empty() {
+    if !resolved.iter().any(|r| r.group.is_some()) {
         if groups.len() > 1 {
             return Err(format!(
                 "{} upstream groups and no route: say which requests go where (--route /PREFIX=NAME, or [[route]] \
@@ -318,7 +334,7 @@ pub(super) fn resolve(
                 groups.len()
             ));
         }
-        resolved.push(Route { host: None, prefix: "/".to_owned(), group: 0 });
+        resolved.push(Route { host: None, prefix: "/".to_owned(), group: Some(0) });
     }
     // Most specific first: a host's routes, then longer prefixes.
     resolved.sort_by(|a, b| b.host.is_some().cmp(&a.host.is_some()).then(b.prefix.len().cmp(&a.prefix.len())));
@@ -373,6 +389,13 @@ mod tests {
     }
 
     #[test]
+    fn a_route_to_builtin_keeps_a_path_for_the_servers_own_endpoints() {
+        let routes = vec!["/metrics=builtin".parse().unwrap()];
+        let p = resolve(vec![spec("app=http://127.0.0.1:1")], routes, RESPONSE).unwrap().unwrap();
+        assert_eq!((p.route(None, "/metrics"), p.route(None, "/x")), (None, Some(0)), "and / still goes to app");
+    }
+
+    #[test]
     fn routes_match_host_then_the_longest_prefix() {
         let routes = ["/=web", "/api/=api", "example.com/=site"].map(|r| r.parse().unwrap()).to_vec();
         let ups = vec![spec("web=http://127.0.0.1:1"), spec("api=http://127.0.0.1:2"), spec("site=http://127.0.0.1:3")];
@@ -394,7 +417,8 @@ mod tests {
         assert!(err(vec![spec("a=127.0.0.1:80")], vec![]).contains("is not http://"));
         assert!(err(vec![spec("a=http://no.such.host.invalid")], vec![]).starts_with("upstream 'a': "));
         assert!(err(vec![spec("a=http://127.0.0.1"), spec("b=http://127.0.0.1")], vec![]).contains("no route"));
-        assert!(err(vec![spec("a=http://127.0.0.1")], vec!["/=b"]).contains("no such upstream (there are: a)"));
+        assert!(err(vec![spec("a=http://127.0.0.1")], vec!["/=b"]).contains("no such upstream (there are: a, and"));
+        assert!("builtin=http://127.0.0.1".parse::<UpstreamSpec>().unwrap_err().contains("is taken"));
         assert!(err(vec![], vec!["/=b"]).contains("no --upstream"));
         assert!("bad name=http://x".parse::<UpstreamSpec>().is_err());
         assert!("api=app".parse::<RouteSpec>().is_err());

@@ -232,4 +232,10 @@ pub trait Site {
     fn outbound(&mut self) -> Option<&mut crate::outbound::Outbound> {
         None
     }
+
+    /// The shard's reverse-proxy counters, where it keeps them (for
+    /// `/metrics`).
+    fn proxy_counters(&mut self) -> Option<&mut crate::proxy::ProxyCounters> {
+        None
+    }
 }

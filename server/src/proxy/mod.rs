@@ -79,6 +79,34 @@ pub const BODY_BUFFER: usize = 64 * 1024;
 /// what a chunked body is decoded from.
 pub const INPUT: usize = 16 * 1024;
 
+/// What a shard's proxy did, for `/metrics` (`fairway_proxy_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProxyCounters {
+    /// Requests forwarded to an upstream.
+    pub forwarded: u64,
+    /// Upstream connections opened.
+    pub connects: u64,
+    /// Requests sent on a pooled (kept-alive) connection.
+    pub reused: u64,
+    /// Requests sent again: on a fresh connection after a pooled one
+    /// turned out closed, or to the next server after one refused.
+    pub retries: u64,
+    /// Answered 502 (refused, reset, closed early, a bad response).
+    pub bad_gateway: u64,
+    /// Answered 504 (no connection or no response in time).
+    pub gateway_timeout: u64,
+    /// Responses cut after their head went out (the upstream closed or
+    /// stalled mid-body).
+    pub cut: u64,
+}
+
+/// Adds to the shard's proxy counters, when its site keeps them.
+fn count(cx: &mut Context<'_>, add: impl FnOnce(&mut ProxyCounters)) {
+    if let Some(counters) = cx.site.proxy_counters() {
+        add(counters);
+    }
+}
+
 /// A shard's reverse proxy. See the [module documentation](self).
 pub struct Proxy {
     config: Arc<ProxyConfig>,
@@ -440,10 +468,12 @@ impl Proxy {
                 // on a fresh one.
                 let server = f.server;
                 if retry && self.retry(ex, cx, server).is_ok() {
+                    count(cx, |c| (c.retries, c.connects) = (c.retries + 1, c.connects + 1));
                     continue;
                 }
                 let unreachable = stepped && matches!(failure, Failure::Connect(_) | Failure::ConnectTimeout);
                 if unreachable && self.next_server(ex, cx, failure) {
+                    count(cx, |c| (c.retries, c.connects) = (c.retries + 1, c.connects + 1));
                     continue;
                 }
                 return self.fail(ex, cx, failure, res);
@@ -537,7 +567,9 @@ impl Proxy {
     fn fail(&mut self, ex: Exchange, cx: &mut Context<'_>, failure: Failure, res: Response<'_>) -> Reply {
         let now = cx.now();
         self.end_failed(ex, failure, now, cx.site.outbound());
-        res.error(failure.status())
+        let status = failure.status();
+        count(cx, |c| if status == 504 { c.gateway_timeout += 1 } else { c.bad_gateway += 1 });
+        res.error(status)
     }
 
     /// Takes the request `req` on, to group `g`.
@@ -556,9 +588,11 @@ impl Proxy {
             Ok(c) => c,
             Err(failure) => {
                 self.failed(g, s, failure, now);
+                count(cx, |c| c.bad_gateway += 1);
                 return res.error(failure.status());
             }
         };
+
         let request_body = match req.content_length() {
             Some(0) => RequestBody::Empty,
             Some(n) => RequestBody::Length(n),
@@ -592,6 +626,10 @@ impl Proxy {
         };
         let ex = cx.exchange();
         self.exchanges.insert(ex, f);
+        count(cx, |c| {
+            c.forwarded += 1;
+            if reused { c.reused += 1 } else { c.connects += 1 }
+        });
         if request_body == RequestBody::Empty {
             return self.answer(cx, res);
         }
@@ -758,6 +796,7 @@ impl Handler for Proxy {
         if let Err(failure @ (Failure::Connect(_) | Failure::ConnectTimeout)) = step
             && self.next_server(ex, cx, failure)
         {
+            count(cx, |c| (c.retries, c.connects) = (c.retries + 1, c.connects + 1));
             return 0; // nothing was sent: the body waits for the next server
         }
         let Some(f) = self.exchanges.get_mut(ex) else { return data.len() };
@@ -830,12 +869,14 @@ impl Handler for Proxy {
             // The response is broken: the client sees it cut.
             Streamed::Failed(failure) => {
                 self.end_failed(ex, failure, now, cx.site.outbound());
+                count(cx, |c| c.cut += 1);
                 Produce::Cut
             }
             Streamed::Broken => {
                 if let Some(outbound) = cx.site.outbound() {
                     self.finish(ex, false, now, outbound);
                 }
+                count(cx, |c| c.cut += 1);
                 Produce::Cut
             }
         }
