@@ -304,6 +304,12 @@ impl Shard {
         self.env.0.fast_start_share = rate.unwrap_or(u64::MAX);
     }
 
+    /// The share [`set_fast_start_share`](Self::set_fast_start_share) set.
+    #[cfg(test)]
+    pub(crate) fn fast_start_share(&self) -> Option<u64> {
+        (self.env.0.fast_start_share != u64::MAX).then_some(self.env.0.fast_start_share)
+    }
+
     /// The peer's end of a connection the application holds: what
     /// [`flow`](Self::flow) says of it, without the rest.
     pub fn peer(&self, h: Handle) -> Option<SocketAddr> {

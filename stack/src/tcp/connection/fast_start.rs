@@ -28,7 +28,8 @@
 //!   No jump (normal CC from then on) when: the saved window is older than
 //!   the lifetime or another connection uses it (§3.2), the handshake's RTT
 //!   is at most half the saved min-RTT or over ten times it (§4.2.1), or
-//!   any loss was seen.
+//!   over a quarter above it (a standing queue: our own, stricter rule,
+//!   which §4.2.1 leaves to the design), or any loss was seen.
 //! - *Unvalidated* (§3.3): PipeSize = flight_size; cwnd = jump_cwnd =
 //!   saved_cwnd / 2, bounded by the flow's fairness share (rate × current
 //!   RTT) when a policy gives one; everything sent is paced at jump_cwnd
@@ -91,6 +92,10 @@ pub(crate) struct FastStartState {
     best_window: u32,
     best_rate: u32,
 }
+
+/// The least rise in the RTT over the saved min-RTT that counts as a
+/// standing queue (jitter below it is not one), µs.
+const QUEUE_SLACK_US: u32 = 2_000;
 
 fn stamp_us(now: Instant) -> u32 {
     now.total_micros() as u32
@@ -162,6 +167,17 @@ impl Connection {
         if us(min_rtt) <= saved / 2 || us(srtt) as u64 > 10 * saved as u64 {
             return;
         }
+        // §4.2.1 leaves to the design whether a rise in the RTT should stop
+        // careful resume; here it does when the handshake's RTT is more
+        // than a quarter (and 2 ms) above the saved min-RTT: a standing
+        // queue that was not there, someone else now using the path, into
+        // which a jump would only add loss (the simulated test
+        // `careful_resume_into_a_link_that_has_since_become_congested...`
+        // measured twice slow start's drops without this check). This is
+        // the queueing signal (ratio-RTT) the fairness policies use.
+        if us(min_rtt) > saved.saturating_add((saved / 4).max(QUEUE_SLACK_US)) {
+            return;
+        }
         // §3.2 "Detected congestion": any loss ends careful resume.
         if self.totals.retransmits > 0 || self.has(flag::RECOVERY) {
             return;
@@ -189,13 +205,15 @@ impl Connection {
 
     /// The pacing rate careful resume (RFC 9959 §4.3.2: jump_cwnd per
     /// current RTT) or a larger initial window (the same over the
-    /// handshake's RTT, until data is first acknowledged) asks for.
+    /// handshake's RTT, until data is first acknowledged) asks for. The
+    /// RTT is this connection's own lowest sample (the handshake's, at
+    /// first), not the SRTT a remembered path seeded.
     pub(super) fn fast_start_pacing(&self, env: &Env) -> Option<u64> {
         let paced = match self.fs.phase {
             Phase::Unvalidated => true,
             _ => env.cfg.initial_window > 10 && self.totals.bytes_acked == 0,
         };
-        let srtt = self.rtt.srtt().filter(|_| paced)?;
+        let srtt = self.min_rtt.get().or(self.rtt.srtt()).filter(|_| paced)?;
         // The pacer counts whole frames: the window's payload plus each
         // segment's headers.
         let mss = u64::from(self.mss());
@@ -321,6 +339,12 @@ impl Connection {
     /// Writes what this connection learned to the path cache, if it is a
     /// validated one: past the handshake, with data acknowledged and an RTT
     /// measured. A window under 4 × IW is not saved (RFC 9959 §3.1).
+    ///
+    /// The window saved is the path's capacity without its queue: the best
+    /// round's rate times the min-RTT, at most the bytes that round
+    /// delivered. A round at the end of slow start delivers the link's rate
+    /// over an RTT stretched by the queue it built, which §4.1 warns
+    /// against saving (a CWND overshoot).
     /// Once per connection: at the first of the peer's FIN after the
     /// exchange, TIME-WAIT, or removal.
     pub(super) fn remember_path(&mut self, now: Instant, env: &mut Env) {
@@ -330,7 +354,9 @@ impl Connection {
         let (Some(srtt), Some(rttvar), Some(min_rtt)) = (self.rtt.srtt(), self.rtt.rttvar(), self.min_rtt.get()) else {
             return;
         };
-        let window = if self.fs.best_window >= 4 * self.iw(env) { self.fs.best_window } else { 0 };
+        let bdp = u64::from(self.fs.best_rate) * min_rtt.total_micros() / 1_000_000;
+        let capacity = bdp.min(u64::from(self.fs.best_window)) as u32;
+        let window = if capacity >= 4 * self.iw(env) { capacity } else { 0 };
         let record = PathRecord {
             min_rtt,
             srtt,
