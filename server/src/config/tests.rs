@@ -41,6 +41,8 @@ const KEYS: &[&str] = &[
     "time-wait",
     "challenge-acks",
     "invalid-ack-interval",
+    "fast-start",
+    "initial-window",
     "shutdown-grace",
     "log",
     "fairness",
@@ -690,4 +692,18 @@ fn tls_flags_without_their_pair_or_on_the_plain_port_are_refused() {
     assert!(e.contains("give HTTPS its own port"), "{e}");
     let e = err(&[&pair[..], &["--backend", "tap", "--ip", "10.0.0.1/24", "--tls-port", "80"]].concat());
     assert!(e.contains("give HTTPS its own port"), "{e}");
+}
+
+#[test]
+fn fast_start_and_the_initial_window_from_the_command_line_or_the_file() {
+    let c = ok(&[]);
+    assert_eq!((c.fast_start, c.initial_window), (FastStart::Off, 10));
+    let c = ok(&["--fast-start", "careful-resume", "--initial-window", "32"]);
+    assert_eq!((c.fast_start, c.initial_window), (FastStart::CarefulResume, 32));
+    let file = TempFile::new("fast-start.toml", "fast-start = \"path-memory\"\ninitial-window = 16\n");
+    let c = ok(&["--config", file.path()]);
+    assert_eq!((c.fast_start, c.initial_window), (FastStart::PathMemory, 16));
+    assert!(err(&["--fast-start", "fastest"]).contains("fastest"));
+    assert!(err(&["--initial-window", "0"]).contains("--initial-window 0"));
+    assert!(err(&["--initial-window", "1000"]).contains("outside 1..256"));
 }
