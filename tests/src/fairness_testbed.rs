@@ -628,17 +628,19 @@ impl Running {
     /// (its `--capacity`), and waits until client 0 gets an HTTP answer.
     /// nginx serves one endless (sparse) body.
     fn start(tb: &Testbed, server: LabServer, bottleneck_bps: u64) -> Result<Running, String> {
-        Running::start_serving(tb, server, Some(bottleneck_bps), &[ENDLESS])
+        Running::start_serving(tb, server, Some(bottleneck_bps), &[ENDLESS], &[])
     }
 
     /// [`start`](Self::start) with `--capacity` only if `capacity_bps` is
     /// given, nginx serving a body of each of `sizes` at
-    /// [`bytes_path`](crate::nginx::bytes_path) (Fairway serves any).
+    /// [`bytes_path`](crate::nginx::bytes_path) (Fairway serves any), and
+    /// `extra` flags for a Fairway server (nginx ignores them).
     pub(crate) fn start_serving(
         tb: &Testbed,
         server: LabServer,
         capacity_bps: Option<u64>,
         sizes: &[u64],
+        extra: &[String],
     ) -> Result<Running, String> {
         let placed = tb.afxdp_flags();
         let capacity = capacity_bps.map(|bps| format!("{bps}bit"));
@@ -650,6 +652,7 @@ impl Running {
             if let Some(capacity) = &capacity {
                 flags.extend(["--capacity", capacity.as_str()]);
             }
+            flags.extend(extra.iter().map(String::as_str));
             flags
         };
         let running = match server {
