@@ -61,11 +61,16 @@ pub enum Fairness {
 }
 
 /// How a new connection to a recently seen path starts (userspace backends).
+///
+/// The default is careful resume: on the delay lab it made repeat downloads
+/// of 250 KB to 1 MB 10–37 % faster at 20–50 ms of added delay with no safe
+/// retreat in any of its jumps and no first download slower, and on the
+/// simulated network it lost nothing more than slow start returning to a
+/// congested path and less onto an idle one (benches/README.md, 2026-12-02).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FastStart {
     /// From scratch: the initial window, an RTO of 1 s.
-    #[default]
     Off,
     /// RFC 9040: the RTT estimate and ssthresh of the client's /24 (or /64) path, remembered
     /// for 10 minutes; cwnd still starts at the initial window.
@@ -73,6 +78,7 @@ pub enum FastStart {
     /// Path memory, then careful resume (RFC 9959): once the handshake's RTT agrees with the
     /// path's, jump to half the window the path carried (at most the flow's fairness share),
     /// paced over one RTT, validate it, and retreat on loss.
+    #[default]
     CarefulResume,
 }
 
@@ -593,7 +599,8 @@ pub struct Options {
 
     /// Userspace backends: how a connection to a client's /24 (or /64) seen in the last 10
     /// minutes starts: from scratch, from the path's RTT and ssthresh (path-memory), or with
-    /// careful resume's paced jump to half the window the path last carried [default: off]
+    /// careful resume's paced jump to half the window the path last carried (no jump into a
+    /// standing queue; a safe retreat on loss) [default: careful-resume]
     #[arg(long, value_enum)]
     pub fast_start: Option<FastStart>,
 

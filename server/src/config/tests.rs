@@ -697,7 +697,7 @@ fn tls_flags_without_their_pair_or_on_the_plain_port_are_refused() {
 #[test]
 fn fast_start_and_the_initial_window_from_the_command_line_or_the_file() {
     let c = ok(&[]);
-    assert_eq!((c.fast_start, c.initial_window), (FastStart::Off, 10));
+    assert_eq!((c.fast_start, c.initial_window), (FastStart::CarefulResume, 10));
     let c = ok(&["--fast-start", "careful-resume", "--initial-window", "32"]);
     assert_eq!((c.fast_start, c.initial_window), (FastStart::CarefulResume, 32));
     let file = TempFile::new("fast-start.toml", "fast-start = \"path-memory\"\ninitial-window = 16\n");
