@@ -405,6 +405,47 @@ mod tests {
         assert!(c.claim_window(t + lifetime + Duration::from_secs(2), v4(10, 0, 0, 1)).is_none());
     }
 
+    proptest::proptest! {
+        /// Whatever peers do, in any order at any time: the cache stays
+        /// within its bound, and what it returns for an address is what
+        /// was last written for that address's prefix.
+        #[test]
+        fn any_sequence_of_operations_keeps_the_bound_and_the_keys(
+            ops in proptest::collection::vec((0u8..4, 0u32..64, 0u64..2_000, 0u32..1_000_000), 1..400)
+        ) {
+            let mut c = cache(16);
+            let mut last = std::collections::HashMap::new();
+            for (op, host, secs, window) in ops {
+                // 8 prefixes of 8 hosts each; some IPv6.
+                let addr = if host % 5 == 0 {
+                    IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, (host / 8) as u16, 0, 0, 0, host as u16))
+                } else {
+                    v4(10, 0, (host / 8) as u8, host as u8)
+                };
+                let now = Instant::from_secs(secs);
+                let key = PathKey::of(addr, c.config());
+                match op {
+                    0 | 1 => {
+                        let r = PathRecord { window, ..record(u64::from(host) + 1) };
+                        c.update(now, addr, r);
+                        last.insert(key, r.min_rtt);
+                    }
+                    2 => {
+                        let _ = c.claim_window(now, addr);
+                    }
+                    _ => {
+                        c.remove(addr);
+                        last.remove(&key);
+                    }
+                }
+                proptest::prop_assert!(c.len() <= c.capacity());
+                if let Some(e) = c.get(now, addr) {
+                    proptest::prop_assert_eq!(Some(&e.record.min_rtt), last.get(&key));
+                }
+            }
+        }
+    }
+
     #[test]
     fn removal_and_a_zero_capacity() {
         let mut c = cache(64);
