@@ -192,6 +192,8 @@ pub struct Experiment {
     /// When the last client starts (the others start at once); `None`:
     /// with the others. Must be before `warmup`.
     pub join_at: Option<Duration>,
+    /// More flags for a Fairway server (`--initial-window 32`, …).
+    pub server_flags: Vec<String>,
 }
 
 impl Experiment {
@@ -209,6 +211,7 @@ impl Experiment {
             duration: Duration::from_secs(20),
             warmup: Duration::from_secs(6),
             join_at: None,
+            server_flags: Vec::new(),
         }
     }
 
@@ -627,8 +630,8 @@ impl Running {
     /// Starts `server` in `tb`'s server namespace, sharing `bottleneck_bps`
     /// (its `--capacity`), and waits until client 0 gets an HTTP answer.
     /// nginx serves one endless (sparse) body.
-    fn start(tb: &Testbed, server: LabServer, bottleneck_bps: u64) -> Result<Running, String> {
-        Running::start_serving(tb, server, Some(bottleneck_bps), &[ENDLESS], &[])
+    fn start(tb: &Testbed, server: LabServer, bottleneck_bps: u64, flags: &[String]) -> Result<Running, String> {
+        Running::start_serving(tb, server, Some(bottleneck_bps), &[ENDLESS], flags)
     }
 
     /// [`start`](Self::start) with `--capacity` only if `capacity_bps` is
@@ -728,7 +731,7 @@ impl Running {
 pub fn run_on_fresh_testbed(prefix: &str, exp: &Experiment, server: LabServer) -> Result<Outcome, String> {
     testbed::require_root().map_err(|e| e.to_string())?;
     let tb = Testbed::up(exp.testbed_config(prefix)).map_err(|e| format!("testbed up: {e}"))?;
-    let running = Running::start(&tb, server, exp.bottleneck_bps)?;
+    let running = Running::start(&tb, server, exp.bottleneck_bps, &exp.server_flags)?;
     let outcome = run_clients(&tb, exp);
     running.stop();
     outcome
@@ -805,6 +808,8 @@ pub struct GridPlan {
     pub warmup: Duration,
     /// When the longest-RTT flow joins.
     pub join_at: Duration,
+    /// More flags for the Fairway servers.
+    pub server_flags: Vec<String>,
 }
 
 impl GridPlan {
@@ -827,6 +832,7 @@ impl GridPlan {
                         experiment.duration = self.duration;
                         experiment.warmup = self.warmup;
                         experiment.join_at = (n > 1).then_some(self.join_at);
+                        experiment.server_flags.clone_from(&self.server_flags);
                         cells.push(GridCell { experiment, server });
                     }
                 }
@@ -1068,6 +1074,7 @@ mod tests {
             duration: Duration::from_secs(20),
             warmup: Duration::from_secs(6),
             join_at: Duration::from_secs(2),
+            server_flags: Vec::new(),
         };
         let cells = plan.cells();
         // Per N: (2 senders up + 1 down) × 4 servers.
@@ -1099,6 +1106,7 @@ mod tests {
             duration: Duration::from_secs(4),
             warmup: Duration::from_secs(2),
             join_at: Duration::from_secs(1),
+            server_flags: Vec::new(),
         };
         let results: Vec<(GridCell, Result<Outcome, String>)> = plan
             .cells()

@@ -73,6 +73,12 @@ enum Experiment {
         /// (its convergence time is measured from then).
         #[arg(long, default_value_t = 2)]
         join: u64,
+        /// With --testbed: the Fairway servers' --initial-window.
+        #[arg(long)]
+        initial_window: Option<u32>,
+        /// With --testbed: the Fairway servers' --fast-start.
+        #[arg(long, value_parser = parse_fast_start)]
+        fast_start: Option<&'static str>,
         /// Where the Markdown goes [default: benches/results/fairness-sim.md,
         /// or fairness-testbed.md with --testbed]. The simulated grid's PNG
         /// charts go beside it, named after it: fairness-sim-jain.png and
@@ -178,6 +184,8 @@ fn main() -> ExitCode {
             seconds,
             warmup,
             join,
+            initial_window,
+            fast_start,
             out,
             no_plots,
             ..
@@ -197,6 +205,12 @@ fn main() -> ExitCode {
                 duration: Duration::from_secs(seconds),
                 warmup: Duration::from_secs(warmup),
                 join_at: Duration::from_secs(join),
+                server_flags: initial_window
+                    .map(|iw| ["--initial-window".to_owned(), iw.to_string()])
+                    .into_iter()
+                    .flatten()
+                    .chain(fast_start.map(|m| ["--fast-start".to_owned(), m.to_owned()]).into_iter().flatten())
+                    .collect(),
             };
             if !no_plots && let Err(why) = plot::check_font() {
                 eprintln!("fairway-lab: {why} (or pass --no-plots)");
