@@ -589,8 +589,7 @@ Examples:
   cargo xtask lab fairness --n 10 --bandwidth 20
   sudo -E cargo xtask lab fairness --testbed --n 2,10 --way up
   sudo -E cargo xtask lab delay
-  sudo -E cargo xtask lab delay --delays 0,5,20,50 --sizes 100000,250000,1000000 \
-      --servers nginx,afxdp:off --fast-start off,careful-resume --initial-window 10,32
+  sudo -E cargo xtask lab delay --delays 5,50 --fast-start off,careful-resume
 ";
 
 const SIM_HELP: &str = "\
