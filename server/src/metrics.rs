@@ -476,7 +476,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 41] = [
+        let per_shard: [(&str, &str, &str, Get); 45] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -519,6 +519,24 @@ impl MetricsHub {
                 "Pure ACKs that a later ACK of the same connection in the same receive batch superseded.",
                 |m| m.stack.as_ref().map(|c| c.acks_coalesced),
             ),
+            (
+                "fairway_tcp_path_memory_used_total",
+                "counter",
+                "Connections that started from a remembered path's RTT and ssthresh (--fast-start).",
+                |m| m.stack.as_ref().map(|c| c.path_memory_used),
+            ),
+            (
+                "fairway_tcp_path_memory_updates_total",
+                "counter",
+                "Paths written to the path cache by connections that ended.",
+                |m| m.stack.as_ref().map(|c| c.path_memory_updates),
+            ),
+            ("fairway_tcp_fast_start_jumps_total", "counter", "Careful resume's jumps (RFC 9959).", |m| {
+                m.stack.as_ref().map(|c| c.fast_start_jumps)
+            }),
+            ("fairway_tcp_fast_start_retreats_total", "counter", "Careful resume's safe retreats (RFC 9959).", |m| {
+                m.stack.as_ref().map(|c| c.fast_start_retreats)
+            }),
             (
                 "fairway_tcp_orphans_given_up_total",
                 "counter",

@@ -6,6 +6,7 @@
 use core::net::{Ipv4Addr, Ipv6Addr};
 
 pub use crate::tcp::congestion::Algorithm;
+pub use crate::tcp::path_cache::PathMemoryConfig;
 use crate::time::Duration;
 
 /// Everything a [`crate::Shard`] needs to know before its first frame.
@@ -194,6 +195,43 @@ pub struct TcpConfig {
     /// each. A batch ends at the next `poll_*`, `handle_timeout` or
     /// application call. On by default.
     pub coalesce_acks: bool,
+    /// The initial window of new connections, in segments (RFC 6928: 10,
+    /// which keeps its byte cap of 14,600). A larger one is paced over the
+    /// handshake's RTT.
+    pub initial_window: u32,
+    /// How a new connection to a known path starts: from nothing, from the
+    /// path's remembered RTT and ssthresh, or with careful resume's jump.
+    pub fast_start: FastStart,
+    /// The per-shard path cache behind `fast_start`.
+    pub path_memory: PathMemoryConfig,
+}
+
+/// How a new connection uses what earlier ones learned about its path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FastStart {
+    /// Every connection starts from scratch: the initial window, RTO 1 s.
+    #[default]
+    Off,
+    /// RFC 9040 temporal sharing: a connection to a recently seen path
+    /// (its /24 or /64) starts its RTT estimator and ssthresh from the
+    /// path's; cwnd still starts at the initial window.
+    PathMemory,
+    /// Path memory, and careful resume (RFC 9959): once the handshake's RTT
+    /// agrees with the path's, a connection jumps to half the window the
+    /// path carried (bounded by its fairness share), paced over one RTT,
+    /// then validates it, and retreats if the jump met loss.
+    CarefulResume,
+}
+
+impl FastStart {
+    /// `off`, `path-memory` or `careful-resume`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FastStart::Off => "off",
+            FastStart::PathMemory => "path-memory",
+            FastStart::CarefulResume => "careful-resume",
+        }
+    }
 }
 
 impl Default for TcpConfig {
@@ -225,6 +263,9 @@ impl Default for TcpConfig {
             quick_acks: 16,
             reassembly_blocks: crate::tcp::assembler::DEFAULT_MAX_BLOCKS,
             coalesce_acks: true,
+            initial_window: 10,
+            fast_start: FastStart::Off,
+            path_memory: PathMemoryConfig::default(),
         }
     }
 }

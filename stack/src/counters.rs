@@ -202,6 +202,15 @@ pub struct Counters {
     /// receive batch, superseded: processed as one with it
     /// ([`TcpConfig::coalesce_acks`](crate::TcpConfig::coalesce_acks)).
     pub acks_coalesced: u64,
+    /// Connections that started from a remembered path (RFC 9040):
+    /// its RTT estimates and ssthresh.
+    pub path_memory_used: u64,
+    /// Paths written to the path cache by connections that ended.
+    pub path_memory_updates: u64,
+    /// Careful resume's jumps (RFC 9959 §3.3).
+    pub fast_start_jumps: u64,
+    /// Careful resume's safe retreats (RFC 9959 §3.5).
+    pub fast_start_retreats: u64,
 }
 
 impl Default for Counters {
@@ -218,6 +227,10 @@ impl Default for Counters {
             sack_reneging: 0,
             pool_bytes_trimmed: 0,
             acks_coalesced: 0,
+            path_memory_used: 0,
+            path_memory_updates: 0,
+            fast_start_jumps: 0,
+            fast_start_retreats: 0,
             resets_sent: 0,
             established: 0,
             established_ipv6: 0,

@@ -72,7 +72,9 @@ pub mod time;
 internal!(checksum, flow_table, neighbor, pool, ring, tcp, timer_wheel, wire);
 
 pub use api::{ConnectError, ConnectionError, Event, FlowStats, Handle, ListenError, Listener, RecvError, SendError};
-pub use config::{Config, Ipv6Config, KeepAlive, Limits, TcpConfig, link_local, solicited_node};
+pub use config::{
+    Config, FastStart, Ipv6Config, KeepAlive, Limits, PathMemoryConfig, TcpConfig, link_local, solicited_node,
+};
 pub use counters::{Counters, DropReason};
 pub use pool::{LARGE_BUFFER, StoragePool, TRIM_INTERVAL};
 pub use shard::{AddressState as Ipv6AddressState, Shard};

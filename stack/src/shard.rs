@@ -174,6 +174,17 @@ impl Shard {
             time_wait: 0,
             max_time_wait: limits.max_time_wait,
             challenge_acks_left: config.tcp.challenge_acks_per_sec,
+            // Allocated once, here, and only when something uses it.
+            paths: crate::tcp::path_cache::PathCache::new(
+                match config.tcp.fast_start {
+                    crate::config::FastStart::Off => {
+                        crate::tcp::path_cache::PathMemoryConfig { capacity: 0, ..config.tcp.path_memory }
+                    }
+                    _ => config.tcp.path_memory,
+                },
+                config.secret,
+            ),
+            fast_start_share: u64::MAX,
         };
         let (lo, hi) = config.tcp.ephemeral_ports;
         let mut shard = Shard {

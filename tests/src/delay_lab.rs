@@ -68,6 +68,66 @@ pub struct DelayPlan {
     pub servers: Vec<LabServer>,
     /// The longest a download may take before it is marked unfinished.
     pub bound: Duration,
+    /// Fairway over AF_XDP runs once per `--fast-start` mode here (empty:
+    /// once, with the server's default); each run is a row of its own.
+    pub fast_start: Vec<&'static str>,
+    /// The same for `--initial-window` (segments).
+    pub initial_windows: Vec<u32>,
+}
+
+/// The fast-start modes the server takes.
+pub const FAST_START_MODES: [&str; 3] = ["off", "path-memory", "careful-resume"];
+
+/// One row of the report: a server, and for Fairway over AF_XDP the
+/// `--fast-start` mode and `--initial-window` it ran with (`None`: not
+/// given, the server's default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// Who serves.
+    pub server: LabServer,
+    /// `--fast-start`.
+    pub fast_start: Option<&'static str>,
+    /// `--initial-window`.
+    pub initial_window: Option<u32>,
+}
+
+impl Row {
+    /// `server` with its defaults.
+    #[must_use]
+    pub fn plain(server: LabServer) -> Row {
+        Row { server, fast_start: None, initial_window: None }
+    }
+
+    /// `fairway/afxdp off, fast-start careful-resume, IW 32`, …
+    #[must_use]
+    pub fn label(&self) -> String {
+        let mut label = self.server.label();
+        if let Some(mode) = self.fast_start {
+            label.push_str(&format!(", fast-start {mode}"));
+        }
+        if let Some(iw) = self.initial_window {
+            label.push_str(&format!(", IW {iw}"));
+        }
+        label
+    }
+
+    /// The server flags of the row.
+    fn flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        if let Some(mode) = self.fast_start {
+            flags.extend(["--fast-start".to_owned(), mode.to_owned()]);
+        }
+        if let Some(iw) = self.initial_window {
+            flags.extend(["--initial-window".to_owned(), iw.to_string()]);
+        }
+        flags
+    }
+
+    /// Whether the server restarts before each try, so that a try's first
+    /// download meets a server that remembers no path.
+    fn fresh_per_try(&self) -> bool {
+        self.fast_start.is_some_and(|m| m != "off")
+    }
 }
 
 impl DelayPlan {
@@ -83,6 +143,8 @@ impl DelayPlan {
             interval: Duration::ZERO,
             servers: servers(),
             bound: Duration::from_secs(60),
+            fast_start: Vec::new(),
+            initial_windows: Vec::new(),
         }
     }
 
@@ -97,7 +159,35 @@ impl DelayPlan {
             interval: Duration::from_secs(10),
             servers: servers(),
             bound: Duration::from_secs(600),
+            fast_start: Vec::new(),
+            initial_windows: Vec::new(),
         }
+    }
+
+    /// The report's rows, in the order they run: each server, Fairway over
+    /// AF_XDP once per fast-start mode and initial window asked for.
+    #[must_use]
+    pub fn rows(&self) -> Vec<Row> {
+        let modes: Vec<Option<&'static str>> =
+            if self.fast_start.is_empty() { vec![None] } else { self.fast_start.iter().copied().map(Some).collect() };
+        let windows: Vec<Option<u32>> = if self.initial_windows.is_empty() {
+            vec![None]
+        } else {
+            self.initial_windows.iter().copied().map(Some).collect()
+        };
+        let mut rows = Vec::new();
+        for &server in &self.servers {
+            if matches!(server, LabServer::Afxdp(_)) {
+                for &fast_start in &modes {
+                    for &initial_window in &windows {
+                        rows.push(Row { server, fast_start, initial_window });
+                    }
+                }
+            } else {
+                rows.push(Row::plain(server));
+            }
+        }
+        rows
     }
 }
 
@@ -139,8 +229,8 @@ pub struct Download {
 /// Every try of one cell.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cell {
-    /// Who served.
-    pub server: LabServer,
+    /// Who served, and how.
+    pub row: Row,
     /// The delay added to the round trip.
     pub delay: Duration,
     /// The download's size, bytes.
@@ -149,6 +239,10 @@ pub struct Cell {
     pub visit: Visit,
     /// Each try: its figures, or why it has none (over the bound, failed).
     pub tries: Vec<Result<Download, String>>,
+    /// Careful resume's jumps and safe retreats the server counted over
+    /// the tries of this cell's size (first and repeat downloads together;
+    /// kept on the repeat cell), when the server reports them.
+    pub fast_start: Option<(u64, u64)>,
 }
 
 impl Cell {
@@ -196,28 +290,68 @@ pub fn run(plan: &DelayPlan, prefix: &str, progress: &dyn Fn(&str)) -> Result<Ve
     let mut cells = Vec::new();
     for &delay in &plan.delays {
         let tb = Testbed::up(testbed_config(prefix, delay)).map_err(|e| format!("testbed up: {e}"))?;
-        for &server in &plan.servers {
-            progress(&format!("+{} ms: {}", delay.as_millis(), server.label()));
-            let running = Running::start_serving(&tb, server, None, &plan.sizes)?;
+        for row in plan.rows() {
+            progress(&format!("+{} ms: {}", delay.as_millis(), row.label()));
+            let start = || Running::start_serving(&tb, row.server, None, &plan.sizes, &row.flags());
+            let mut running = Some(start()?);
             for &size in &plan.sizes {
                 // Each try: a first download, then its repeat at once.
                 let mut first = Vec::with_capacity(plan.tries);
                 let mut repeat = Vec::with_capacity(plan.tries);
+                let mut counted: Option<(u64, u64)> = None;
                 for n in 0..plan.tries {
                     if n > 0 {
                         std::thread::sleep(plan.interval);
                     }
+                    if row.fresh_per_try() && (n > 0 || size != plan.sizes[0]) {
+                        // A server that remembers nothing for the first download.
+                        if let Some(old) = running.take() {
+                            old.stop();
+                        }
+                        running = Some(start()?);
+                    }
                     first.push(download(&tb, size, plan.bound));
                     repeat.push(download(&tb, size, plan.bound));
+                    if row.fast_start == Some("careful-resume")
+                        && let Some(now) = fast_start_counts(&tb)
+                    {
+                        let (j, r) = counted.unwrap_or_default();
+                        counted = Some((j + now.0, r + now.1));
+                    }
                 }
                 for (visit, tries) in [(Visit::First, first), (Visit::Repeat, repeat)] {
-                    cells.push(Cell { server, delay, size, visit, tries });
+                    let fast_start = counted.filter(|_| visit == Visit::Repeat);
+                    cells.push(Cell { row, delay, size, visit, tries, fast_start });
                 }
             }
-            running.stop();
+            if let Some(running) = running {
+                running.stop();
+            }
         }
     }
     Ok(cells)
+}
+
+/// Careful resume's jumps and retreats so far, from the server's
+/// `/metrics` (summed over shards). The shards publish their counters once
+/// a second: this waits for that, and asks twice (the first request may be
+/// what wakes the shard to publish).
+fn fast_start_counts(tb: &Testbed) -> Option<(u64, u64)> {
+    let url = format!("http://{}/metrics", tb.server_ip());
+    std::thread::sleep(Duration::from_millis(1100));
+    let fetch = || {
+        testbed::exec_timeout(&tb.client_ns(0), &["curl", "-s", "--max-time", "5", &url], Duration::from_secs(10)).ok()
+    };
+    fetch()?;
+    std::thread::sleep(Duration::from_millis(50));
+    let text = fetch()?.stdout_text();
+    let sum = |name: &str| -> u64 {
+        text.lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    };
+    Some((sum("fairway_tcp_fast_start_jumps_total"), sum("fairway_tcp_fast_start_retreats_total")))
 }
 
 /// One download of `size` bytes by kernel curl in the client namespace.
@@ -279,8 +413,12 @@ pub fn report(plan: &DelayPlan, cells: &[Cell]) -> String {
         if plan.interval.is_zero() { String::new() } else { format!(" {} s apart", plan.interval.as_secs()) },
         plan.bound.as_secs()
     );
-    let find = |server, delay, size, visit| find(cells, server, delay, size, visit);
-    for &server in &plan.servers {
+    let find = |row, delay, size, visit| find(cells, row, delay, size, visit);
+    let rows = plan.rows();
+    if rows.len() > plan.servers.len() {
+        side_by_side(&mut out, plan, &rows, cells);
+    }
+    for &server in &rows {
         for visit in Visit::BOTH {
             let _ = writeln!(out, "### {}, {} downloads: speed\n", server.label(), visit.name());
             let mut header = "| size |".to_owned();
@@ -319,7 +457,7 @@ pub fn report(plan: &DelayPlan, cells: &[Cell]) -> String {
     let _ = writeln!(out, "### The study's headline cells beside ours (first downloads)\n");
     let mut header = "| size | added delay | the study |".to_owned();
     let mut rule = "|---|--:|--:|".to_owned();
-    for server in &plan.servers {
+    for server in &rows {
         let _ = write!(header, " {} |", server.label());
         rule.push_str("--:|");
     }
@@ -327,7 +465,7 @@ pub fn report(plan: &DelayPlan, cells: &[Cell]) -> String {
     for (size, delay_ms, theirs) in STUDY_HEADLINE {
         let delay = Duration::from_millis(delay_ms);
         let mut row = format!("| {} | +{delay_ms} ms | {theirs:.2} |", size_label(size));
-        for &server in &plan.servers {
+        for &server in &rows {
             let ours = find(server, delay, size, Visit::First).and_then(Cell::speed);
             let _ = write!(row, " {} |", ours.map_or("not run".to_owned(), |(m, _, _)| format!("{m:.2}")));
         }
@@ -351,7 +489,7 @@ fn panels<L, P>(
         let (median, _, _) = find(cells, server, delay, size, Visit::First)?.speed()?;
         Some((x, median))
     };
-    plan.servers
+    plan.rows()
         .iter()
         .map(|&server| Panel {
             title: server.label(),
@@ -366,9 +504,50 @@ fn panels<L, P>(
         .collect()
 }
 
-/// The cell of `server`, `delay`, `size` and `visit`, if it ran.
-fn find(cells: &[Cell], server: LabServer, delay: Duration, size: u64, visit: Visit) -> Option<&Cell> {
-    cells.iter().find(|c| c.server == server && c.delay == delay && c.size == size && c.visit == visit)
+/// The cell of `row`, `delay`, `size` and `visit`, if it ran.
+fn find(cells: &[Cell], row: Row, delay: Duration, size: u64, visit: Visit) -> Option<&Cell> {
+    cells.iter().find(|c| c.row == row && c.delay == delay && c.size == size && c.visit == visit)
+}
+
+/// One table of every row's first and repeat medians per cell, and what
+/// careful resume did (jumps / safe retreats over the cell's tries).
+fn side_by_side(out: &mut String, plan: &DelayPlan, rows: &[Row], cells: &[Cell]) {
+    let _ = writeln!(out, "### Side by side: median Mbit/s, first / repeat downloads\n");
+    let mut header = "| size | added delay |".to_owned();
+    let mut rule = "|---|--:|".to_owned();
+    for row in rows {
+        let _ = write!(header, " {} |", row.label());
+        rule.push_str("--:|");
+    }
+    let _ = writeln!(out, "{header}\n{rule}");
+    for &size in &plan.sizes {
+        for &delay in &plan.delays {
+            let mut line = format!("| {} | +{} ms |", size_label(size), delay.as_millis());
+            for &row in rows {
+                let median = |visit| {
+                    find(cells, row, delay, size, visit)
+                        .and_then(Cell::speed)
+                        .map_or("—".to_owned(), |(m, _, _)| format!("{m:.1}"))
+                };
+                let _ = write!(line, " {} / {}", median(Visit::First), median(Visit::Repeat));
+                if let Some((jumps, retreats)) = find(cells, row, delay, size, Visit::Repeat)
+                    .and_then(|c| c.fast_start)
+                    .filter(|_| row.fast_start.is_some())
+                {
+                    let _ = write!(line, " ({jumps} j, {retreats} r)");
+                }
+                line.push_str(" |");
+            }
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n(n j, m r): careful resume's jumps and safe retreats the server counted over the cell's tries, first and \
+         repeat downloads together (read from /metrics a second after each try). A server with fast start on \
+         (path-memory or careful-resume) restarts before each try, so that the first download meets an empty path \
+         cache.\n"
+    );
 }
 
 /// The study's two kinds of chart, for every server side by side: speed
@@ -419,6 +598,7 @@ mod tests {
     use super::*;
 
     fn cell(server: LabServer, delay_ms: u64, size: u64, visit: Visit, speeds: &[f64]) -> Cell {
+        let row = Row::plain(server);
         let tries =
             speeds
                 .iter()
@@ -426,7 +606,7 @@ mod tests {
                     if s > 0.0 { Ok(Download { mbps: s, ttfb: Duration::from_millis(3) }) } else { Err("over".into()) }
                 })
                 .collect();
-        Cell { server, delay: Duration::from_millis(delay_ms), size, visit, tries }
+        Cell { row, delay: Duration::from_millis(delay_ms), size, visit, tries, fast_start: None }
     }
 
     #[test]
@@ -440,6 +620,24 @@ mod tests {
         assert_eq!(full.interval, Duration::from_secs(10));
         assert_eq!(size_label(100_000), "100 KB");
         assert_eq!(size_label(300_000_000), "300 MB");
+    }
+
+    #[test]
+    fn fast_start_modes_make_rows_of_fairway_over_afxdp_alone() {
+        let plan = DelayPlan {
+            servers: vec![LabServer::Nginx, LabServer::Afxdp("off"), LabServer::Kernel("off")],
+            fast_start: vec!["off", "careful-resume"],
+            initial_windows: vec![10, 32],
+            ..DelayPlan::default_subset()
+        };
+        let rows = plan.rows();
+        assert_eq!(rows.len(), 1 + 4 + 1);
+        assert_eq!(rows[0], Row::plain(LabServer::Nginx));
+        assert_eq!(rows[4].label(), "fairway/afxdp off, fast-start careful-resume, IW 32");
+        assert_eq!(rows[4].flags(), ["--fast-start", "careful-resume", "--initial-window", "32"]);
+        assert!(rows[4].fresh_per_try() && !rows[1].fresh_per_try());
+        assert_eq!(rows[5], Row::plain(LabServer::Kernel("off")));
+        assert_eq!(DelayPlan::default_subset().rows().len(), 3);
     }
 
     #[test]

@@ -192,6 +192,8 @@ pub struct Experiment {
     /// When the last client starts (the others start at once); `None`:
     /// with the others. Must be before `warmup`.
     pub join_at: Option<Duration>,
+    /// More flags for a Fairway server (`--initial-window 32`, …).
+    pub server_flags: Vec<String>,
 }
 
 impl Experiment {
@@ -209,6 +211,7 @@ impl Experiment {
             duration: Duration::from_secs(20),
             warmup: Duration::from_secs(6),
             join_at: None,
+            server_flags: Vec::new(),
         }
     }
 
@@ -627,18 +630,20 @@ impl Running {
     /// Starts `server` in `tb`'s server namespace, sharing `bottleneck_bps`
     /// (its `--capacity`), and waits until client 0 gets an HTTP answer.
     /// nginx serves one endless (sparse) body.
-    fn start(tb: &Testbed, server: LabServer, bottleneck_bps: u64) -> Result<Running, String> {
-        Running::start_serving(tb, server, Some(bottleneck_bps), &[ENDLESS])
+    fn start(tb: &Testbed, server: LabServer, bottleneck_bps: u64, flags: &[String]) -> Result<Running, String> {
+        Running::start_serving(tb, server, Some(bottleneck_bps), &[ENDLESS], flags)
     }
 
     /// [`start`](Self::start) with `--capacity` only if `capacity_bps` is
     /// given, nginx serving a body of each of `sizes` at
-    /// [`bytes_path`](crate::nginx::bytes_path) (Fairway serves any).
+    /// [`bytes_path`](crate::nginx::bytes_path) (Fairway serves any), and
+    /// `extra` flags for a Fairway server (nginx ignores them).
     pub(crate) fn start_serving(
         tb: &Testbed,
         server: LabServer,
         capacity_bps: Option<u64>,
         sizes: &[u64],
+        extra: &[String],
     ) -> Result<Running, String> {
         let placed = tb.afxdp_flags();
         let capacity = capacity_bps.map(|bps| format!("{bps}bit"));
@@ -650,6 +655,7 @@ impl Running {
             if let Some(capacity) = &capacity {
                 flags.extend(["--capacity", capacity.as_str()]);
             }
+            flags.extend(extra.iter().map(String::as_str));
             flags
         };
         let running = match server {
@@ -725,7 +731,7 @@ impl Running {
 pub fn run_on_fresh_testbed(prefix: &str, exp: &Experiment, server: LabServer) -> Result<Outcome, String> {
     testbed::require_root().map_err(|e| e.to_string())?;
     let tb = Testbed::up(exp.testbed_config(prefix)).map_err(|e| format!("testbed up: {e}"))?;
-    let running = Running::start(&tb, server, exp.bottleneck_bps)?;
+    let running = Running::start(&tb, server, exp.bottleneck_bps, &exp.server_flags)?;
     let outcome = run_clients(&tb, exp);
     running.stop();
     outcome
@@ -802,6 +808,8 @@ pub struct GridPlan {
     pub warmup: Duration,
     /// When the longest-RTT flow joins.
     pub join_at: Duration,
+    /// More flags for the Fairway servers.
+    pub server_flags: Vec<String>,
 }
 
 impl GridPlan {
@@ -824,6 +832,7 @@ impl GridPlan {
                         experiment.duration = self.duration;
                         experiment.warmup = self.warmup;
                         experiment.join_at = (n > 1).then_some(self.join_at);
+                        experiment.server_flags.clone_from(&self.server_flags);
                         cells.push(GridCell { experiment, server });
                     }
                 }
@@ -1065,6 +1074,7 @@ mod tests {
             duration: Duration::from_secs(20),
             warmup: Duration::from_secs(6),
             join_at: Duration::from_secs(2),
+            server_flags: Vec::new(),
         };
         let cells = plan.cells();
         // Per N: (2 senders up + 1 down) × 4 servers.
@@ -1096,6 +1106,7 @@ mod tests {
             duration: Duration::from_secs(4),
             warmup: Duration::from_secs(2),
             join_at: Duration::from_secs(1),
+            server_flags: Vec::new(),
         };
         let results: Vec<(GridCell, Result<Outcome, String>)> = plan
             .cells()

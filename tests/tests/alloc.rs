@@ -20,6 +20,9 @@ fn world(time_wait: Duration) -> World {
     let mut world = World::new(5, 1500, link, link);
     let mut server = world.config_for(SERVER_IP);
     server.tcp.time_wait = time_wait;
+    // The path cache is read and written on every connection and must
+    // allocate nothing either (it is allocated with the shard).
+    server.tcp.fast_start = fairway_stack::FastStart::CarefulResume;
     world.add_host(Side::Right, server, LinkConfig::ideal());
     for i in 0..2 {
         let mut client = world.config_for(client_ip(i));

@@ -274,6 +274,8 @@ fn random_and_mutated_frames_never_panic_and_the_live_connection_survives() {
     let mut world = World::new(3, 1500, link, link);
     let mut server_cfg = world.config_for(SERVER_IP);
     server_cfg.limits.syn_backlog = 256;
+    // With the path cache and careful resume on, as the server runs them.
+    server_cfg.tcp.fast_start = fairway_stack::FastStart::CarefulResume;
     server_cfg.ipv6 = Some(Ipv6Config { dad_transmits: 0, ..Ipv6Config::new(vec![(SERVER_V6, 64)]) });
     let server = world.add_host(Side::Right, server_cfg, LinkConfig::ideal());
     let client = world.add_host(Side::Left, world.config_for(client_ip(0)), LinkConfig::ideal());

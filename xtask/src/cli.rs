@@ -568,7 +568,8 @@ Experiments:
              AF_XDP and on the kernel backend. Writes
              benches/results/fairness-testbed.md; takes --n, --bandwidth,
              --servers nginx,afxdp:equal-rate,kernel:off, --way up|down,
-             --seconds, --warmup, --join, --out. About 30 s a cell.
+             --seconds, --warmup, --join, --fast-start MODE,
+             --initial-window N (Fairway's), --out. About 30 s a cell.
   delay      How added delay slows HTTP downloads of each size, as one of
              Fairway's studies measured it (root; afxdp; installs nginx and
              the testbed's tools): kernel curl through a 100 Mbit/s emulated
@@ -579,13 +580,16 @@ Experiments:
              KB-300 MB, 10 tries 10 s apart: hours). Writes
              benches/results/delay-DATE.md and two PNG charts beside it;
              takes --delays 0,5, --sizes 100000, --tries N, --servers, --bound
-             S, --out, --no-plots.
+             S, --fast-start off,careful-resume and --initial-window 10,32
+             (Fairway over AF_XDP once per mode and window, rows side by
+             side), --out, --no-plots.
 
 Examples:
   cargo xtask lab fairness
   cargo xtask lab fairness --n 10 --bandwidth 20
   sudo -E cargo xtask lab fairness --testbed --n 2,10 --way up
   sudo -E cargo xtask lab delay
+  sudo -E cargo xtask lab delay --delays 5,50 --fast-start off,careful-resume
 ";
 
 const SIM_HELP: &str = "\

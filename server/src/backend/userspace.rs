@@ -53,7 +53,7 @@ use super::fairness::{ShareBoard, policy_for};
 use super::{Application, ShardService, report};
 pub use super::{Running, ShardReport};
 
-use crate::config::{Backend, Config, IpPrefix};
+use crate::config::{Backend, Config, FastStart, IpPrefix};
 use crate::host::wake::WakeQueue;
 use crate::host::{Beneath, Host, Service, Transport, Windows};
 use crate::http::HttpService;
@@ -249,6 +249,12 @@ fn stack_config(
     stack.tcp.time_wait = config.time_wait.into();
     stack.tcp.challenge_acks_per_sec = config.challenge_acks;
     stack.tcp.invalid_ack_interval = config.invalid_ack_interval.into();
+    stack.tcp.initial_window = config.initial_window;
+    stack.tcp.fast_start = match config.fast_start {
+        FastStart::Off => fairway_stack::FastStart::Off,
+        FastStart::PathMemory => fairway_stack::FastStart::PathMemory,
+        FastStart::CarefulResume => fairway_stack::FastStart::CarefulResume,
+    };
     stack.secret = random_secret();
     stack.steering = (count > 1).then_some(Steering { index, count });
     // IPv6 is on when an address is given: every shard answers for it

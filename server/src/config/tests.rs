@@ -41,6 +41,8 @@ const KEYS: &[&str] = &[
     "time-wait",
     "challenge-acks",
     "invalid-ack-interval",
+    "fast-start",
+    "initial-window",
     "shutdown-grace",
     "log",
     "fairness",
@@ -748,4 +750,18 @@ upstream = "web"
     assert!(err(&["--upstream", "a=http://127.0.0.1", "--route", "/=b"]).contains("no such upstream"));
     let bad = TempFile::new("bad-upstream", "[upstream.a]\nservers = [\"http://127.0.0.1\"]\nbalance = \"random\"\n");
     assert!(err(&["--config", bad.path()]).contains("unknown variant"));
+}
+
+#[test]
+fn fast_start_and_the_initial_window_from_the_command_line_or_the_file() {
+    let c = ok(&[]);
+    assert_eq!((c.fast_start, c.initial_window), (FastStart::CarefulResume, 10));
+    let c = ok(&["--fast-start", "careful-resume", "--initial-window", "32"]);
+    assert_eq!((c.fast_start, c.initial_window), (FastStart::CarefulResume, 32));
+    let file = TempFile::new("fast-start.toml", "fast-start = \"path-memory\"\ninitial-window = 16\n");
+    let c = ok(&["--config", file.path()]);
+    assert_eq!((c.fast_start, c.initial_window), (FastStart::PathMemory, 16));
+    assert!(err(&["--fast-start", "fastest"]).contains("fastest"));
+    assert!(err(&["--initial-window", "0"]).contains("--initial-window 0"));
+    assert!(err(&["--initial-window", "1000"]).contains("outside 1..256"));
 }

@@ -8,7 +8,7 @@
 //! Sans-IO like the shard: call [`run`](Driver::run) at or after
 //! [`poll_at`](Driver::poll_at) with the current time.
 
-use super::{Capacity, Caps, Direction, FlowSample, Policy};
+use super::{Capacity, CapacityEstimate, Caps, Direction, FlowSample, Policy, bytes_per_sec, wire_factor};
 use crate::api::{FlowStats, Handle};
 use crate::shard::Shard;
 use crate::time::{Duration, Instant};
@@ -74,6 +74,8 @@ pub struct Driver {
     /// For each sample, its entry in `tracked`.
     owners: Vec<usize>,
     caps: Vec<Caps>,
+    /// The bottleneck's capacity as measured, when it is not configured.
+    estimate: CapacityEstimate,
 }
 
 impl Driver {
@@ -88,6 +90,7 @@ impl Driver {
             samples: Vec::new(),
             owners: Vec::new(),
             caps: Vec::new(),
+            estimate: CapacityEstimate::default(),
         }
     }
 
@@ -177,6 +180,7 @@ impl Driver {
             }
         }
         self.policy.decide(now, self.cfg.capacity, &self.samples, &mut self.caps);
+        shard.set_fast_start_share(self.newcomer_share(now));
         for (&i, &caps) in self.owners.iter().zip(&self.caps) {
             let t = &mut self.tracked[i];
             apply(shard, t.handle, t.applied, caps);
@@ -189,6 +193,27 @@ impl Driver {
         }
     }
 }
+
+impl Driver {
+    /// The payload rate (bytes per second) an equal share would give a
+    /// flow joining the active ones now: what careful resume's jump may
+    /// reach (see [`Shard::set_fast_start_share`]). None without a policy
+    /// or before the capacity is known.
+    fn newcomer_share(&mut self, now: Instant) -> Option<u64> {
+        if matches!(self.policy, Policy::Off) {
+            return None;
+        }
+        let wire = match self.cfg.capacity {
+            Capacity::Configured(bps) => bytes_per_sec(bps),
+            Capacity::Estimated => self.estimate.update(now, &self.samples)?,
+        };
+        let payload = wire / wire_factor(DEFAULT_MSS);
+        Some((payload / (self.samples.len() + 1) as f64) as u64)
+    }
+}
+
+/// The MSS a flow not yet seen is assumed to have (Ethernet, timestamps).
+const DEFAULT_MSS: u32 = 1448;
 
 /// Updates `t` from `stats` and returns its sample, if the flow is active
 /// and has an RTT.

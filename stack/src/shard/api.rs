@@ -283,6 +283,33 @@ impl Shard {
         true
     }
 
+    /// The connection behind `h`, for tests that look inside.
+    #[cfg(test)]
+    pub(crate) fn connection_for_tests(&self, h: Handle) -> &crate::tcp::connection::Connection {
+        self.conns.get(h.0).expect("a live connection")
+    }
+
+    /// What the shard remembers about its peers' paths
+    /// ([`TcpConfig::fast_start`](crate::TcpConfig::fast_start)).
+    pub fn paths(&self) -> &crate::tcp::path_cache::PathCache {
+        &self.env.0.paths
+    }
+
+    /// The payload rate, bytes per second, of the fair share a flow joining
+    /// now would get (`None`: no fairness policy, no bound): careful
+    /// resume's jump is at most this rate times the new flow's RTT, so a
+    /// new download reaches its share in about one RTT and no more
+    /// ([`crate::fairness::Driver`] keeps it current).
+    pub fn set_fast_start_share(&mut self, rate: Option<u64>) {
+        self.env.0.fast_start_share = rate.unwrap_or(u64::MAX);
+    }
+
+    /// The share [`set_fast_start_share`](Self::set_fast_start_share) set.
+    #[cfg(test)]
+    pub(crate) fn fast_start_share(&self) -> Option<u64> {
+        (self.env.0.fast_start_share != u64::MAX).then_some(self.env.0.fast_start_share)
+    }
+
     /// The peer's end of a connection the application holds: what
     /// [`flow`](Self::flow) says of it, without the rest.
     pub fn peer(&self, h: Handle) -> Option<SocketAddr> {

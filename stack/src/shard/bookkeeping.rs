@@ -87,7 +87,7 @@ impl Shard {
             // Its ACK has nobody to go to now.
             self.held.retain(|h| h.key() != key);
         }
-        conn.on_removed(&mut self.env.0);
+        conn.on_removed(self.now, &mut self.env.0);
         self.flows.remove(&conn.tuple, key);
         self.timers.cancel(key.index() + FIRST_CONNECTION_TIMER);
     }

@@ -62,6 +62,18 @@ pub trait CongestionControl {
     /// Sending resumes after an idle period longer than the RTO (RFC 5681
     /// §4.1, RFC 9438 §5.8).
     fn on_restart_after_idle(&mut self, now: Instant, idle: Duration, mss: u32);
+    /// Sets cwnd and/or ssthresh from outside the algorithm's own rules: a
+    /// larger initial window, an ssthresh remembered from the path (RFC
+    /// 9040 §5), careful resume's jump and retreat (RFC 9959 §3.3, §3.5).
+    /// Whatever stage of growth was under way ends and nothing before it
+    /// can be undone: the next stage starts from these values.
+    fn set_window(&mut self, cwnd: Option<u32>, ssthresh: Option<u32>);
+}
+
+/// An initial window of `segments` (RFC 6928's 10 keeps its 14,600-byte
+/// cap; other counts are plain multiples of the MSS).
+pub fn initial_window_of(mss: u32, segments: u32) -> u32 {
+    if segments == 10 { initial_window(mss) } else { segments.max(1).saturating_mul(mss) }
 }
 
 /// The initial window of RFC 6928: min(10·MSS, max(2·MSS, 14600)).
@@ -136,6 +148,9 @@ impl CongestionControl for Congestion {
     }
     fn on_restart_after_idle(&mut self, now: Instant, idle: Duration, mss: u32) {
         self.inner_mut().on_restart_after_idle(now, idle, mss)
+    }
+    fn set_window(&mut self, cwnd: Option<u32>, ssthresh: Option<u32>) {
+        self.inner_mut().set_window(cwnd, ssthresh)
     }
 }
 
@@ -219,6 +234,13 @@ impl CongestionControl for Reno {
         // RFC 5681 §4.1: the restart window is min(IW, cwnd).
         self.cwnd = self.cwnd.min(initial_window(mss));
     }
+
+    fn set_window(&mut self, cwnd: Option<u32>, ssthresh: Option<u32>) {
+        self.cwnd = cwnd.unwrap_or(self.cwnd).max(1);
+        self.ssthresh = ssthresh.unwrap_or(self.ssthresh).max(1);
+        self.acked_in_avoidance = 0;
+        self.before_event = None;
+    }
 }
 
 #[cfg(test)]
@@ -300,6 +322,18 @@ mod tests {
         }
         r.on_restart_after_idle(T, Duration::from_secs(5), MSS);
         assert_eq!(r.cwnd(), initial_window(MSS));
+    }
+
+    #[test]
+    fn set_window_overrides_and_forgets_the_undo_state() {
+        let mut r = Reno::new(MSS);
+        r.on_congestion(T, 20 * MSS, MSS);
+        r.set_window(Some(4 * MSS), Some(3 * MSS));
+        assert_eq!((r.cwnd(), r.ssthresh()), (4 * MSS, 3 * MSS));
+        r.on_spurious_congestion(T);
+        assert_eq!((r.cwnd(), r.ssthresh()), (4 * MSS, 3 * MSS));
+        assert_eq!(initial_window_of(MSS, 10), initial_window(MSS));
+        assert_eq!(initial_window_of(MSS, 32), 32 * MSS);
     }
 
     #[test]

@@ -358,6 +358,26 @@ impl CongestionControl for Cubic {
             self.hystart = HyStart::new();
         }
     }
+
+    /// A larger initial window, a remembered ssthresh (RFC 9040), or
+    /// careful resume's jump or retreat: the values are taken as they come.
+    /// A finite ssthresh ends HyStart++ (it only watches the first slow
+    /// start, RFC 9406 §4.3) and makes cwnd_prior; the next
+    /// congestion-avoidance stage starts a fresh curve from cwnd (K = 0,
+    /// W_max = cwnd_epoch, as after a slow start that ended without loss,
+    /// RFC 9438 §4.10); no earlier event can be undone.
+    fn set_window(&mut self, cwnd: Option<u32>, ssthresh: Option<u32>) {
+        if let Some(cwnd) = cwnd {
+            self.cwnd = cwnd.max(1);
+        }
+        if let Some(ssthresh) = ssthresh {
+            self.ssthresh = ssthresh.max(1);
+            self.cwnd_prior = self.ssthresh.min(self.cwnd);
+        }
+        self.w_max = 0;
+        self.end_epoch();
+        self.saved = None;
+    }
 }
 
 /// W_cubic (RFC 9438 §4.2, eq. 1) in bytes: C·(t − K)³ + W_max, with

@@ -6,6 +6,7 @@
 //! - [`congestion`]: congestion control behind a trait; [`cubic`]: CUBIC and HyStart++, the default;
 //! - [`assembler`]: out-of-order reassembly bookkeeping;
 //! - [`sent_queue`]: what is in flight: the SACK scoreboard and RACK's per-segment state;
+//! - [`path_cache`]: what recent connections learned about a path (RFC 9040, careful resume);
 //! - [`isn`]: RFC 6528 initial sequence numbers; [`syn_cookie`]: stateless SYN-ACKs under a SYN flood.
 
 pub mod assembler;
@@ -14,6 +15,7 @@ pub(crate) mod connection;
 pub mod cubic;
 pub mod hystart;
 pub mod isn;
+pub mod path_cache;
 pub mod rtt;
 pub mod segment;
 pub mod sent_queue;

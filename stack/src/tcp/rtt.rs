@@ -47,6 +47,23 @@ impl RttEstimator {
             self.has_sample = true;
         }
         self.backoff = 0;
+        self.set_rto(min_rto, max_rto);
+    }
+
+    /// Starts from a path's remembered estimates (RFC 9040 §5, temporal
+    /// sharing: the new connection takes the old RTT and RTTVAR) instead of
+    /// no sample: the RTO is computed from them at once, and the first
+    /// real sample smooths into them.
+    pub fn seed(&mut self, srtt: Duration, rttvar: Duration, min_rto: Duration, max_rto: Duration) {
+        self.srtt = clamp_us(srtt).max(1);
+        self.rttvar = clamp_us(rttvar);
+        self.has_sample = true;
+        self.backoff = 0;
+        self.set_rto(min_rto, max_rto);
+    }
+
+    /// RTO = SRTT + max(4·RTTVAR, min_rto), at most `max_rto`.
+    fn set_rto(&mut self, min_rto: Duration, max_rto: Duration) {
         let rto = self.srtt as u64 + (4 * self.rttvar as u64).max(clamp_us(min_rto) as u64);
         self.rto = (rto.min(u32::MAX as u64) as u32).min(clamp_us(max_rto));
     }
@@ -182,6 +199,16 @@ mod tests {
         // A noisy path: 4·RTTVAR dominates.
         e.sample(Duration::from_millis(600), Duration::from_millis(200), MAX);
         assert_eq!(e.rto(), e.srtt().unwrap() + e.rttvar().unwrap() * 4);
+    }
+
+    #[test]
+    fn a_seeded_estimator_has_an_rto_at_once_and_smooths_the_next_sample_into_it() {
+        let mut e = RttEstimator::new(Duration::from_secs(1));
+        e.seed(Duration::from_millis(50), Duration::from_millis(10), MIN, MAX);
+        assert_eq!(e.srtt(), Some(Duration::from_millis(50)));
+        assert_eq!(e.rto(), Duration::from_millis(150));
+        e.sample(Duration::from_millis(58), MIN, MAX);
+        assert_eq!(e.srtt(), Some(Duration::from_millis(51)));
     }
 
     #[test]

@@ -73,6 +73,12 @@ enum Experiment {
         /// (its convergence time is measured from then).
         #[arg(long, default_value_t = 2)]
         join: u64,
+        /// With --testbed: the Fairway servers' --initial-window.
+        #[arg(long)]
+        initial_window: Option<u32>,
+        /// With --testbed: the Fairway servers' --fast-start.
+        #[arg(long, value_parser = parse_fast_start)]
+        fast_start: Option<&'static str>,
         /// Where the Markdown goes [default: benches/results/fairness-sim.md,
         /// or fairness-testbed.md with --testbed]. The simulated grid's PNG
         /// charts go beside it, named after it: fairness-sim-jain.png and
@@ -113,6 +119,17 @@ enum Experiment {
         /// unfinished [default: 60; 600 with --full].
         #[arg(long)]
         bound: Option<u64>,
+        /// Run Fairway over AF_XDP once per --fast-start mode (off,
+        /// path-memory, careful-resume; comma-separated), each a row of
+        /// its own; with a mode other than off the server restarts before
+        /// each try, so that first downloads meet an empty path cache
+        /// [default: the server's default, one row].
+        #[arg(long, value_delimiter = ',', value_parser = parse_fast_start)]
+        fast_start: Vec<&'static str>,
+        /// Run Fairway over AF_XDP once per --initial-window (segments,
+        /// comma-separated), each a row of its own [default: the server's].
+        #[arg(long, value_delimiter = ',')]
+        initial_window: Vec<u32>,
         /// Where the Markdown goes [default: benches/results/delay-DATE.md];
         /// the charts go beside it (`STEM-by-delay.png`, `STEM-by-size.png`).
         #[arg(long)]
@@ -125,7 +142,7 @@ enum Experiment {
 
 fn main() -> ExitCode {
     match Cli::parse().experiment {
-        Experiment::Delay { full, delays, sizes, tries, servers, bound, out, no_plots } => {
+        Experiment::Delay { full, delays, sizes, tries, servers, bound, fast_start, initial_window, out, no_plots } => {
             let mut plan = if full { DelayPlan::full() } else { DelayPlan::default_subset() };
             if !delays.is_empty() {
                 plan.delays = delays.into_iter().map(Duration::from_millis).collect();
@@ -142,6 +159,8 @@ fn main() -> ExitCode {
             if let Some(bound) = bound {
                 plan.bound = Duration::from_secs(bound.max(1));
             }
+            plan.fast_start = fast_start;
+            plan.initial_windows = initial_window;
             let out = out.unwrap_or_else(|| PathBuf::from(format!("benches/results/delay-{}.md", today())));
             if !no_plots && let Err(why) = plot::check_font() {
                 eprintln!("fairway-lab: {why} (or pass --no-plots)");
@@ -165,6 +184,8 @@ fn main() -> ExitCode {
             seconds,
             warmup,
             join,
+            initial_window,
+            fast_start,
             out,
             no_plots,
             ..
@@ -184,6 +205,12 @@ fn main() -> ExitCode {
                 duration: Duration::from_secs(seconds),
                 warmup: Duration::from_secs(warmup),
                 join_at: Duration::from_secs(join),
+                server_flags: initial_window
+                    .map(|iw| ["--initial-window".to_owned(), iw.to_string()])
+                    .into_iter()
+                    .flatten()
+                    .chain(fast_start.map(|m| ["--fast-start".to_owned(), m.to_owned()]).into_iter().flatten())
+                    .collect(),
             };
             if !no_plots && let Err(why) = plot::check_font() {
                 eprintln!("fairway-lab: {why} (or pass --no-plots)");
@@ -254,6 +281,13 @@ fn main() -> ExitCode {
 }
 
 /// `--servers`' parser.
+fn parse_fast_start(text: &str) -> Result<&'static str, String> {
+    delay_lab::FAST_START_MODES
+        .into_iter()
+        .find(|m| *m == text)
+        .ok_or_else(|| format!("{text:?} is not one of {}", delay_lab::FAST_START_MODES.join(", ")))
+}
+
 fn parse_server(text: &str) -> Result<fairness_testbed::LabServer, String> {
     fairness_testbed::LabServer::parse(text)
         .ok_or_else(|| format!("{text:?} is not nginx, afxdp:POLICY or kernel:POLICY (POLICY: off, seed, equal-rate)"))
@@ -346,7 +380,7 @@ fn delay_lab_run(plan: &DelayPlan, charts_beside: Option<&Path>) -> Result<Strin
     if !cfg!(feature = "afxdp") && plan.servers.iter().any(|s| matches!(s, fairness_testbed::LabServer::Afxdp(_))) {
         return Err("Fairway over AF_XDP needs a build with the afxdp feature (--features afxdp)".to_owned());
     }
-    let downloads = plan.delays.len() * plan.servers.len() * plan.sizes.len() * plan.tries * 2;
+    let downloads = plan.delays.len() * plan.rows().len() * plan.sizes.len() * plan.tries * 2;
     eprintln!("fairway-lab delay: {downloads} downloads");
     let started = std::time::Instant::now();
     let prefix = format!("fd{}", std::process::id() % 100_000);

@@ -79,6 +79,7 @@ impl Connection {
         self.state = State::Established;
         self.retries = 0;
         self.cc = Congestion::new(env.cfg.congestion, self.mss());
+        self.start_window(now, env);
         if let Some(ka) = env.cfg.keepalive {
             self.arm_state_timer(StateTimer::KeepAlive, now + ka.idle);
         }
@@ -411,7 +412,7 @@ impl Connection {
         if advanced {
             self.after_new_ack(now, data_acked as u32);
         }
-        if effect.delivered > 0 && !self.has(flag::RECOVERY) {
+        if effect.delivered > 0 && !self.has(flag::RECOVERY) && self.fast_start_allows_growth() {
             let sample = AckSample {
                 now,
                 acked: effect.delivered,
@@ -429,6 +430,7 @@ impl Connection {
             };
             self.cc.on_ack(&sample);
         }
+        self.fast_start_on_ack(now, effect.delivered, effect.rtt, env);
         if advanced {
             self.timers[Timer::Retransmit] = if self.outstanding() > 0 { now + self.rtt.rto() } else { NEVER };
             if self.has(flag::WANT_WRITABLE) && self.tx.free() > 0 {
@@ -634,6 +636,11 @@ impl Connection {
     /// The peer's FIN is next in sequence.
     pub(super) fn on_fin(&mut self, now: Instant, env: &mut Env) -> Outcome {
         self.rcv_nxt += 1u32;
+        if self.outstanding() == 0 && self.tx.is_empty() {
+            // The exchange is over (a client closing after its response):
+            // the path is known now, before the close completes.
+            self.remember_path(now, env);
+        }
         self.set(flag::ACK_NOW);
         let h = self.handle();
         self.notify(env, Event::HangUp(h));
@@ -652,6 +659,7 @@ impl Connection {
     }
 
     pub(super) fn enter_time_wait(&mut self, now: Instant, env: &mut Env) -> Outcome {
+        self.remember_path(now, env);
         // Nothing is left to send; what was received stays until read.
         self.release_tx(env);
         if self.rx.is_empty() {

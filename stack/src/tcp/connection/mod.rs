@@ -11,6 +11,7 @@
 //! must do next (drop it from the flow table, release it, answer with RST)
 //! through [`Outcome`].
 
+pub(crate) mod fast_start;
 mod input;
 mod output;
 mod recovery;
@@ -34,6 +35,7 @@ use crate::tcp::seq::SeqNumber;
 use crate::tcp::syn_cookie::CookieOptions;
 use crate::time::{Duration, Instant};
 use crate::wire::{Flags, TCP_HEADER_LEN, TcpHeader};
+use fast_start::FastStartState;
 use timers::{StateTimer, Timer, TimerTable};
 
 /// RFC 9293 connection states (LISTEN belongs to listeners, not connections).
@@ -183,6 +185,8 @@ mod flag {
     /// The shard holds a pure ACK of this connection back until its
     /// receive batch ends.
     pub const ACK_HELD: u32 = 1 << 30;
+    /// What the connection learned about its path is in the path cache.
+    pub const PATH_SAVED: u32 = 1 << 31;
 }
 
 /// What the shard must do after the connection handled an input.
@@ -239,6 +243,11 @@ pub(crate) struct Env {
     pub max_time_wait: usize,
     /// Challenge ACKs still allowed in the current second (RFC 5961 §7).
     pub challenge_acks_left: u32,
+    /// What recent connections learned about their paths.
+    pub paths: crate::tcp::path_cache::PathCache,
+    /// The payload rate (bytes per second) a newly joining flow's fair
+    /// share comes to, bounding careful resume's jump; `u64::MAX`: none.
+    pub fast_start_share: u64,
 }
 
 /// Per-connection traffic totals.
@@ -381,6 +390,8 @@ pub(crate) struct Connection {
     rx: Ring,
     reasm: Assembler,
     totals: Totals,
+    /// Path observation and careful resume.
+    fs: FastStartState,
 }
 
 impl Connection {
@@ -455,6 +466,7 @@ impl Connection {
             rx: Ring::new(),
             reasm: Assembler::new(),
             totals: Totals::default(),
+            fs: FastStartState::default(),
         }
     }
 
@@ -463,6 +475,7 @@ impl Connection {
         let mut c = Connection::new(key, tuple, iss, now, env);
         c.state = State::SynSent;
         c.flags |= flag::ACCEPTED;
+        c.seed_rtt(now, env);
         c
     }
 
@@ -481,6 +494,7 @@ impl Connection {
         c.flags |= flag::PASSIVE;
         c.listener = listener;
         c.take_peer_syn(now, seg, env);
+        c.seed_rtt(now, env);
         c
     }
 
@@ -988,7 +1002,8 @@ impl Connection {
     }
 
     /// Called by the shard when the connection leaves for good.
-    pub fn on_removed(&mut self, env: &mut Env) {
+    pub fn on_removed(&mut self, now: Instant, env: &mut Env) {
+        self.remember_path(now, env);
         if self.has(flag::IN_TIME_WAIT) {
             self.clear(flag::IN_TIME_WAIT);
             env.time_wait -= 1;

@@ -140,6 +140,9 @@ impl Connection {
             }
             _ => None,
         };
+        // Careful resume's jump and a larger initial window go at their own
+        // (lower) rate.
+        let own = self.fast_start_pacing(env).or(own);
         match (own, self.pacing_cap) {
             (own, u64::MAX) => own,
             (Some(own), cap) => Some(own.min(cap)),
@@ -166,6 +169,7 @@ impl Connection {
             return Some(Emitted::header_only(self.emit_ack(now, self.snd_una - 1u32, env, out)));
         }
 
+        self.maybe_jump(now, env);
         // RFC 6691: the options a segment carries come out of the MSS.
         let options = self.options_len();
         let eff_mss = (self.mss() as usize).saturating_sub(options).max(1);
@@ -270,6 +274,7 @@ impl Connection {
         self.snd_nxt = end;
         self.snd_max = self.snd_max.max(end);
         self.after_data_sent(now, len, hlen, paced, eff_mss);
+        self.fast_start_on_send(now, env);
         if send_fin {
             match self.state {
                 State::Established => self.state = State::FinWait1,

@@ -221,6 +221,7 @@ impl Connection {
         self.recover = self.snd_max;
         self.undo_retrans = 0;
         self.cc.on_congestion(now, in_flight, self.mss());
+        self.fast_start_on_congestion(env);
         self.recoveries_since_dsack = self.recoveries_since_dsack.saturating_add(1);
         if self.recoveries_since_dsack >= REO_WND_RESET_RECOVERIES {
             self.reo_wnd_mult = 1;
@@ -324,6 +325,7 @@ impl Connection {
             self.sentq.mark_all_lost();
         }
         self.cc.on_timeout(now, self.outstanding(), mss);
+        self.fast_start_on_timeout();
         self.clear(flag::RECOVERY | flag::FAST_REXMIT | flag::TLP_NOW | flag::TLP_OUT | flag::UNDO_ARMED);
         if !self.has(flag::RTO_UNDO) {
             // RFC 3522 §3.2: the first retransmission's timestamp; a repeated

@@ -67,3 +67,19 @@ fn an_idle_flow_holds_no_share_and_a_closed_one_is_forgotten() {
     driver.run(t.now, &mut t.shard);
     assert!(driver.is_empty());
 }
+
+#[test]
+fn the_driver_tells_the_shard_a_newcomers_share_for_careful_resume() {
+    let mut t = established_after(Duration::from_millis(10));
+    let h = t.h();
+    let mut driver = equal_rate(10_000_000);
+    driver.track(t.now, h, Direction::Download, 1.0);
+    driver.run(t.now, &mut t.shard);
+    // One active flow: a newcomer would get half of 1.25 MB/s of wire, as payload.
+    let expected = (1_250_000.0 / wire_factor(1448) / 2.0) as u64;
+    assert_eq!(t.shard.fast_start_share(), Some(expected));
+    // Without a policy there is no share to bound a jump.
+    let mut off = Driver::new(Policy::Off, DriverConfig::new(Capacity::Configured(10_000_000)));
+    off.run(t.now, &mut t.shard);
+    assert_eq!(t.shard.fast_start_share(), None);
+}

@@ -7,6 +7,7 @@ mod closed;
 mod closing;
 mod established;
 mod fairness;
+mod fast_start;
 mod in_place;
 mod ipv6;
 mod listen;
