@@ -76,7 +76,8 @@ pub enum Fairness {
 pub enum FastStart {
     /// From scratch: the initial window, an RTO of 1 s.
     Off,
-    /// RFC 9040: the RTT estimate and ssthresh of the client's /24 (or /64) path, remembered
+    /// RFC 9040: the RTT estimate and ssthresh of the client's path (its address, or its /64),
+    /// remembered
     /// for 10 minutes; cwnd still starts at the initial window.
     PathMemory,
     /// Path memory, then careful resume (RFC 9959): once the handshake's RTT agrees with the
@@ -601,7 +602,7 @@ pub struct Options {
     #[arg(long, value_name = "TIME")]
     pub invalid_ack_interval: Option<Span>,
 
-    /// Userspace backends: how a connection to a client's /24 (or /64) seen in the last 10
+    /// Userspace backends: how a connection to a client (its IPv4 address, or its IPv6 /64) seen in the last 10
     /// minutes starts: from scratch, from the path's RTT and ssthresh (path-memory), or with
     /// careful resume's paced jump to half the window the path last carried (no jump into a
     /// standing queue; a safe retreat on loss) [default: careful-resume]

@@ -213,7 +213,7 @@ pub enum FastStart {
     #[default]
     Off,
     /// RFC 9040 temporal sharing: a connection to a recently seen path
-    /// (its /24 or /64) starts its RTT estimator and ssthresh from the
+    /// (its host, or its /64: [`PathMemoryConfig`](crate::PathMemoryConfig)) starts its RTT estimator and ssthresh from the
     /// path's; cwnd still starts at the initial window.
     PathMemory,
     /// Path memory, and careful resume (RFC 9959): once the handshake's RTT

@@ -3,7 +3,7 @@
 //!
 //! A 20 Mbit/s bottleneck with a 40 ms round trip and a 50 KB drop-tail
 //! queue. Client A (10.1.0.1) downloads 2 MB alone: the server remembers
-//! its /24 and the window it carried. Then client B, of another /24 (so it
+//! its path and the window it carried. Then client B, of another /24 (so it
 //! starts from scratch), starts a download: 12 MB that fill the link, or
 //! 1 KB that leave it idle; while it runs, A downloads 1 MB again. The
 //! bottleneck's drops and A's second download are compared between slow

@@ -3,9 +3,15 @@
 //! saved parameters of careful resume, RFC 9959, formerly
 //! draft-ietf-tsvwg-careful-resume, §3.1 "Observing").
 //!
-//! One cache per shard, keyed by the peer's address prefix (a /24 for IPv4
-//! and a /64 for IPv6 by default: the hosts behind one access link share a
-//! bottleneck far more often than not). It holds, per prefix, the
+//! One cache per shard, keyed by the peer's address prefix: by default the
+//! host for IPv4 (a /32) and its /64 for IPv6, which is one host or one
+//! link. A wider IPv4 prefix (a /24: the hosts behind one access link
+//! share a bottleneck more often than not) is an option, not the default:
+//! clients of one /24 behind very different paths would seed each other's
+//! RTT (the testbed's clients, 4 and 256 ms apart in one /24, did: a
+//! seeded SRTT a sixtieth of the path's made the server's first RTO
+//! spurious, and equal-rate's uploads went uneven in 2 runs of 5). It
+//! holds, per prefix, the
 //! connection's RTT estimates (min-RTT, SRTT, RTTVAR), the window it used
 //! in one round trip and the rate it delivered at, and the cwnd and
 //! ssthresh it ended with.
@@ -39,7 +45,7 @@ pub struct PathMemoryConfig {
     /// How long an entry may be used after it was last updated (careful
     /// resume's Lifetime, RFC 9959 §4.3.1).
     pub lifetime: Duration,
-    /// The IPv4 prefix length that makes a path (24: a /24).
+    /// The IPv4 prefix length that makes a path (32: the host).
     pub ipv4_prefix: u8,
     /// The IPv6 prefix length that makes a path (64: a /64).
     pub ipv6_prefix: u8,
@@ -47,7 +53,7 @@ pub struct PathMemoryConfig {
 
 impl Default for PathMemoryConfig {
     fn default() -> PathMemoryConfig {
-        PathMemoryConfig { capacity: 1024, lifetime: Duration::from_secs(600), ipv4_prefix: 24, ipv6_prefix: 64 }
+        PathMemoryConfig { capacity: 1024, lifetime: Duration::from_secs(600), ipv4_prefix: 32, ipv6_prefix: 64 }
     }
 }
 
@@ -277,13 +283,21 @@ mod tests {
         IpAddr::V4(Ipv4Addr::new(a, b, c, d))
     }
 
+    /// Paths of /24s and /64s, the widest the tests look at.
+    fn subnets() -> PathMemoryConfig {
+        PathMemoryConfig { ipv4_prefix: 24, ..PathMemoryConfig::default() }
+    }
+
     fn cache(capacity: usize) -> PathCache {
-        PathCache::new(PathMemoryConfig { capacity, ..PathMemoryConfig::default() }, 42)
+        PathCache::new(PathMemoryConfig { capacity, ..subnets() }, 42)
     }
 
     #[test]
     fn keys_are_the_prefix_of_the_address() {
-        let cfg = PathMemoryConfig::default();
+        // By default an IPv4 path is its host.
+        let host4 = PathMemoryConfig::default();
+        assert_ne!(PathKey::of(v4(10, 1, 2, 3), &host4), PathKey::of(v4(10, 1, 2, 4), &host4));
+        let cfg = subnets();
         assert_eq!(PathKey::of(v4(10, 1, 2, 3), &cfg), PathKey::of(v4(10, 1, 2, 200), &cfg));
         assert_ne!(PathKey::of(v4(10, 1, 2, 3), &cfg), PathKey::of(v4(10, 1, 3, 3), &cfg));
         // An IPv4-mapped IPv6 address is the IPv4 address.

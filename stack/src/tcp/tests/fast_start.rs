@@ -181,8 +181,10 @@ fn a_download_leaves_its_path_in_the_cache_keyed_by_the_prefix() {
     let rtt = Duration::from_millis(40);
     let t = after_one_download(FastStart::PathMemory, rtt, false);
     assert_eq!(t.shard.counters().path_memory_updates, 1);
-    let other_host = core::net::IpAddr::V4(core::net::Ipv4Addr::new(10, 0, 0, 77));
-    let entry = t.shard.paths().get(t.now, other_host).expect("the /24 is known");
+    // The path is the host (an IPv4 /32 by default): not its neighbours.
+    let neighbour = core::net::IpAddr::V4(core::net::Ipv4Addr::new(10, 0, 0, 77));
+    assert!(t.shard.paths().get(t.now, neighbour).is_none());
+    let entry = t.shard.paths().get(t.now, core::net::IpAddr::V4(REMOTE_IP)).expect("the host is known");
     assert!(entry.record.min_rtt >= rtt && entry.record.min_rtt <= rtt + Duration::from_millis(2));
     assert!(entry.record.window >= 4 * 10 * u32::from(PEER_MSS), "{entry:?}");
     assert!(entry.record.delivery_rate > 0);
