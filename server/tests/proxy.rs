@@ -99,28 +99,8 @@ fn serve(stream: TcpStream, name: &str, sick: bool, seen: &Seen) {
         seen.requests.fetch_add(1, Ordering::SeqCst);
         seen.heads.lock().unwrap().push(head.clone());
         let target = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
-        let field = |name: &str| {
-            head.lines()
-                .find_map(|l| l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim()))
-        };
         // The request body, as the proxy framed it.
-        let mut body = Vec::new();
-        if let Some(len) = field("content-length") {
-            body.resize(len.parse().unwrap(), 0);
-            reader.read_exact(&mut body).unwrap();
-        } else if field("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
-            loop {
-                let mut size = String::new();
-                reader.read_line(&mut size).unwrap();
-                let n = usize::from_str_radix(size.trim(), 16).unwrap();
-                let mut chunk = vec![0; n + 2];
-                reader.read_exact(&mut chunk).unwrap();
-                if n == 0 {
-                    break;
-                }
-                body.extend_from_slice(&chunk[..n]);
-            }
-        }
+        let body = read_body(&mut reader, &head);
         let (path, query) = target.split_once('?').unwrap_or((&target, ""));
         let n: usize = query.parse().unwrap_or(0);
         let is_head = head.starts_with("HEAD ");
@@ -180,6 +160,33 @@ fn serve(stream: TcpStream, name: &str, sick: bool, seen: &Seen) {
     }
 }
 
+/// The value of the field `name` in `head`.
+fn field<'h>(head: &'h str, name: &str) -> Option<&'h str> {
+    head.lines().find_map(|l| l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim()))
+}
+
+/// The body after `head` on `reader`: its `Content-Length`, or chunked.
+fn read_body(reader: &mut impl BufRead, head: &str) -> Vec<u8> {
+    let mut body = Vec::new();
+    if let Some(len) = field(head, "content-length") {
+        body.resize(len.parse().unwrap(), 0);
+        reader.read_exact(&mut body).unwrap();
+    } else if field(head, "transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size).unwrap();
+            let n = usize::from_str_radix(size.trim(), 16).unwrap();
+            let mut chunk = vec![0; n + 2];
+            reader.read_exact(&mut chunk).unwrap();
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    }
+    body
+}
+
 /// One request on `stream` (keep-alive): status, head and body.
 fn exchange(stream: &mut TcpStream, request: &str) -> (u16, String, Vec<u8>) {
     stream.write_all(request.as_bytes()).unwrap();
@@ -195,29 +202,9 @@ fn read_response(stream: &mut TcpStream, head_only: bool) -> (u16, String, Vec<u
     }
     let head = String::from_utf8(head).unwrap();
     let status = head[9..12].parse().unwrap();
-    let field = |name: &str| {
-        head.lines()
-            .find_map(|l| l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim()))
-    };
-    let mut body = Vec::new();
-    if head_only {
-    } else if let Some(len) = field("content-length") {
-        body.resize(len.parse().unwrap(), 0);
-        stream.read_exact(&mut body).unwrap();
-    } else if field("transfer-encoding").is_some() {
-        let mut reader = BufReader::new(stream);
-        loop {
-            let mut size = String::new();
-            reader.read_line(&mut size).unwrap();
-            let n = usize::from_str_radix(size.trim(), 16).unwrap();
-            let mut chunk = vec![0; n + 2];
-            reader.read_exact(&mut chunk).unwrap();
-            if n == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..n]);
-        }
-    }
+    // One byte at a time: what follows the body on the connection stays
+    // for the next response.
+    let body = if head_only { Vec::new() } else { read_body(&mut BufReader::with_capacity(1, stream), &head) };
     (status, head, body)
 }
 
