@@ -155,8 +155,10 @@ struct Upstream {
     /// What goes upstream; `out[sent..]` is still to write.
     out: Vec<u8>,
     sent: usize,
-    /// What came back; `input[taken..]` is not yet used.
-    input: Vec<u8>,
+    /// What came back, `input[taken..filled]` not yet used: a buffer of
+    /// [`INPUT`] bytes made once (reads go into it without clearing it).
+    input: Box<[u8]>,
+    filled: usize,
     taken: usize,
     /// When it went back to the pool.
     idle_since: Instant,
@@ -320,7 +322,8 @@ impl Proxy {
                 eof: false,
                 out: Vec::with_capacity(INPUT),
                 sent: 0,
-                input: Vec::with_capacity(INPUT),
+                input: vec![0; INPUT].into_boxed_slice(),
+                filled: 0,
                 taken: 0,
                 idle_since: Instant::ZERO,
             });
@@ -330,8 +333,7 @@ impl Proxy {
         up.stream = Some(stream);
         (up.token, up.connected, up.eof) = (token, false, false);
         up.out.clear();
-        up.input.clear();
-        (up.sent, up.taken) = (0, 0);
+        (up.sent, up.taken, up.filled) = (0, 0, 0);
         Ok(c)
     }
 
@@ -359,12 +361,11 @@ impl Proxy {
         let server = &mut self.groups[f.group].servers[f.server];
         server.active = server.active.saturating_sub(1);
         let up = &mut self.conns[f.conn];
-        let clean = up.taken == up.input.len() && up.sent == up.out.len() && !up.eof;
+        let clean = up.taken == up.filled && up.sent == up.out.len() && !up.eof;
         if reusable && clean && server.idle.len() < keepalive {
             outbound.unwatch(up.token);
             up.out.clear();
-            up.input.clear();
-            (up.sent, up.taken, up.idle_since) = (0, 0, now);
+            (up.sent, up.taken, up.filled, up.idle_since) = (0, 0, 0, now);
             server.idle.push(f.conn);
         } else {
             self.close(f.conn, outbound);
@@ -463,7 +464,7 @@ impl Proxy {
             let (stepped, failure) = (step.is_err(), step.err().or(f.failed.take()));
             let up = &mut self.conns[f.conn];
             if let Some(failure) = failure {
-                let retry = failure.stale() && f.reused && f.retryable && !f.retried && up.input.is_empty();
+                let retry = failure.stale() && f.reused && f.retryable && !f.retried && up.filled == 0;
                 // A pooled connection the upstream had closed: once more,
                 // on a fresh one.
                 let server = f.server;
@@ -478,9 +479,9 @@ impl Proxy {
                 }
                 return self.fail(ex, cx, failure, res);
             }
-            let full = up.input.len() == up.input.capacity();
-            if up.taken < up.input.len() {
-                match read_response(&up.input[up.taken..], f.head_only, full, res) {
+            let full = up.filled == up.input.len();
+            if up.taken < up.filled {
+                match read_response(&up.input[up.taken..up.filled], f.head_only, full, res) {
                     ReadHead::Bad(bad, back) => return self.fail(ex, cx, Failure::Bad(bad), back),
                     ReadHead::Answered(head, reply) => {
                         up.taken += head.len;
@@ -659,8 +660,8 @@ impl Proxy {
                     ResponseBody::Length(_) => out.len().min(usize::try_from(remaining).unwrap_or(usize::MAX)),
                     _ => out.len(),
                 };
-                if up.taken < up.input.len() {
-                    n = want.min(up.input.len() - up.taken);
+                if up.taken < up.filled {
+                    n = want.min(up.filled - up.taken);
                     out[..n].copy_from_slice(&up.input[up.taken..up.taken + n]);
                     up.taken += n;
                 } else if let Some(stream) = &mut up.stream {
@@ -688,12 +689,12 @@ impl Proxy {
                 }
             }
             ResponseBody::Chunked => {
-                if up.taken == up.input.len()
+                if up.taken == up.filled
                     && let Err(e) = fill(up)
                 {
                     failure = Some(e);
                 }
-                let taken = f.decoder.decode_taking(&up.input[up.taken..], |data| {
+                let taken = f.decoder.decode_taking(&up.input[up.taken..up.filled], |data| {
                     let k = data.len().min(out.len() - n);
                     out[n..n + k].copy_from_slice(&data[..k]);
                     n += k;
@@ -704,7 +705,7 @@ impl Proxy {
                     Err(_) => failure = Some(Failure::Bad(BadResponse::Malformed)),
                 }
                 let done = f.decoder.is_done();
-                if up.eof && !done && up.taken == up.input.len() {
+                if up.eof && !done && up.taken == up.filled {
                     failure = failure.or(Some(Failure::Closed));
                 }
                 done
@@ -751,25 +752,17 @@ enum Streamed {
     Broken,
 }
 
-/// Reads what the upstream sent into `up.input` (up to its capacity),
+/// Reads what the upstream sent into `up.input` (as far as it holds),
 /// noting its close.
 fn fill(up: &mut Upstream) -> Result<(), Failure> {
     let Some(stream) = &mut up.stream else { return Err(Failure::Closed) };
-    if up.taken == up.input.len() {
-        up.input.clear();
-        up.taken = 0;
+    if up.taken == up.filled {
+        (up.taken, up.filled) = (0, 0);
     }
-    if up.input.capacity() < INPUT {
-        up.input.reserve_exact(INPUT - up.input.len());
-    }
-    while !up.eof && up.input.len() < up.input.capacity() {
-        let len = up.input.len();
-        up.input.resize(up.input.capacity(), 0);
-        let read = stream.read(&mut up.input[len..]);
-        up.input.truncate(len + read.as_ref().map_or(0, |&n| n));
-        match read {
+    while !up.eof && up.filled < up.input.len() {
+        match stream.read(&mut up.input[up.filled..]) {
             Ok(0) => up.eof = true,
-            Ok(_) => {}
+            Ok(n) => up.filled += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(Failure::Io(e.kind())),
