@@ -474,6 +474,28 @@ pub fn report(plan: &DelayPlan, cells: &[Cell]) -> String {
     out
 }
 
+/// The lab's last line: `delay: 100 KB at +5 ms: fairway X Mbit/s vs nginx
+/// Y Mbit/s (R ×), repeat connections`, for Fairway over AF_XDP as the
+/// server runs by default (else the first of its rows, named), or what is
+/// missing for it.
+#[must_use]
+pub fn closing_line(plan: &DelayPlan, cells: &[Cell]) -> String {
+    let (size, delay) = (100_000, Duration::from_millis(5));
+    let head = "delay: 100 KB at +5 ms:";
+    let rows = plan.rows();
+    let afxdp = |r: &&Row| matches!(r.server, LabServer::Afxdp(_));
+    let ours = rows.iter().filter(afxdp).find(|r| r.flags().is_empty()).or_else(|| rows.iter().find(afxdp));
+    let median = |row: Row| find(cells, row, delay, size, Visit::Repeat).and_then(Cell::speed).map(|(m, _, _)| m);
+    let nginx = median(Row::plain(LabServer::Nginx));
+    match (ours.copied().and_then(median), nginx) {
+        (Some(f), Some(n)) => {
+            let name = ours.filter(|r| !r.flags().is_empty()).map_or("fairway".to_owned(), Row::label);
+            format!("{head} {name} {f:.1} Mbit/s vs nginx {n:.1} Mbit/s ({:.2} ×), repeat connections", f / n)
+        }
+        _ => format!("{head} no figure (needs Fairway over AF_XDP and nginx at 100 KB and +5 ms), repeat connections"),
+    }
+}
+
 /// One panel per server of first downloads' median speeds: a line per
 /// item of `lines` (labelled by `label`), a point per item of `points`,
 /// `at` telling the cell's delay and size and the point's x.
@@ -641,6 +663,20 @@ mod tests {
     }
 
     #[test]
+    fn the_last_line_compares_repeat_downloads_of_100_kb_at_5_ms() {
+        let plan = DelayPlan::default_subset();
+        let cells = vec![
+            cell(LabServer::Nginx, 5, 100_000, Visit::Repeat, &[28.0, 30.0, 29.0]),
+            cell(LabServer::Afxdp("off"), 5, 100_000, Visit::Repeat, &[38.0, 40.0, 39.0]),
+            cell(LabServer::Afxdp("off"), 5, 100_000, Visit::First, &[10.0]),
+        ];
+        assert_eq!(
+            closing_line(&plan, &cells),
+            "delay: 100 KB at +5 ms: fairway 39.0 Mbit/s vs nginx 29.0 Mbit/s (1.34 ×), repeat connections"
+        );
+    }
+
+    #[test]
     fn cells_report_medians_spreads_and_what_did_not_finish() {
         let c = cell(LabServer::Nginx, 5, 100_000, Visit::First, &[20.0, 30.0, 0.0, 25.0]);
         assert_eq!(c.speed(), Some((25.0, 20.0, 30.0)));
@@ -658,6 +694,10 @@ mod tests {
         ];
         let text = report(&plan, &cells);
         assert!(text.contains("| 100 KB | 42.0 [40.0–44.0] | 25.0 [20.0–30.0], 1 unfinished |"), "{text}");
+        assert!(
+            closing_line(&plan, &cells)
+                .ends_with("no figure (needs Fairway over AF_XDP and nginx at 100 KB and +5 ms), repeat connections")
+        );
         assert!(text.contains("| 100 KB | +5 ms | 20.02 | 25.00 |"), "{text}");
         assert!(text.contains("### nginx, repeat downloads: speed"), "{text}");
         assert!(text.contains("| 100 KB | unfinished |"), "{text}");

@@ -404,6 +404,7 @@ fn delay_lab_run(plan: &DelayPlan, charts_beside: Option<&Path>) -> Result<Strin
         }
     }
     text.push_str(&format!("\n(wall time {:.1} s)\n", started.elapsed().as_secs_f64()));
+    text.push_str(&format!("\n{}\n", delay_lab::closing_line(plan, &cells)));
     Ok(text)
 }
 
