@@ -124,9 +124,11 @@ impl Row {
     }
 
     /// Whether the server restarts before each try, so that a try's first
-    /// download meets a server that remembers no path.
+    /// download meets a server that remembers no path: Fairway over AF_XDP
+    /// unless its fast start is off (without `--fast-start` it runs the
+    /// server's default, careful resume).
     fn fresh_per_try(&self) -> bool {
-        self.fast_start.is_some_and(|m| m != "off")
+        matches!(self.server, LabServer::Afxdp(_)) && self.fast_start != Some("off")
     }
 }
 
@@ -312,7 +314,7 @@ pub fn run(plan: &DelayPlan, prefix: &str, progress: &dyn Fn(&str)) -> Result<Ve
                     }
                     first.push(download(&tb, size, plan.bound));
                     repeat.push(download(&tb, size, plan.bound));
-                    if row.fast_start == Some("careful-resume")
+                    if row.fresh_per_try()
                         && let Some(now) = fast_start_counts(&tb)
                     {
                         let (j, r) = counted.unwrap_or_default();
@@ -658,6 +660,9 @@ mod tests {
         assert_eq!(rows[4].label(), "fairway/afxdp off, fast-start careful-resume, IW 32");
         assert_eq!(rows[4].flags(), ["--fast-start", "careful-resume", "--initial-window", "32"]);
         assert!(rows[4].fresh_per_try() && !rows[1].fresh_per_try());
+        // The server's default is careful resume: a plain row starts afresh too.
+        assert!(Row::plain(LabServer::Afxdp("off")).fresh_per_try());
+        assert!(!Row::plain(LabServer::Kernel("off")).fresh_per_try() && !rows[0].fresh_per_try());
         assert_eq!(rows[5], Row::plain(LabServer::Kernel("off")));
         assert_eq!(DelayPlan::default_subset().rows().len(), 3);
     }
