@@ -5,41 +5,18 @@
 //! A test without libtest's harness (`harness = false`): the process has one
 //! thread, so every allocation counted is the HTTP layer's or this file's.
 
-use std::time::Duration as StdDuration;
-
 use std::task::Waker;
 
-use fairway::http::{DateCache, Env, HttpConfig, HttpConn, Router, Site, StaticFiles, builtin};
+use fairway::http::{Env, HttpConfig, HttpConn, Router, builtin};
 use fairway_stack::time::Instant;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
+mod support;
+
+use support::CountingSite;
+
 #[global_allocator]
 static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
-
-/// A site that keeps what a runtime would: a date cache and counters.
-struct CountingSite {
-    date: DateCache,
-    ok: u64,
-    other: u64,
-}
-
-impl Site for CountingSite {
-    fn now_date(&self) -> &[u8] {
-        self.date.as_bytes()
-    }
-
-    fn metrics(&mut self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"unused 0\n");
-    }
-
-    fn files(&mut self) -> Option<&mut StaticFiles> {
-        None
-    }
-
-    fn record(&mut self, status: u16, _latency: StdDuration) {
-        if status == 200 { self.ok += 1 } else { self.other += 1 }
-    }
-}
 
 const REQUESTS: [&[u8]; 3] = [
     b"GET /plaintext HTTP/1.1\r\nHost: bench\r\nAccept: text/plain\r\n\r\n",
@@ -94,7 +71,7 @@ fn main() {
 
 fn steady_state_keep_alive_requests_allocate_nothing() {
     let mut conn = HttpConn::new(&HttpConfig::default());
-    let mut site = CountingSite { date: DateCache::new(1_700_000_000), ok: 0, other: 0 };
+    let mut site = CountingSite::new(None);
     let mut now = Instant::from_secs(1);
     conn.reset(now);
 

@@ -1,6 +1,7 @@
 //! What the server's integration tests share: the real `fairway` binary
 //! started on the kernel backend ([`FairwayProcess`]), reading `/metrics`
-//! ([`series`], [`total`]), and a directory of their own ([`TempDir`]).
+//! ([`series`], [`total`]), a directory of their own ([`TempDir`]), and the
+//! allocation tests' site ([`CountingSite`]).
 
 #![allow(dead_code, reason = "each test binary uses part of it")]
 
@@ -188,5 +189,44 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What a shard's site keeps for the allocation tests' connections: a date
+/// cache, the responses counted, and the outbound epoll when the proxy
+/// needs one. Allocates nothing per call.
+pub struct CountingSite {
+    pub date: fairway::http::DateCache,
+    pub outbound: Option<fairway::outbound::Outbound>,
+    /// 200 responses, and the others.
+    pub ok: u64,
+    pub other: u64,
+}
+
+impl CountingSite {
+    pub fn new(outbound: Option<fairway::outbound::Outbound>) -> CountingSite {
+        CountingSite { date: fairway::http::DateCache::new(1_700_000_000), outbound, ok: 0, other: 0 }
+    }
+}
+
+impl fairway::http::Site for CountingSite {
+    fn now_date(&self) -> &[u8] {
+        self.date.as_bytes()
+    }
+
+    fn metrics(&mut self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"unused 0\n");
+    }
+
+    fn files(&mut self) -> Option<&mut fairway::http::StaticFiles> {
+        None
+    }
+
+    fn record(&mut self, status: u16, _latency: Duration) {
+        if status == 200 { self.ok += 1 } else { self.other += 1 }
+    }
+
+    fn outbound(&mut self) -> Option<&mut fairway::outbound::Outbound> {
+        self.outbound.as_mut()
     }
 }
