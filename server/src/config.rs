@@ -644,8 +644,11 @@ pub struct Options {
 
     /// Reverse proxy: an upstream server, NAME=http://HOST[:PORT], repeatable (several with one NAME make a
     /// group that requests are spread over). With one group and no --route every request goes to it.
-    /// Upstreams are reached through kernel sockets (this host's, or any the kernel routes to) over
-    /// plain HTTP/1.1, with per-shard pools of keep-alive connections. In the --config file, a table
+    /// Upstreams speak plain HTTP/1.1, with per-shard pools of keep-alive connections: on kernel
+    /// sockets, reached through the kernel (this host's, or any it routes to); over AF_XDP or TAP,
+    /// those on the loopback (127.0.0.1, ::1) through kernel sockets in the server's namespace and
+    /// every other through the NIC by the shard's own stack (--ip's subnet, --gateway beyond it;
+    /// no route is a 502). In the --config file, a table
     /// per group with its settings: [upstream.NAME] servers = ["http://127.0.0.1:8000", ...],
     /// balance = "round-robin" | "least-connections", connect-timeout = "5s" (then 504),
     /// first-byte-timeout = "20s" (from the request's end; then 504), idle-timeout = "60s" (a pause

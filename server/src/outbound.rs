@@ -12,10 +12,32 @@
 //! reads and writes until `WouldBlock`, as the host does with its own
 //! connections: registrations are edge-triggered.
 //!
+//! On the userspace backends, an upstream reached through the NIC is a
+//! connection of the shard's own stack, not a kernel socket: a **link**.
+//! The service cannot call the stack (the host holds it while it drives a
+//! connection), so a link is a pair of buffers here that the host fills and
+//! empties for it:
+//!
+//! ```text
+//! proxy ── connect_link / write ──▶ Outbound (link: out, input) ◀── host: Transport::connect,
+//!       ◀── read / link_state ─────                                   send, recv on its events
+//! ```
+//!
+//! The service asks for a link ([`Outbound::connect_link`]) and writes to
+//! and reads from it as from a non-blocking socket; the host, each turn
+//! and on the connection's events, opens what was asked
+//! ([`Outbound::take_connect`]), closes what was let go
+//! ([`Outbound::take_close`]) and moves the bytes ([`Outbound::pump`]),
+//! waking the link's watcher when something changed. A byte costs one copy
+//! more than on a kernel socket (ring to link buffer), which buys a service
+//! that never holds the stack.
+//!
 //! Nothing here allocates once the token table has grown to the most
-//! sockets open at once: a waker is an `Arc`'s clone, a token is reused.
+//! sockets open at once: a waker is an `Arc`'s clone, a token is reused,
+//! and so are a link's buffers.
 
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::task::Waker;
 
@@ -23,6 +45,12 @@ use mio::{Events, Interest, Poll, Token};
 
 /// How many readiness events one [`Outbound::dispatch`] takes.
 const EVENTS: usize = 256;
+
+/// What a link holds of its connection's input until the service reads it.
+pub const LINK_INPUT: usize = 64 * 1024;
+
+/// What a link holds of output the connection has not taken yet.
+pub const LINK_OUTPUT: usize = 64 * 1024;
 
 /// One shard's outbound sockets: their epoll, and who waits on each.
 pub struct Outbound {
@@ -33,15 +61,80 @@ pub struct Outbound {
     tokens: Vec<Entry>,
     /// Tokens free for reuse.
     free: Vec<usize>,
+    /// Kernel sockets registered.
+    sockets: usize,
+    /// Whether the host opens links: connections of its own transport.
+    links_on: bool,
+    /// By token: its link's state and buffers, kept for the token's next
+    /// link once made.
+    links: Vec<Option<Link>>,
+    /// Links asked for and not yet opened by the host.
+    connects: Vec<Token>,
+    /// Links let go and not yet closed by the host.
+    closes: Vec<Token>,
+    /// Links with bytes to move (output written, input room freed).
+    dirty: Vec<Token>,
 }
 
 #[derive(Default)]
 struct Entry {
     registered: bool,
+    /// A link, not a kernel socket.
+    link: bool,
     watcher: Option<Waker>,
     /// The peer closed or the socket failed while nobody watched (an idle
     /// pooled connection the upstream hung up).
     hung_up: bool,
+}
+
+/// Where a link is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LinkState {
+    /// Asked for; the host has not opened it yet.
+    Requested,
+    /// Opened; not yet established.
+    Connecting,
+    Open,
+    Failed(io::ErrorKind),
+    /// Let go; the host closes it at its next turn.
+    Closing,
+}
+
+/// A connection of the host's own transport, as the service sees it: what
+/// came in (`input[taken..filled]`) and what goes out (`out[sent..]`).
+struct Link {
+    to: SocketAddr,
+    state: LinkState,
+    input: Box<[u8]>,
+    filled: usize,
+    taken: usize,
+    /// The peer's FIN came after the input's bytes.
+    eof: bool,
+    /// The input filled up before the transport ran dry: pump again once
+    /// the service has read some.
+    more: bool,
+    out: Vec<u8>,
+    sent: usize,
+    /// On the dirty list already.
+    dirty: bool,
+}
+
+/// The connection a link's bytes move through, as the host lends it to
+/// [`Outbound::pump`]: non-blocking, `WouldBlock` when it cannot move any,
+/// `Ok(0)` from `recv` at the peer's FIN.
+pub trait LinkIo {
+    /// Reads into `buf`.
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock`, or why the connection failed.
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// Queues `data`: how much it took.
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock`, or why the connection failed.
+    fn send(&mut self, data: &[u8]) -> io::Result<usize>;
 }
 
 impl std::fmt::Debug for Outbound {
@@ -57,7 +150,40 @@ impl Outbound {
     ///
     /// The epoll instance cannot be made (out of descriptors).
     pub fn new() -> io::Result<Outbound> {
-        Ok(Outbound { poll: Poll::new()?, events: Events::with_capacity(EVENTS), tokens: Vec::new(), free: Vec::new() })
+        Ok(Outbound {
+            poll: Poll::new()?,
+            events: Events::with_capacity(EVENTS),
+            tokens: Vec::new(),
+            free: Vec::new(),
+            sockets: 0,
+            links_on: false,
+            links: Vec::new(),
+            connects: Vec::new(),
+            closes: Vec::new(),
+            dirty: Vec::new(),
+        })
+    }
+
+    /// The same, whose host also opens links (the userspace backends: an
+    /// upstream beyond this host is reached through the NIC, by the shard's
+    /// own stack).
+    #[must_use]
+    pub fn with_links(mut self) -> Outbound {
+        self.links_on = true;
+        self
+    }
+
+    /// Whether a connection to `to` is a link (through the NIC, by the
+    /// shard's stack) rather than a kernel socket: on a host that opens
+    /// links, every address but the loopback's, which only the kernel
+    /// reaches.
+    #[must_use]
+    pub fn through_nic(&self, to: SocketAddr) -> bool {
+        let loopback = match to {
+            SocketAddr::V4(a) => a.ip().is_loopback(),
+            SocketAddr::V6(a) => a.ip().is_loopback() || a.ip().to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+        };
+        self.links_on && !loopback
     }
 
     /// The descriptor the shard's loop sleeps on: readable while a socket
@@ -67,10 +193,18 @@ impl Outbound {
         self.poll.as_raw_fd()
     }
 
-    /// How many sockets are registered.
+    /// How many sockets and links are open.
     #[must_use]
     pub fn open(&self) -> usize {
         self.tokens.iter().filter(|e| e.registered).count()
+    }
+
+    /// A free token.
+    fn token(&mut self) -> usize {
+        self.free.pop().unwrap_or_else(|| {
+            self.tokens.push(Entry::default());
+            self.tokens.len() - 1
+        })
     }
 
     /// Registers `socket` for readable and writable readiness (edge
@@ -80,34 +214,38 @@ impl Outbound {
     ///
     /// What `epoll_ctl` reported.
     pub fn register(&mut self, socket: &mut impl mio::event::Source) -> io::Result<Token> {
-        let i = self.free.pop().unwrap_or_else(|| {
-            self.tokens.push(Entry::default());
-            self.tokens.len() - 1
-        });
+        let i = self.token();
         if let Err(e) = self.poll.registry().register(socket, Token(i), Interest::READABLE | Interest::WRITABLE) {
             self.free.push(i);
             return Err(e);
         }
-        self.tokens[i] = Entry { registered: true, watcher: None, hung_up: false };
+        self.tokens[i] = Entry { registered: true, link: false, watcher: None, hung_up: false };
+        self.sockets += 1;
         Ok(Token(i))
     }
 
     /// Forgets `socket` (before it is closed); its token may be reused.
     pub fn deregister(&mut self, socket: &mut impl mio::event::Source, token: Token) {
         let _ = self.poll.registry().deregister(socket);
-        if let Some(entry) = self.tokens.get_mut(token.0).filter(|e| e.registered) {
+        if let Some(entry) = self.tokens.get_mut(token.0).filter(|e| e.registered && !e.link) {
             *entry = Entry::default();
             self.free.push(token.0);
+            self.sockets -= 1;
         }
     }
 
     /// Frees the token of a socket that was closed without
     /// [`deregister`](Self::deregister) (closing it took it out of the
-    /// epoll).
+    /// epoll); a link's is [closed](Self::close_link).
     pub fn forget(&mut self, token: Token) {
-        if let Some(entry) = self.tokens.get_mut(token.0).filter(|e| e.registered) {
-            *entry = Entry::default();
-            self.free.push(token.0);
+        match self.tokens.get_mut(token.0).filter(|e| e.registered) {
+            Some(entry) if entry.link => self.close_link(token),
+            Some(entry) => {
+                *entry = Entry::default();
+                self.free.push(token.0);
+                self.sockets -= 1;
+            }
+            None => {}
         }
     }
 
@@ -141,7 +279,7 @@ impl Outbound {
     /// their watchers: how many events there were. Cheap when no socket
     /// is registered (no system call).
     pub fn dispatch(&mut self) -> usize {
-        if self.free.len() == self.tokens.len() {
+        if self.sockets == 0 {
             return 0;
         }
         if self.poll.poll(&mut self.events, Some(std::time::Duration::ZERO)).is_err() {
@@ -159,6 +297,257 @@ impl Outbound {
             }
         }
         count
+    }
+
+    /// Asks the host for a link to `to`; it opens it at its next turn.
+    /// Reads and writes say `WouldBlock` until it is established, and
+    /// [`link_state`](Self::link_state) says when it is, or why not.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` where the host opens no links.
+    pub fn connect_link(&mut self, to: SocketAddr) -> io::Result<Token> {
+        if !self.links_on {
+            return Err(io::ErrorKind::Unsupported.into());
+        }
+        let i = self.token();
+        self.tokens[i] = Entry { registered: true, link: true, watcher: None, hung_up: false };
+        if i >= self.links.len() {
+            self.links.resize_with(i + 1, || None);
+        }
+        let link = self.links[i].get_or_insert_with(|| Link {
+            to,
+            state: LinkState::Requested,
+            input: vec![0; LINK_INPUT].into_boxed_slice(),
+            filled: 0,
+            taken: 0,
+            eof: false,
+            more: false,
+            out: Vec::with_capacity(LINK_OUTPUT),
+            sent: 0,
+            dirty: false,
+        });
+        (link.to, link.state, link.eof, link.more, link.dirty) = (to, LinkState::Requested, false, false, false);
+        (link.filled, link.taken, link.sent) = (0, 0, 0);
+        link.out.clear();
+        self.connects.push(Token(i));
+        Ok(Token(i))
+    }
+
+    /// The link of `token`, while it is one.
+    fn link_mut(&mut self, token: Token) -> Option<&mut Link> {
+        self.tokens.get(token.0).filter(|e| e.registered && e.link)?;
+        self.links.get_mut(token.0)?.as_mut()
+    }
+
+    /// Whether the link is established (`Ok(false)` while it is being
+    /// opened), or why it failed.
+    ///
+    /// # Errors
+    ///
+    /// Why it could not be opened or failed since; `NotConnected` for a
+    /// token that is no open link.
+    pub fn link_state(&self, token: Token) -> Result<bool, io::ErrorKind> {
+        let link =
+            self.tokens.get(token.0).filter(|e| e.registered && e.link).and_then(|_| self.links[token.0].as_ref());
+        match link.map(|l| l.state) {
+            Some(LinkState::Requested | LinkState::Connecting) => Ok(false),
+            Some(LinkState::Open) => Ok(true),
+            Some(LinkState::Failed(kind)) => Err(kind),
+            Some(LinkState::Closing) | None => Err(io::ErrorKind::NotConnected),
+        }
+    }
+
+    /// Reads what the link received into `buf`, as a non-blocking socket
+    /// does: `Ok(0)` at the peer's FIN, after every byte before it.
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` when nothing is there yet; why the link failed.
+    pub fn read(&mut self, token: Token, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(link) = self.link_mut(token) else { return Err(io::ErrorKind::NotConnected.into()) };
+        if link.taken < link.filled {
+            let n = buf.len().min(link.filled - link.taken);
+            buf[..n].copy_from_slice(&link.input[link.taken..link.taken + n]);
+            link.taken += n;
+            if link.more && !std::mem::replace(&mut link.dirty, true) {
+                self.dirty.push(token);
+            }
+            return Ok(n);
+        }
+        match link.state {
+            _ if link.eof => Ok(0),
+            LinkState::Failed(kind) => Err(kind.into()),
+            LinkState::Closing => Err(io::ErrorKind::NotConnected.into()),
+            _ => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    /// Queues `data` for the link, as much as it has room for
+    /// ([`LINK_OUTPUT`]); the host sends it at its next turn.
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` when it has no room; why the link failed.
+    pub fn write(&mut self, token: Token, data: &[u8]) -> io::Result<usize> {
+        let Some(link) = self.link_mut(token) else { return Err(io::ErrorKind::NotConnected.into()) };
+        match link.state {
+            LinkState::Failed(kind) => return Err(kind.into()),
+            LinkState::Closing => return Err(io::ErrorKind::NotConnected.into()),
+            _ => {}
+        }
+        if link.sent > 0 {
+            link.out.drain(..link.sent);
+            link.sent = 0;
+        }
+        let n = data.len().min(LINK_OUTPUT - link.out.len());
+        if n == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        link.out.extend_from_slice(&data[..n]);
+        if link.state == LinkState::Open && !std::mem::replace(&mut link.dirty, true) {
+            self.dirty.push(token);
+        }
+        Ok(n)
+    }
+
+    /// Lets the link go: the host closes its connection (a FIN after
+    /// what was queued) at its next turn, and the token is free then.
+    pub fn close_link(&mut self, token: Token) {
+        let Some(link) = self.link_mut(token) else { return };
+        if link.state != LinkState::Closing {
+            link.state = LinkState::Closing;
+            self.closes.push(token);
+        }
+        let entry = &mut self.tokens[token.0];
+        (entry.watcher, entry.hung_up) = (None, false);
+    }
+
+    /// Lets every link go (a shard that has drained).
+    pub fn close_links(&mut self) {
+        for i in 0..self.tokens.len() {
+            if self.tokens[i].registered && self.tokens[i].link {
+                self.close_link(Token(i));
+            }
+        }
+    }
+
+    /// Whether the host has links to open, close or pump.
+    #[must_use]
+    pub fn link_work(&self) -> bool {
+        !(self.connects.is_empty() && self.closes.is_empty() && self.dirty.is_empty())
+    }
+
+    /// For the host: the next link to open, and where to.
+    pub fn take_connect(&mut self) -> Option<(Token, SocketAddr)> {
+        while let Some(token) = self.connects.pop() {
+            if let Some(link) = self.link_mut(token).filter(|l| l.state == LinkState::Requested) {
+                link.state = LinkState::Connecting;
+                return Some((token, link.to));
+            }
+        }
+        None
+    }
+
+    /// For the host: the next link to close. Its token is free at once, so
+    /// the host forgets it before it opens any link.
+    pub fn take_close(&mut self) -> Option<Token> {
+        let token = self.closes.pop()?;
+        if let Some(entry) = self.tokens.get_mut(token.0).filter(|e| e.registered && e.link) {
+            *entry = Entry::default();
+            self.free.push(token.0);
+        }
+        Some(token)
+    }
+
+    /// For the host: the next link with bytes to move.
+    pub fn take_dirty(&mut self) -> Option<Token> {
+        let token = self.dirty.pop()?;
+        if let Some(link) = self.link_mut(token) {
+            link.dirty = false;
+        }
+        Some(token)
+    }
+
+    /// For the host: the link could not be opened, or failed.
+    pub fn link_failed(&mut self, token: Token, kind: io::ErrorKind) {
+        let Some(link) = self.link_mut(token) else { return };
+        if link.state != LinkState::Closing {
+            link.state = LinkState::Failed(kind);
+            self.notify(token, true);
+        }
+    }
+
+    /// Wakes the link's watcher; with nobody watching, input or a failure
+    /// (`bad`) marks it hung up, as [`dispatch`](Self::dispatch) does.
+    fn notify(&mut self, token: Token, bad: bool) {
+        let entry = &mut self.tokens[token.0];
+        match &entry.watcher {
+            Some(waker) => waker.wake_by_ref(),
+            None => entry.hung_up |= bad,
+        }
+    }
+
+    /// For the host, at the link's connection's events and when it is
+    /// dirty: marks it established, sends what it queued and receives what
+    /// fits, through `io`. `Err` when the connection failed (the link says
+    /// so from then on): the host closes it.
+    ///
+    /// # Errors
+    ///
+    /// Why the connection failed.
+    pub fn pump(&mut self, token: Token, io: &mut dyn LinkIo) -> Result<(), io::ErrorKind> {
+        let Some(link) = self.link_mut(token) else { return Ok(()) };
+        let mut news = false;
+        match link.state {
+            LinkState::Connecting => {
+                link.state = LinkState::Open;
+                news = true;
+            }
+            LinkState::Open => {}
+            _ => return Ok(()),
+        }
+        let mut failure = None;
+        while link.sent < link.out.len() {
+            match io.send(&link.out[link.sent..]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    link.sent += n;
+                    news = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    failure = Some(e.kind());
+                    break;
+                }
+            }
+        }
+        if link.sent == link.out.len() {
+            link.out.clear();
+            link.sent = 0;
+        }
+        if link.taken > 0 {
+            link.input.copy_within(link.taken..link.filled, 0);
+            (link.filled, link.taken) = (link.filled - link.taken, 0);
+        }
+        let mut input = false;
+        while failure.is_none() && !link.eof && link.filled < link.input.len() {
+            match io.recv(&mut link.input[link.filled..]) {
+                Ok(0) => link.eof = true,
+                Ok(n) => link.filled += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => failure = Some(e.kind()),
+            }
+            input = failure.is_none();
+        }
+        link.more = !link.eof && link.filled == link.input.len();
+        if let Some(kind) = failure {
+            link.state = LinkState::Failed(kind);
+        }
+        if news || input || failure.is_some() {
+            self.notify(token, input || failure.is_some());
+        }
+        failure.map_or(Ok(()), Err)
     }
 }
 
@@ -243,5 +632,118 @@ mod tests {
         outer.poll(&mut events, Some(std::time::Duration::from_secs(1))).unwrap();
         assert_eq!(events.iter().map(|e| e.token()).collect::<Vec<_>>(), [Token(7)]);
         assert!(out.dispatch() > 0);
+    }
+
+    /// A connection as a link's host lends it: `input` to receive (then a
+    /// FIN when `fin`), and room for `room` bytes of output.
+    struct Fake {
+        input: Vec<u8>,
+        fin: bool,
+        room: usize,
+        sent: Vec<u8>,
+        fail: Option<io::ErrorKind>,
+    }
+
+    impl LinkIo for Fake {
+        fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if let Some(kind) = self.fail {
+                return Err(kind.into());
+            }
+            let n = buf.len().min(self.input.len());
+            if n == 0 {
+                return if self.fin { Ok(0) } else { Err(io::ErrorKind::WouldBlock.into()) };
+            }
+            buf[..n].copy_from_slice(&self.input[..n]);
+            self.input.drain(..n);
+            Ok(n)
+        }
+
+        fn send(&mut self, data: &[u8]) -> io::Result<usize> {
+            if let Some(kind) = self.fail {
+                return Err(kind.into());
+            }
+            let n = data.len().min(self.room);
+            if n == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            self.room -= n;
+            self.sent.extend_from_slice(&data[..n]);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_link_queues_until_open_holds_what_it_can_and_asks_to_be_pumped_again() {
+        let to: SocketAddr = "10.0.0.2:8000".parse().unwrap();
+        assert!(Outbound::new().unwrap().connect_link(to).is_err(), "a host without links opens none");
+        let mut out = Outbound::new().unwrap().with_links();
+        assert!(out.through_nic(to) && !out.through_nic("127.0.0.1:80".parse().unwrap()));
+        let token = out.connect_link(to).unwrap();
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        out.watch(token, &Waker::from(Arc::clone(&count)));
+        assert_eq!(out.link_state(token), Ok(false));
+        assert_eq!(out.write(token, b"GET / HTTP/1.1\r\n\r\n").unwrap(), 18);
+        assert!(out.take_dirty().is_none(), "nothing to pump before it is open");
+        assert_eq!(out.take_connect(), Some((token, to)));
+        assert_eq!(out.take_connect(), None);
+
+        // Established: the request goes, and the input fills the link.
+        let mut conn =
+            Fake { input: vec![7; LINK_INPUT + 1000], fin: true, room: 1 << 20, sent: Vec::new(), fail: None };
+        out.pump(token, &mut conn).unwrap();
+        assert_eq!((out.link_state(token), conn.sent.len()), (Ok(true), 18));
+        assert_eq!(count.0.load(Ordering::Relaxed), 1, "the watcher is woken");
+        assert_eq!(conn.input.len(), 1000, "the link holds LINK_INPUT");
+        let mut buf = vec![0; 4096];
+        assert_eq!(out.read(token, &mut buf).unwrap(), 4096);
+        assert_eq!(out.take_dirty(), Some(token), "room freed with more waiting: pump again");
+        assert_eq!(out.take_dirty(), None);
+        out.pump(token, &mut conn).unwrap();
+        let mut total = 4096;
+        loop {
+            match out.read(token, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => total += n,
+                Err(e) => panic!("{e} after {total}"),
+            }
+            while let Some(t) = out.take_dirty() {
+                out.pump(t, &mut conn).unwrap();
+            }
+        }
+        assert_eq!(total, LINK_INPUT + 1000, "every byte, then the FIN");
+
+        // Output beyond its room waits; a failure is told, and then read.
+        let big = vec![1; LINK_OUTPUT + 10];
+        assert_eq!(out.write(token, &big).unwrap(), LINK_OUTPUT);
+        assert_eq!(out.write(token, b"x").unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(out.take_dirty(), Some(token));
+        conn.fail = Some(io::ErrorKind::ConnectionReset);
+        assert_eq!(out.pump(token, &mut conn), Err(io::ErrorKind::ConnectionReset));
+        assert_eq!(out.link_state(token), Err(io::ErrorKind::ConnectionReset));
+        assert_eq!(out.write(token, b"x").unwrap_err().kind(), io::ErrorKind::ConnectionReset);
+
+        // Let go: the host closes it, and the token serves the next link,
+        // which starts clean.
+        out.close_link(token);
+        assert_eq!(out.take_close(), Some(token));
+        let again = out.connect_link(to).unwrap();
+        assert_eq!(again, token);
+        assert_eq!(out.link_state(again), Ok(false));
+        assert_eq!(out.read(again, &mut buf).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+    }
+
+    #[test]
+    fn an_idle_link_that_hears_from_its_peer_is_hung_up() {
+        let mut out = Outbound::new().unwrap().with_links();
+        let token = out.connect_link("10.0.0.2:8000".parse().unwrap()).unwrap();
+        let _ = out.take_connect();
+        let mut conn = Fake { input: Vec::new(), fin: false, room: 100, sent: Vec::new(), fail: None };
+        out.pump(token, &mut conn).unwrap();
+        assert!(!out.hung_up(token), "established, unwatched: not hung up");
+        conn.fin = true;
+        out.pump(token, &mut conn).unwrap();
+        assert!(out.hung_up(token), "its FIN while pooled");
+        out.forget(token);
+        assert_eq!(out.take_close(), Some(token), "forgetting a link closes it");
     }
 }

@@ -56,6 +56,28 @@ impl ShardSite {
         Ok(self)
     }
 
+    /// The same, whose host also opens links: an upstream beyond this host
+    /// is reached through the shard's own stack ([`Outbound::with_links`]).
+    ///
+    /// # Errors
+    ///
+    /// Their epoll cannot be made.
+    pub fn with_outbound_links(mut self) -> io::Result<ShardSite> {
+        self.outbound = Some(Outbound::new()?.with_links());
+        Ok(self)
+    }
+
+    /// The shard's outbound sockets and links, when it may open any.
+    pub fn outbound_mut(&mut self) -> Option<&mut Outbound> {
+        self.outbound.as_mut()
+    }
+
+    /// Whether a link has something for the host to do now.
+    #[must_use]
+    pub fn links_pending(&self) -> bool {
+        self.outbound.as_ref().is_some_and(Outbound::link_work)
+    }
+
     /// The descriptor of the outbound sockets' epoll, when there is one.
     #[must_use]
     pub fn outbound_fd(&self) -> Option<std::os::fd::RawFd> {

@@ -402,7 +402,7 @@ where
             let mut device = Steered::new(device, Arc::clone(&fabric), index);
             let shard = Shard::new(stack_config(&cfg, ip, mac, device.max_frame_len(), index, count));
             let site = ShardSite::new(index, shard_hub, cfg.root.as_deref(), MAX_FLOWS)?;
-            let site = if cfg.proxy.is_some() { site.with_outbound()? } else { site };
+            let site = if cfg.proxy.is_some() { site.with_outbound_links()? } else { site };
             if let Some(fd) = site.outbound_fd() {
                 device.also_wake_on(fd);
             }

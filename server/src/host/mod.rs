@@ -38,6 +38,7 @@
 //! The service never sees a slot, a timer or a listener; the transport
 //! never sees HTTP.
 
+mod links;
 #[cfg(test)]
 mod tests;
 mod transport;
@@ -329,6 +330,9 @@ pub struct Host<T: Transport, S: Service<T>, W: Windows<T> = ()> {
     pool_bytes_trimmed: u64,
     accepted: u64,
     refused: u64,
+    /// The transport's connections the service opened through the site's
+    /// outbound links.
+    links: links::Links<T::Conn>,
 }
 
 impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
@@ -375,6 +379,7 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
             pool_bytes_trimmed: 0,
             accepted: 0,
             refused: 0,
+            links: links::Links::default(),
         }
     }
 
@@ -692,9 +697,24 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
         }
     }
 
+    /// Opens, closes and pumps the links as the service asked.
+    fn serve_links(&mut self, t: &mut T, now: Instant) {
+        if let Some(out) = self.site.outbound_mut() {
+            links::serve(t, out, &mut self.links, now);
+        }
+    }
+
     /// The grace period is over: reset what is left.
     fn abort_all(&mut self, t: &mut T) {
         self.service.end();
+        if let Some(out) = self.site.outbound_mut() {
+            out.close_links();
+            while let Some(token) = out.take_close() {
+                if let Some(conn) = self.links.remove::<T>(token) {
+                    t.abort(conn);
+                }
+            }
+        }
         let mut cut = 0;
         for i in 0..self.slots.len() {
             if let Some(slot) = &self.slots[i] {
@@ -764,6 +784,10 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> App<T, T::Event> for Host<T, S,
             HostEvent::Ready(conn) => {
                 if let Some(i) = self.slot_of(conn) {
                     self.drive(t, i, now);
+                } else if let Some(token) = self.links.token_of(conn, T::index(conn))
+                    && let Some(out) = self.site.outbound_mut()
+                {
+                    links::pump(t, out, &mut self.links, token, conn);
                 }
             }
             HostEvent::Failed(conn) => match self.slot_of(conn) {
@@ -771,7 +795,15 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> App<T, T::Event> for Host<T, S,
                     t.close(conn);
                     self.release(i);
                 }
-                None => t.close(conn),
+                None => {
+                    if let Some(token) = self.links.token_of(conn, T::index(conn)) {
+                        self.links.remove::<T>(token);
+                        if let Some(out) = self.site.outbound_mut() {
+                            out.link_failed(token, T::why_failed(event));
+                        }
+                    }
+                    t.close(conn);
+                }
             },
             HostEvent::Other => {}
         }
@@ -782,13 +814,16 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> App<T, T::Event> for Host<T, S,
             self.begin_drain(t, now);
         }
         self.site.dispatch_outbound();
+        self.serve_links(t, now);
         self.run_wakes(t, now);
         self.fire_timers(t, now);
         self.service.poll(t, &mut self.site, now);
+        // What the drives asked of the links goes out in this turn.
+        self.serve_links(t, now);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        if !self.wakes.about_to_sleep() {
+        if !self.wakes.about_to_sleep() || self.site.links_pending() {
             return Some(Instant::ZERO);
         }
         let window = self.window.as_ref().filter(|_| self.active > 0).map(W::next_run);
@@ -818,6 +853,13 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> App<T, T::Event> for Host<T, S,
                 // Their resets go out on the next turn, which then finishes.
                 self.abort_all(t);
                 self.drain_until = Some(now);
+            } else if self.active == 0 && !self.service.busy() && self.links.any() {
+                // Nothing left to serve: the links (idle upstream
+                // connections) close, and their FINs go out before the end.
+                if let Some(out) = self.site.outbound_mut() {
+                    out.close_links();
+                }
+                self.serve_links(t, now);
             } else if self.active == 0 && !self.service.busy() && (now >= until || t.delivered()) {
                 self.finished = true;
                 self.observe(t, stats);

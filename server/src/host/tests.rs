@@ -16,19 +16,17 @@ use fairway_stack::{Config, Handle, RecvError, Shard};
 use super::wake::WakeQueue;
 use super::*;
 use crate::backend::connection_limit::ConnectionLimit;
-use crate::http::{HttpConfig, HttpService, Router};
+use crate::http::{Handler, HttpConfig, HttpService, Router};
 use crate::metrics::MetricsHub;
 use crate::runtime::App;
 
 const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
-type TestHost = Host<Shard, HttpService<Router>>;
-
-struct Pair {
+struct Pair<H: Handler = Router> {
     server: Shard,
     client: Shard,
-    host: TestHost,
+    host: Host<Shard, HttpService<H>>,
     stop: Arc<AtomicBool>,
     now: Instant,
     stats: LoopStats,
@@ -49,6 +47,15 @@ impl Pair {
 
     /// A pair whose server answers with `router`.
     fn routing(http: HttpConfig, root: Option<&std::path::Path>, tx_buffer: usize, router: Router) -> Pair {
+        let hub = Arc::new(MetricsHub::new(1, 4, "test"));
+        let site = ShardSite::new(0, hub, root, 4).unwrap();
+        Pair::handling(http, site, tx_buffer, router)
+    }
+}
+
+impl<H: Handler> Pair<H> {
+    /// A pair whose server answers with `handler`, on `site`.
+    fn handling(http: HttpConfig, site: ShardSite, tx_buffer: usize, handler: H) -> Pair<H> {
         let mac = |ip: Ipv4Addr| {
             let [a, b, c, d] = ip.octets();
             [2, 0, a, b, c, d]
@@ -59,11 +66,9 @@ impl Pair {
         let mut client = Shard::new(Config::new(mac(CLIENT_IP), CLIENT_IP, 24));
         server.add_neighbor(CLIENT_IP, mac(CLIENT_IP));
         client.add_neighbor(SERVER_IP, mac(SERVER_IP));
-        let hub = Arc::new(MetricsHub::new(1, 4, "test"));
-        let site = ShardSite::new(0, hub, root, 4).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let mut host = Host::with_service(
-            HttpService::with_handler(http, router),
+            HttpService::with_handler(http, handler),
             site,
             Arc::new(ConnectionLimit::new(2)),
             Arc::clone(&stop),
@@ -100,7 +105,7 @@ impl Pair {
     /// Turns until `done`, jumping to the next deadline between turns (the
     /// host's included, as the loop's sleep does), or a millisecond on
     /// (what `done` queued goes out then). Panics past `limit`.
-    fn run_until(&mut self, limit: Instant, mut done: impl FnMut(&mut Pair) -> bool) {
+    fn run_until(&mut self, limit: Instant, mut done: impl FnMut(&mut Self) -> bool) {
         loop {
             self.turn();
             if done(self) {
@@ -524,4 +529,104 @@ fn a_connection_that_never_blocks_shares_its_shard() {
         }
         assert_eq!(host.poll_timeout(), Some(Instant::ZERO), "a connection with more to send keeps the loop awake");
     }
+}
+
+/// Everything `from` has to read now, appended to `into`.
+fn drain(shard: &mut Shard, from: Handle, into: &mut Vec<u8>) {
+    let mut buf = [0u8; 8192];
+    while let Ok(n @ 1..) = shard.recv(from, &mut buf) {
+        into.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// The reverse proxy with its upstream reached through the server's own
+/// stack (a link), not a kernel socket: the client shard is the upstream
+/// too, listening on 10.0.0.2:8000, and the test answers as it.
+#[test]
+fn an_upstream_reached_through_the_stack_streams_both_ways_is_reused_and_a_refusal_is_a_502() {
+    let flags = ["fairway", "--upstream", "app=http://10.0.0.2:8000", "--upstream", "gone=http://10.0.0.2:8001"];
+    let routes = ["--route", "/gone=gone", "--route", "/=app"];
+    let config = crate::config::Config::load(flags.into_iter().chain(routes), None).unwrap();
+    let proxy_config = Arc::clone(config.proxy.as_ref().unwrap());
+    let proxy = crate::proxy::Proxy::new(proxy_config, Box::new(crate::http::builtin(&HttpConfig::default())), None);
+    let hub = Arc::new(MetricsHub::new(1, 4, "test"));
+    let site = ShardSite::new(0, hub, None, 4).unwrap().with_outbound_links().unwrap();
+    let tx_buffer = Config::new([0; 6], SERVER_IP, 24).tcp.tx_buffer;
+    let mut p = Pair::handling(HttpConfig::default(), site, tx_buffer, proxy);
+    let listener = p.client.listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8000)).unwrap();
+    let h = p.connect();
+
+    // A download larger than a link holds (LINK_INPUT), and then an upload
+    // larger than its output: both byte-exact, on one upstream connection.
+    let body: Vec<u8> = (0..2_000_000u32).map(|i| (i % 251) as u8).collect();
+    let mut upload = format!("POST /up HTTP/1.1\r\nHost: site\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+    upload.extend_from_slice(&body);
+    let exchanges: [(&[u8], Vec<u8>); 2] = [
+        (b"GET /file HTTP/1.1\r\nHost: site\r\n\r\n", {
+            let mut r = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+            r.extend_from_slice(&body);
+            r
+        }),
+        (&upload, b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok".to_vec()),
+    ];
+    let mut upstream: Option<Handle> = None;
+    for (i, (request, response)) in exchanges.iter().enumerate() {
+        let (mut sent, mut answered) = (0, 0);
+        let (mut seen, mut got) = (Vec::new(), Vec::new());
+        let limit = p.now + Duration::from_secs(10);
+        p.run_until(limit, |p| {
+            if sent < request.len() {
+                sent += p.client.send(h, &request[sent..]).unwrap_or(0);
+            }
+            if let Some(conn) = p.client.accept(listener) {
+                assert!(upstream.is_none(), "exchange {i}: a second upstream connection, not the pooled one");
+                upstream = Some(conn);
+            }
+            let Some(up) = upstream else { return false };
+            drain(&mut p.client, up, &mut seen);
+            let head_end = seen.windows(4).position(|w| w == b"\r\n\r\n").map(|at| at + 4);
+            let whole = head_end.is_some_and(|end| seen.len() - end >= request.len() - head_end_of(request));
+            if whole && answered < response.len() {
+                answered += p.client.send(up, &response[answered..]).unwrap_or(0);
+            }
+            let _ = p.read(h, &mut got);
+            split_response(&got).is_some()
+        });
+        let text = String::from_utf8_lossy(&seen[..head_end_of(&seen)]).into_owned();
+        let line = String::from_utf8_lossy(&request[..request.iter().position(|&b| b == b'\r').unwrap()]).into_owned();
+        assert!(text.starts_with(&format!("{line}\r\n")), "exchange {i}: the upstream saw {text}");
+        assert!(text.contains("X-Forwarded-For: 10.0.0.2\r\n"), "exchange {i}: {text}");
+        assert!(seen[head_end_of(&seen)..] == request[head_end_of(request)..], "exchange {i}: the body upstream");
+        let (got_body, _) = split_response(&got).expect("a whole response");
+        let (want_body, _) = split_response(response).unwrap();
+        assert!(got_body == want_body, "exchange {i}: the body at the client, {} bytes", got_body.len());
+    }
+    let counters = *p.host.site.metrics_mut().proxy_mut();
+    assert_eq!((counters.forwarded, counters.connects, counters.reused), (2, 1, 1), "{counters:?}");
+
+    // Nothing listens on 8001: the client shard refuses, the client gets 502.
+    p.client.send(h, b"GET /gone/x HTTP/1.1\r\nHost: site\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let limit = p.now + Duration::from_secs(5);
+    p.run_until(limit, |p| {
+        let _ = p.read(h, &mut got);
+        split_response(&got).is_some()
+    });
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 502 "), "{}", String::from_utf8_lossy(&got));
+    assert_eq!(p.host.site.metrics_mut().proxy_mut().bad_gateway, 1);
+
+    // Draining closes the pooled link too: the upstream sees its FIN.
+    p.stop.store(true, Ordering::Relaxed);
+    p.client.close(h);
+    let up = upstream.unwrap();
+    let mut rest = Vec::new();
+    let limit = p.now + Duration::from_secs(5);
+    p.run_until(limit, |p| matches!(p.client.recv(up, &mut [0u8; 64]), Ok(0)) && p.host.finished());
+    drain(&mut p.client, up, &mut rest);
+    assert!(rest.is_empty(), "nothing after the FIN");
+}
+
+/// Where `message`'s head ends (after its blank line), or its length.
+fn head_end_of(message: &[u8]) -> usize {
+    message.windows(4).position(|w| w == b"\r\n\r\n").map_or(message.len(), |at| at + 4)
 }

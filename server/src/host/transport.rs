@@ -20,9 +20,11 @@
 //! backend's (a ring copy on the stack, one syscall on the kernel).
 
 use std::fmt;
+use std::io;
 use std::net::SocketAddr;
 
 use fairway_stack::Counters;
+use fairway_stack::time::Instant;
 
 use crate::metrics::ShardMetrics;
 
@@ -65,6 +67,29 @@ pub trait Transport {
 
     /// What `event` means to the host.
     fn classify(event: Self::Event) -> HostEvent<Self::Conn, Self::Listener>;
+
+    /// Why the connection an event [classified](Self::classify) as
+    /// [`HostEvent::Failed`] failed: refused, reset or timed out.
+    fn why_failed(event: Self::Event) -> io::ErrorKind {
+        let _ = event;
+        io::ErrorKind::ConnectionReset
+    }
+
+    /// Opens a connection to `to` (an upstream, say): its name at once,
+    /// its readiness later, as [`HostEvent::Ready`] once it is established
+    /// or [`HostEvent::Failed`] when it is not. Its bytes go plain, as
+    /// `recv` and `send` move them. The default, for a backend whose
+    /// outbound connections are kernel sockets the service opens itself
+    /// ([`crate::outbound`]), opens none.
+    ///
+    /// # Errors
+    ///
+    /// Why not at once: no route, no port, too many connections, or
+    /// [`io::ErrorKind::Unsupported`].
+    fn connect(&mut self, now: Instant, to: SocketAddr) -> Result<Self::Conn, io::ErrorKind> {
+        let _ = (now, to);
+        Err(io::ErrorKind::Unsupported)
+    }
 
     /// Starts listening on `port` (a backend with a listener bound in
     /// advance hands that one out and ignores the port).

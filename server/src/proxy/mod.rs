@@ -6,15 +6,18 @@
 //! client ─▶ shard: HttpConn ─▶ Proxy::request ── route ──▶ group ── balance ──▶ server
 //!                                   │                                            │
 //!            Handler::body ─────────┼──── request body (back-pressure) ─────────▶│ upstream socket
-//!            Handler::resume ◀──────┼──── response head ◀────────────────────────│ (pooled, kernel,
-//!            Handler::produce ◀─────┴──── response body, read into the window ◀──│  this shard's epoll)
+//!            Handler::resume ◀──────┼──── response head ◀────────────────────────│ (pooled: kernel
+//!            Handler::produce ◀─────┴──── response body, read into the window ◀──│  socket or link)
 //! ```
 //!
 //! Each shard has its own proxy: its own upstream connections, kept alive
-//! in per-server pools (`keepalive` idle ones each), registered in the
-//! shard's [`Outbound`] epoll, whose readiness wakes the exchange waiting
-//! on them. Nothing is shared between shards but the active health
-//! checks' verdicts.
+//! in per-server pools (`keepalive` idle ones each), held by the shard's
+//! [`Outbound`], whose readiness wakes the exchange waiting on them. An
+//! upstream connection is a kernel socket in that epoll, or, on the
+//! userspace backends for an upstream beyond the loopback, a link: a
+//! connection of the shard's own stack through the NIC, whose bytes the
+//! host moves ([`crate::outbound`]). Nothing is shared between shards but
+//! the active health checks' verdicts.
 //!
 //! - **Streaming both ways.** A request body goes upstream as it arrives,
 //!   through a bounded buffer ([`BODY_BUFFER`]); when the upstream does not
@@ -145,9 +148,52 @@ struct ServerState {
     down_until: Option<Instant>,
 }
 
+/// What an upstream connection is.
+enum Stream {
+    /// A kernel socket in the shard's epoll: an upstream on this host, or
+    /// any on the kernel backend.
+    Kernel(mio::net::TcpStream),
+    /// A link: a connection of the shard's own stack, through the NIC.
+    Link,
+}
+
+impl Stream {
+    fn read(&mut self, token: Token, outbound: &mut Outbound, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Kernel(stream) => stream.read(buf),
+            Stream::Link => outbound.read(token, buf),
+        }
+    }
+
+    fn write(&mut self, token: Token, outbound: &mut Outbound, data: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Kernel(stream) => stream.write(data),
+            Stream::Link => outbound.write(token, data),
+        }
+    }
+
+    /// Whether it is established; `Err` when it could not be.
+    fn connected(&mut self, token: Token, outbound: &Outbound) -> Result<bool, Failure> {
+        match self {
+            Stream::Kernel(stream) => {
+                match stream.take_error() {
+                    Ok(Some(e)) | Err(e) => return Err(Failure::Connect(e.kind())),
+                    Ok(None) => {}
+                }
+                match stream.peer_addr() {
+                    Ok(_) => Ok(true),
+                    Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
+                    Err(e) => Err(Failure::Connect(e.kind())),
+                }
+            }
+            Stream::Link => outbound.link_state(token).map_err(Failure::Connect),
+        }
+    }
+}
+
 /// One upstream connection (or the buffers of a closed one).
 struct Upstream {
-    stream: Option<mio::net::TcpStream>,
+    stream: Option<Stream>,
     token: Token,
     connected: bool,
     /// The upstream has closed its side.
@@ -308,12 +354,20 @@ impl Proxy {
         self.connect(g, s, outbound).map(|c| (c, false))
     }
 
-    /// Starts a new connection to server `s` of group `g`.
+    /// Starts a new connection to server `s` of group `g`: a link through
+    /// the NIC where the shard's host opens them and the server is not on
+    /// the loopback, a kernel socket otherwise.
     fn connect(&mut self, g: usize, s: usize, outbound: &mut Outbound) -> Result<usize, Failure> {
         let addr = self.config.groups[g].servers[s].addr;
-        let mut stream = mio::net::TcpStream::connect(addr).map_err(|e| Failure::Connect(e.kind()))?;
-        let _ = stream.set_nodelay(true);
-        let token = outbound.register(&mut stream).map_err(|e| Failure::Connect(e.kind()))?;
+        let (stream, token) = if outbound.through_nic(addr) {
+            let token = outbound.connect_link(addr).map_err(|e| Failure::Connect(e.kind()))?;
+            (Stream::Link, token)
+        } else {
+            let mut stream = mio::net::TcpStream::connect(addr).map_err(|e| Failure::Connect(e.kind()))?;
+            let _ = stream.set_nodelay(true);
+            let token = outbound.register(&mut stream).map_err(|e| Failure::Connect(e.kind()))?;
+            (Stream::Kernel(stream), token)
+        };
         let c = self.free.pop().unwrap_or_else(|| {
             self.conns.push(Upstream {
                 stream: None,
@@ -340,10 +394,12 @@ impl Proxy {
     /// Closes connection `c` and frees its entry.
     fn close(&mut self, c: usize, outbound: &mut Outbound) {
         let up = &mut self.conns[c];
-        if let Some(mut stream) = up.stream.take() {
-            outbound.deregister(&mut stream, up.token);
-            self.free.push(c);
+        match up.stream.take() {
+            Some(Stream::Kernel(mut stream)) => outbound.deregister(&mut stream, up.token),
+            Some(Stream::Link) => outbound.close_link(up.token),
+            None => return,
         }
+        self.free.push(c);
     }
 
     /// Frees what cancelled exchanges left.
@@ -409,30 +465,21 @@ impl Proxy {
 
     /// Moves `ex`'s request along: finishes connecting, writes what is
     /// queued, reads what came back. `Err` when the connection failed.
-    fn advance(&mut self, ex: Exchange, now: Instant) -> Result<(), Failure> {
+    fn advance(&mut self, ex: Exchange, now: Instant, outbound: &mut Outbound) -> Result<(), Failure> {
         let Some(f) = self.exchanges.get_mut(ex) else { return Ok(()) };
         let up = &mut self.conns[f.conn];
         let Some(stream) = &mut up.stream else { return Err(Failure::Closed) };
         if !up.connected {
-            match stream.take_error() {
-                Ok(Some(e)) | Err(e) => return Err(Failure::Connect(e.kind())),
-                Ok(None) => {}
+            if !stream.connected(up.token, outbound)? {
+                return if now >= f.deadline { Err(Failure::ConnectTimeout) } else { Ok(()) };
             }
-            match stream.peer_addr() {
-                Ok(_) => {
-                    up.connected = true;
-                    if f.body_done {
-                        f.deadline = after(now, self.config.groups[f.group].first_byte_timeout);
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => {
-                    return if now >= f.deadline { Err(Failure::ConnectTimeout) } else { Ok(()) };
-                }
-                Err(e) => return Err(Failure::Connect(e.kind())),
+            up.connected = true;
+            if f.body_done {
+                f.deadline = after(now, self.config.groups[f.group].first_byte_timeout);
             }
         }
         while up.sent < up.out.len() {
-            match stream.write(&up.out[up.sent..]) {
+            match stream.write(up.token, outbound, &up.out[up.sent..]) {
                 Ok(0) => return Err(Failure::Closed),
                 Ok(n) => up.sent += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -447,9 +494,18 @@ impl Proxy {
             up.sent = 0;
         }
         if f.phase == Phase::Request {
-            fill(up)?;
+            fill(up, outbound)?;
         }
         Ok(())
+    }
+
+    /// [`advance`](Self::advance) with the site's outbound sockets.
+    fn advance_in(&mut self, ex: Exchange, cx: &mut Context<'_>) -> Result<(), Failure> {
+        let now = cx.now();
+        match cx.site.outbound() {
+            Some(outbound) => self.advance(ex, now, outbound),
+            None => Err(Failure::Closed),
+        }
     }
 
     /// Answers `ex` from its upstream when the response head is in;
@@ -457,7 +513,7 @@ impl Proxy {
     fn answer(&mut self, cx: &mut Context<'_>, mut res: Response<'_>) -> Reply {
         let (ex, now) = (cx.exchange(), cx.now());
         loop {
-            let step = self.advance(ex, now);
+            let step = self.advance_in(ex, cx);
             let Some(f) = self.exchanges.get_mut(ex) else { return res.error(502) };
             // A failure met while the body was taken is final: some of it
             // is gone.
@@ -634,7 +690,7 @@ impl Proxy {
         if request_body == RequestBody::Empty {
             return self.answer(cx, res);
         }
-        if let Err(failure) = self.advance(ex, now)
+        if let Err(failure) = self.advance_in(ex, cx)
             && let Some(f) = self.exchanges.get_mut(ex)
         {
             f.failed = Some(failure);
@@ -644,7 +700,7 @@ impl Proxy {
     }
 
     /// Streams the response body of `ex` into `out`.
-    fn stream(&mut self, ex: Exchange, now: Instant, out: &mut [u8]) -> Streamed {
+    fn stream(&mut self, ex: Exchange, now: Instant, out: &mut [u8], outbound: &mut Outbound) -> Streamed {
         let Some(f) = self.exchanges.get_mut(ex) else { return Streamed::Failed(Failure::Closed) };
         let (body, remaining, reusable) = match f.phase {
             Phase::Body { body, remaining, reusable } => (body, remaining, reusable),
@@ -667,7 +723,7 @@ impl Proxy {
                 } else if let Some(stream) = &mut up.stream {
                     // Straight into the client's window.
                     loop {
-                        match stream.read(&mut out[..want]) {
+                        match stream.read(up.token, outbound, &mut out[..want]) {
                             Ok(0) => up.eof = true,
                             Ok(k) => n = k,
                             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -690,7 +746,7 @@ impl Proxy {
             }
             ResponseBody::Chunked => {
                 if up.taken == up.filled
-                    && let Err(e) = fill(up)
+                    && let Err(e) = fill(up, outbound)
                 {
                     failure = Some(e);
                 }
@@ -754,13 +810,13 @@ enum Streamed {
 
 /// Reads what the upstream sent into `up.input` (as far as it holds),
 /// noting its close.
-fn fill(up: &mut Upstream) -> Result<(), Failure> {
+fn fill(up: &mut Upstream, outbound: &mut Outbound) -> Result<(), Failure> {
     let Some(stream) = &mut up.stream else { return Err(Failure::Closed) };
     if up.taken == up.filled {
         (up.taken, up.filled) = (0, 0);
     }
     while !up.eof && up.filled < up.input.len() {
-        match stream.read(&mut up.input[up.filled..]) {
+        match stream.read(up.token, outbound, &mut up.input[up.filled..]) {
             Ok(0) => up.eof = true,
             Ok(n) => up.filled += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -785,7 +841,7 @@ impl Handler for Proxy {
         if f.failed.is_some() {
             return data.len(); // dropped: the failure is answered at the body's end
         }
-        let step = self.advance(ex, cx.now());
+        let step = self.advance_in(ex, cx);
         if let Err(failure @ (Failure::Connect(_) | Failure::ConnectTimeout)) = step
             && self.next_server(ex, cx, failure)
         {
@@ -812,7 +868,7 @@ impl Handler for Proxy {
         } else {
             up.out.extend_from_slice(&data[..take]);
         }
-        if let Err(failure) = self.advance(ex, cx.now())
+        if let Err(failure) = self.advance_in(ex, cx)
             && let Some(f) = self.exchanges.get_mut(ex)
         {
             f.failed = Some(failure);
@@ -846,7 +902,8 @@ impl Handler for Proxy {
         if self.exchanges.get_mut(ex).is_none() {
             return self.fallback.produce(cx, out);
         }
-        match self.stream(ex, now, out) {
+        let Some(outbound) = cx.site.outbound() else { return Produce::Cut };
+        match self.stream(ex, now, out, outbound) {
             Streamed::Data(n) => Produce::Data(n),
             Streamed::End(n, reusable) => {
                 if let Some(outbound) = cx.site.outbound() {

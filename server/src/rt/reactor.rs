@@ -97,6 +97,12 @@ impl<X: Transport> Transport for Shared<X> {
     fn classify(event: X::Event) -> HostEvent<X::Conn, X::Listener> {
         X::classify(event)
     }
+    fn why_failed(event: X::Event) -> io::ErrorKind {
+        X::why_failed(event)
+    }
+    fn connect(&mut self, now: Instant, to: SocketAddr) -> Result<X::Conn, io::ErrorKind> {
+        self.0.borrow_mut().connect(now, to)
+    }
     fn listen(&mut self, port: u16) -> Result<X::Listener, String> {
         self.0.borrow_mut().listen(port)
     }

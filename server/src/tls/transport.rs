@@ -330,6 +330,18 @@ where
         T::classify(event)
     }
 
+    fn why_failed(event: T::Event) -> std::io::ErrorKind {
+        T::why_failed(event)
+    }
+
+    /// A plain connection (an upstream's): no session is made for it.
+    fn connect(&mut self, now: fairway_stack::time::Instant, to: SocketAddr) -> Result<T::Conn, std::io::ErrorKind> {
+        let conn = self.inner.connect(now, to)?;
+        // A name reused from a TLS connection must not find its session.
+        self.end_session(conn);
+        Ok(conn)
+    }
+
     fn listen(&mut self, port: u16) -> Result<T::Listener, String> {
         let listener = self.inner.listen(port)?;
         if self.tls_ports.contains(&port) {

@@ -4,9 +4,11 @@
 //! `recv_with` lends the receive ring itself, so async readers copy once, and
 //! `send_with` the send ring, so file bodies are read straight into it.
 
+use std::io;
 use std::net::{SocketAddr, SocketAddrV4};
 
-use fairway_stack::{Event, Handle, Listener, RecvError, SendError, Shard};
+use fairway_stack::time::Instant;
+use fairway_stack::{ConnectError, ConnectionError, Event, Handle, Listener, RecvError, SendError, Shard};
 
 use crate::host::{HostEvent, Transport, TransportError};
 use crate::metrics::ShardMetrics;
@@ -40,6 +42,23 @@ impl Transport for Shard {
             Event::Readable(h) | Event::Writable(h) | Event::HangUp(h) | Event::Connected(h) => HostEvent::Ready(h),
             Event::Error(h, _) => HostEvent::Failed(h),
         }
+    }
+
+    fn why_failed(event: Event) -> io::ErrorKind {
+        match event {
+            Event::Error(_, ConnectionError::Refused) => io::ErrorKind::ConnectionRefused,
+            Event::Error(_, ConnectionError::TimedOut) => io::ErrorKind::TimedOut,
+            _ => io::ErrorKind::ConnectionReset,
+        }
+    }
+
+    fn connect(&mut self, now: Instant, to: SocketAddr) -> Result<Handle, io::ErrorKind> {
+        Shard::connect(self, now, to).map_err(|e| match e {
+            ConnectError::InvalidAddress => io::ErrorKind::InvalidInput,
+            ConnectError::NoRoute => io::ErrorKind::HostUnreachable,
+            ConnectError::NoPort => io::ErrorKind::AddrNotAvailable,
+            ConnectError::TooManyConnections => io::ErrorKind::QuotaExceeded,
+        })
     }
 
     fn listen(&mut self, port: u16) -> Result<Listener, String> {
