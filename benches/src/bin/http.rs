@@ -20,7 +20,7 @@ use fairway::runtime::signals::stop_on_signals;
 use fairway_benches::cli::{at_least_one, seconds, testbed_prefix};
 use fairway_benches::http::measure::{Bench, Outcome, Stop};
 use fairway_benches::http::openloop;
-use fairway_benches::http::plan::{Case, Cores, Group, Programs, Subject, cpu_list, select};
+use fairway_benches::http::plan::{Case, Cores, Group, Programs, Subject, UpstreamAt, cpu_list, select};
 use fairway_benches::http::report::{Report, Row, Summary, result_path, today};
 use fairway_benches::http::site::RunFiles;
 use fairway_tests::testbed::{self, Testbed, TestbedConfig};
@@ -67,6 +67,9 @@ server's cores), ratios to proxy-nginx:
   proxy-kernel     kernel with that --upstream, 10.77.0.1:8084
   proxy-nginx      nginx, proxy_pass to a keep-alive upstream pool,
                    10.77.0.1:8090
+With --nic-upstream the upstream runs in the client's namespace instead,
+at 10.77.0.10:9080 (still on the server's cores): proxy-afxdp reaches it
+through its own stack, the others through fw0.
 The axum example (server/examples/axum_app.rs), ratios to axum-tokio:
   axum-afxdp       the example with afxdp's flags (no --root), port 80
   axum-kernel      the example on kernel sockets, 10.77.0.1:8081
@@ -165,6 +168,13 @@ struct Cli {
     #[arg(long, value_name = "N", default_value_t = testbed::MTU, value_parser = testbed::parse_mtu)]
     #[arg(verbatim_doc_comment)]
     mtu: u32,
+    /// The proxies' upstream in the client's namespace
+    ///
+    /// At 10.77.0.10:9080 (still on the server's cores) instead of the
+    /// server namespace's loopback: Fairway over AF_XDP then reaches it
+    /// through its own stack, the kernel proxies and nginx through fw0.
+    #[arg(long, verbatim_doc_comment)]
+    nic_upstream: bool,
     /// Receive processing on the sending core (no RPS)
     ///
     /// Leaves the kernel's receive processing where it runs by default: in
@@ -225,6 +235,7 @@ impl Cli {
             prefix: self.prefix,
             rx_steering: self.rx_steering,
             mtu: self.mtu,
+            upstream: if self.nic_upstream { UpstreamAt::BeyondNic } else { UpstreamAt::Loopback },
         })
     }
 }
@@ -245,6 +256,7 @@ struct Args {
     prefix: String,
     rx_steering: bool,
     mtu: u32,
+    upstream: UpstreamAt,
 }
 
 /// The servers that run without `--servers`: every one but those of the
@@ -382,7 +394,8 @@ fn run(args: &Args) -> Result<(), Failure> {
     let total = std::thread::available_parallelism().map_or(1, usize::from);
     let cores = Cores::split(total, args.server_cores).map_err(failed)?;
     let interrupted = stop_on_signals().map_err(|e| failed(format!("cannot handle signals: {e}")))?;
-    let files = RunFiles::create(cores.server.len()).map_err(|e| failed(format!("writing the site: {e}")))?;
+    let files =
+        RunFiles::create(cores.server.len(), args.upstream).map_err(|e| failed(format!("writing the site: {e}")))?;
     // The kernel's receive processing on each side's own cores, as on two
     // machines (see TestbedConfig::rx_cpus), unless --no-rx-steering.
     let mut config = TestbedConfig::new(args.prefix.clone())
@@ -403,6 +416,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         duration: args.duration,
         warm_up: args.warm_up,
         interrupted: &interrupted,
+        upstream: args.upstream,
     };
     let measured = measure(args, &bench);
     if let Err(e) = tb.down() {
@@ -449,6 +463,7 @@ fn measure(args: &Args, bench: &Bench<'_>) -> Result<Report, Failure> {
     measure_cases(args, bench, &open_loop, &rate_of, &mut runs)?;
     let mut report = summarise(runs);
     report.mtu = args.mtu;
+    report.upstream = args.upstream;
     report.latency_rate = built_in.ok();
     report.axum_latency_rate = axum.ok();
     Ok(report)
@@ -529,7 +544,7 @@ fn summarise(runs: Vec<(Subject, Case, Vec<Outcome>)>) -> Report {
             Row { server, case, outcome: Summary::of(&ok).ok_or(why) }
         })
         .collect();
-    Report { rows, latency_rate: None, axum_latency_rate: None, mtu: testbed::MTU }
+    Report { rows, latency_rate: None, axum_latency_rate: None, mtu: testbed::MTU, upstream: UpstreamAt::Loopback }
 }
 
 /// `path` as the committed report names it: relative to the repository,
@@ -652,6 +667,7 @@ mod tests {
                 prefix: "fwhttp".to_owned(),
                 rx_steering: true,
                 mtu: testbed::MTU,
+                upstream: UpstreamAt::Loopback,
             }
         );
         assert_eq!((a.duration, a.rounds, a.warm_up), (Duration::from_secs(10), 1, Duration::from_secs(1)));
@@ -709,6 +725,7 @@ mod tests {
             "--no-rx-steering",
             "--mtu",
             "9000",
+            "--nic-upstream",
         ])
         .unwrap();
         assert_eq!(
@@ -727,6 +744,7 @@ mod tests {
                 prefix: "hb".into(),
                 rx_steering: false,
                 mtu: 9000,
+                upstream: UpstreamAt::BeyondNic,
             }
         );
         assert_eq!(fairway_binary(&a), Some(PathBuf::from("/x/fairway")));

@@ -14,7 +14,7 @@ use fairway_tests::testbed::{self, ServerProcess, Testbed};
 use super::openloop::outcome::OpenLoopOutcome;
 use super::openloop::server_cpu::ProcessTree;
 use super::plan::{
-    Case, Cores, Group, PLAINTEXT_BODY, Programs, STATIC_BYTES, Subject, expected_comm, server_command,
+    Case, Cores, Group, PLAINTEXT_BODY, Programs, STATIC_BYTES, Subject, UpstreamAt, expected_comm, server_command,
     upstream_command,
 };
 use super::site::RunFiles;
@@ -58,6 +58,8 @@ pub struct Bench<'a> {
     pub warm_up: Duration,
     /// Raised by Ctrl-C.
     pub interrupted: &'a AtomicBool,
+    /// Where the proxies' upstream runs.
+    pub upstream: UpstreamAt,
 }
 
 impl Bench<'_> {
@@ -97,15 +99,19 @@ impl Bench<'_> {
         };
         // The proxies' upstream runs beside them, for their runs only.
         let _upstream = if server.group() == Group::Proxy {
-            let line = upstream_command(&self.cores, &self.programs.fairway, self.files.dir());
-            match ServerProcess::spawn(&self.tb.server_ns(), &line, STOP_GRACE) {
+            let line = upstream_command(&self.cores, &self.programs.fairway, self.files.dir(), self.upstream);
+            let ns = match self.upstream {
+                UpstreamAt::Loopback => self.tb.server_ns(),
+                UpstreamAt::BeyondNic => self.tb.client_ns(0),
+            };
+            match ServerProcess::spawn(&ns, &line, STOP_GRACE) {
                 Ok(process) => Some(process),
                 Err(e) => return Ok(fail_all(format!("could not start the upstream: {e}"))),
             }
         } else {
             None
         };
-        let line = server_command(server, &self.cores, program, self.files.dir());
+        let line = server_command(server, &self.cores, program, self.files.dir(), self.upstream);
         let mut running = match ServerProcess::spawn(&self.tb.server_ns(), &line, STOP_GRACE) {
             Ok(process) if server.is_nginx() => process.with_log(self.files.site().log()),
             Ok(process) => process,

@@ -72,8 +72,37 @@ pub enum Subject {
     ProxyNginx,
 }
 
-/// Where the proxies' upstream listens, in the server's namespace.
+/// Where the proxies' upstream listens by default, in the server's
+/// namespace.
 pub const UPSTREAM: &str = "127.0.0.1:9080";
+
+/// Where the proxies' upstream listens with `--nic-upstream`: the
+/// client's namespace, its address (host 10 of the testbed's subnet).
+pub const UPSTREAM_BEYOND_NIC: &str = "10.77.0.10:9080";
+
+/// Where the proxies' upstream runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UpstreamAt {
+    /// On the server namespace's loopback ([`UPSTREAM`]): every proxy
+    /// reaches it through a kernel socket.
+    #[default]
+    Loopback,
+    /// In the client's namespace ([`UPSTREAM_BEYOND_NIC`]), still on the
+    /// server's cores: Fairway over AF_XDP reaches it through its own stack
+    /// (a link), the kernel proxies through fw0.
+    BeyondNic,
+}
+
+impl UpstreamAt {
+    /// Its address and port.
+    #[must_use]
+    pub fn addr(self) -> &'static str {
+        match self {
+            UpstreamAt::Loopback => UPSTREAM,
+            UpstreamAt::BeyondNic => UPSTREAM_BEYOND_NIC,
+        }
+    }
+}
 
 impl Subject {
     /// Every server, in the order they run and are listed: the built-in
@@ -573,7 +602,13 @@ pub fn cpu_list(cores: &[usize]) -> String {
 /// nginx reads the configuration its [`Site`](nginx::Site) wrote in
 /// `site_dir`.
 #[must_use]
-pub fn server_command(server: Subject, cores: &Cores, program: &Path, site_dir: &Path) -> Vec<String> {
+pub fn server_command(
+    server: Subject,
+    cores: &Cores,
+    program: &Path,
+    site_dir: &Path,
+    upstream: UpstreamAt,
+) -> Vec<String> {
     let shards = cores.server.len().to_string();
     let root = site_dir.join("root").display().to_string();
     let program = program.display().to_string();
@@ -590,7 +625,7 @@ pub fn server_command(server: Subject, cores: &Cores, program: &Path, site_dir: 
     let (cert, key) = (site_dir.join(TLS_CERT).display().to_string(), site_dir.join(TLS_KEY).display().to_string());
     let tls = ["--tls-only", "--tls-cert", cert.as_str(), "--tls-key", key.as_str()];
     let tls_listen = format!("{SERVER_IP}:{}", server.port());
-    let upstream = format!("app=http://{UPSTREAM}");
+    let upstream = format!("app=http://{}", upstream.addr());
     let words = match server {
         Subject::FairwayAfxdp | Subject::BaselineAfxdp => owned(&[&[&program], &afxdp, &served, &quiet]),
         Subject::FairwayAfxdp6 => {
@@ -616,14 +651,14 @@ pub fn server_command(server: Subject, cores: &Cores, program: &Path, site_dir: 
 }
 
 /// `taskset -c CPUS` and the proxies' upstream: Fairway on kernel sockets
-/// at [`UPSTREAM`], serving `/plaintext` and the site's files, one shard
-/// per server core (it shares them with the proxy, whichever that is).
+/// at `upstream`, serving `/plaintext` and the site's files, one shard per
+/// server core (it shares them with the proxy, whichever that is).
 #[must_use]
-pub fn upstream_command(cores: &Cores, program: &Path, site_dir: &Path) -> Vec<String> {
+pub fn upstream_command(cores: &Cores, program: &Path, site_dir: &Path, upstream: UpstreamAt) -> Vec<String> {
     let shards = cores.server.len().to_string();
     let root = site_dir.join("root").display().to_string();
     let program = program.display().to_string();
-    let words = [&program, "--backend", "kernel", "--listen", UPSTREAM, "--shards", &shards, "--root", &root];
+    let words = [&program, "--backend", "kernel", "--listen", upstream.addr(), "--shards", &shards, "--root", &root];
     let mut line: Vec<String> = vec!["taskset".into(), "-c".into(), cpu_list(&cores.server)];
     line.extend(owned(&[&words, &["--log", "warn"]]));
     line
@@ -708,7 +743,7 @@ mod tests {
     fn every_server_gets_the_same_cores() {
         let cores = Cores::split(4, None).unwrap();
         let (fairway, site) = (Path::new("/t/release/fairway"), Path::new("/dev/shm/site"));
-        let line = |server| server_command(server, &cores, fairway, site).join(" ");
+        let line = |server| server_command(server, &cores, fairway, site, UpstreamAt::Loopback).join(" ");
         assert_eq!(
             line(Subject::FairwayAfxdp),
             "taskset -c 0,1 /t/release/fairway --backend afxdp --iface fw0 --ip 10.77.0.1/24 --queues 2 --shards 2 \
@@ -743,7 +778,8 @@ mod tests {
             axum_tokio: "/t/release/axum_tokio".into(),
         };
         let site = Path::new("/dev/shm/site");
-        let line = |server| server_command(server, &cores, programs.of(server).unwrap(), site).join(" ");
+        let line =
+            |server| server_command(server, &cores, programs.of(server).unwrap(), site, UpstreamAt::Loopback).join(" ");
         assert_eq!(
             line(Subject::AxumAfxdp),
             "taskset -c 0,1 /t/release/examples/axum_app --backend afxdp --iface fw0 --ip 10.77.0.1/24 --queues 2 \
@@ -842,7 +878,7 @@ mod tests {
         let cores = Cores::split(4, None).unwrap();
         let (fairway, site) = (Path::new("/t/release/fairway"), Path::new("/dev/shm/site"));
         assert_eq!(
-            server_command(Subject::FairwayAfxdp6, &cores, fairway, site).join(" "),
+            server_command(Subject::FairwayAfxdp6, &cores, fairway, site, UpstreamAt::Loopback).join(" "),
             "taskset -c 0,1 /t/release/fairway --backend afxdp --iface fw0 --ip 10.77.0.1/24 --queues 2 --shards 2 \
              --ip fd77::1/64 --root /dev/shm/site/root --log warn"
         );

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::plan::{Case, Group, Subject, UPSTREAM};
+use super::plan::{Case, Group, Subject, UpstreamAt};
 use super::wrk::{WrkResult, format_latency};
 use crate::stats::median;
 
@@ -73,6 +73,8 @@ pub struct Report {
     pub axum_latency_rate: Option<f64>,
     /// The MTU of every link it was measured on.
     pub mtu: u32,
+    /// Where the proxies' upstream ran.
+    pub upstream: UpstreamAt,
 }
 
 impl Report {
@@ -162,7 +164,7 @@ impl Report {
     pub fn text_table(&self) -> String {
         let mut out = String::new();
         for group in self.groups() {
-            if let Some(title) = group_title(group) {
+            if let Some(title) = group_title(group, self.upstream) {
                 if !out.is_empty() {
                     out.push('\n');
                 }
@@ -183,7 +185,7 @@ impl Report {
     pub fn markdown_table(&self) -> String {
         let mut out = String::new();
         for group in self.groups() {
-            if let Some(title) = group_title(group) {
+            if let Some(title) = group_title(group, self.upstream) {
                 if !out.is_empty() {
                     out.push('\n');
                 }
@@ -438,7 +440,7 @@ impl Report {
 /// What comes above a group's tables: nothing for the built-in server's,
 /// which comes first; for the axum group, what its rows are and what they
 /// are compared with.
-fn group_title(group: Group) -> Option<String> {
+fn group_title(group: Group, upstream: UpstreamAt) -> Option<String> {
     match group {
         Group::BuiltIn => None,
         Group::Tls => Some(format!(
@@ -452,9 +454,16 @@ fn group_title(group: Group) -> Option<String> {
             Group::Axum.baseline()
         )),
         Group::Proxy => Some(format!(
-            "Reverse proxies in front of one upstream (Fairway on kernel sockets at {UPSTREAM}, sharing the \
+            "Reverse proxies in front of one upstream (Fairway on kernel sockets at {}{}, sharing the \
              server's cores): Fairway with --upstream, and nginx with proxy_pass and a keep-alive pool ({}), \
              which the ratios are to; CPU per request is the proxy's alone:",
+            upstream.addr(),
+            match upstream {
+                UpstreamAt::Loopback => "",
+                UpstreamAt::BeyondNic => {
+                    " in the client's namespace, beyond the NIC: Fairway over AF_XDP reaches it through its own stack"
+                }
+            },
             Group::Proxy.baseline()
         )),
     }
@@ -610,6 +619,7 @@ mod tests {
             latency_rate: None,
             axum_latency_rate: None,
             mtu: 1500,
+            upstream: UpstreamAt::Loopback,
         }
     }
 
@@ -625,6 +635,7 @@ mod tests {
             latency_rate: None,
             axum_latency_rate: None,
             mtu: 1500,
+            upstream: UpstreamAt::Loopback,
         };
         let lines = report.proxy_lines();
         assert_eq!(
@@ -668,6 +679,7 @@ mod tests {
             latency_rate: None,
             axum_latency_rate: None,
             mtu: 1500,
+            upstream: UpstreamAt::Loopback,
         };
         let table = report.text_table();
         let line = table.lines().nth(1).unwrap();
@@ -771,6 +783,7 @@ mod tests {
             latency_rate: None,
             axum_latency_rate: None,
             mtu: 1500,
+            upstream: UpstreamAt::Loopback,
         };
         assert!(pipes.markdown_table().contains("a\\|b"));
     }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use fairway_tests::certificate::{KeyKind, self_signed};
 use fairway_tests::nginx::{NginxConfig, SiteDir, TLS_CERT, TLS_KEY};
 
-use super::plan::{PLAINTEXT_BODY, SERVER_IP, STATIC_BYTES, STATIC_FILE, Subject, UPSTREAM};
+use super::plan::{PLAINTEXT_BODY, SERVER_IP, STATIC_BYTES, STATIC_FILE, Subject, UpstreamAt};
 use super::wrk::PIPELINE_SCRIPT;
 
 /// The site and the script; removed when dropped.
@@ -21,16 +21,17 @@ pub struct RunFiles {
 }
 
 impl RunFiles {
-    /// Writes the files, nginx with `workers` workers.
+    /// Writes the files, nginx with `workers` workers, its proxy to
+    /// `upstream`.
     ///
     /// # Errors
     ///
     /// When a file cannot be written (what was written is removed).
-    pub fn create(workers: usize) -> io::Result<RunFiles> {
+    pub fn create(workers: usize, upstream: UpstreamAt) -> io::Result<RunFiles> {
         let ip = SERVER_IP.parse().map_err(io::Error::other)?;
         let mut config = NginxConfig::benchmark(SocketAddrV4::new(ip, Subject::Nginx.port()), workers, PLAINTEXT_BODY);
         config.tls = Some(SocketAddrV4::new(ip, Subject::TlsNginx.port()));
-        config.proxy = Some((SocketAddrV4::new(ip, Subject::ProxyNginx.port()), UPSTREAM.to_owned()));
+        config.proxy = Some((SocketAddrV4::new(ip, Subject::ProxyNginx.port()), upstream.addr().to_owned()));
         let site = SiteDir::new(&config)?.with_pattern(&format!("/{STATIC_FILE}"), STATIC_BYTES)?;
         let script = site.write("pipeline.lua", PIPELINE_SCRIPT)?;
         // What every HTTPS server of the run serves.
@@ -67,7 +68,7 @@ mod tests {
 
     #[test]
     fn a_site_holds_everything_and_is_removed_when_dropped() {
-        let files = RunFiles::create(2).unwrap();
+        let files = RunFiles::create(2, UpstreamAt::Loopback).unwrap();
         let dir = files.dir().to_path_buf();
         let body = fs::read(dir.join("root").join(STATIC_FILE)).unwrap();
         assert_eq!(body.len() as u64, STATIC_BYTES);
