@@ -46,6 +46,16 @@ use mio::{Events, Interest, Poll, Token};
 /// How many readiness events one [`Outbound::dispatch`] takes.
 const EVENTS: usize = 256;
 
+/// Whether `addr` is on the loopback (IPv4's, IPv6's, or IPv4's mapped),
+/// which only the kernel reaches.
+#[must_use]
+pub fn is_loopback(addr: SocketAddr) -> bool {
+    match addr {
+        SocketAddr::V4(a) => a.ip().is_loopback(),
+        SocketAddr::V6(a) => a.ip().is_loopback() || a.ip().to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+    }
+}
+
 /// What a link holds of its connection's input until the service reads it.
 pub const LINK_INPUT: usize = 64 * 1024;
 
@@ -179,11 +189,7 @@ impl Outbound {
     /// reaches.
     #[must_use]
     pub fn through_nic(&self, to: SocketAddr) -> bool {
-        let loopback = match to {
-            SocketAddr::V4(a) => a.ip().is_loopback(),
-            SocketAddr::V6(a) => a.ip().is_loopback() || a.ip().to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
-        };
-        self.links_on && !loopback
+        self.links_on && !is_loopback(to)
     }
 
     /// The descriptor the shard's loop sleeps on: readable while a socket

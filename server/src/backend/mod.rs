@@ -84,7 +84,8 @@ impl Application {
         };
         Ok(ShardService::Http(match &config.proxy {
             Some(proxy) => {
-                let (proxy, health) = (Arc::clone(proxy), crate::proxy::health::start(proxy));
+                let through_nic = config.backend != crate::config::Backend::Kernel;
+                let (proxy, health) = (Arc::clone(proxy), crate::proxy::health::start(proxy, through_nic));
                 Arc::new(move || Box::new(Proxy::new(Arc::clone(&proxy), make(), health.clone())) as Box<dyn Handler>)
             }
             None => make,
