@@ -476,7 +476,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 45] = [
+        let per_shard: [(&str, &str, &str, Get); 46] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -542,6 +542,12 @@ impl MetricsHub {
                 "counter",
                 "Closed connections given up after the user timeout with their data held by a zero window.",
                 |m| m.stack.as_ref().map(|c| c.orphans_given_up),
+            ),
+            (
+                "fairway_tcp_time_wait_reused_total",
+                "counter",
+                "Outgoing connections that took over a four-tuple in TIME-WAIT (held 1 s or more, timestamps on).",
+                |m| m.stack.as_ref().map(|c| c.time_wait_reused),
             ),
             ("fairway_icmp_echo_replies_total", "counter", "ICMP and ICMPv6 echo replies sent.", |m| {
                 m.stack.as_ref().map(|c| c.echo_replies)

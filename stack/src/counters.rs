@@ -195,6 +195,9 @@ pub struct Counters {
     /// Closed connections given up after the user timeout in persist: the
     /// peer kept its window shut on the data left to send.
     pub orphans_given_up: u64,
+    /// Active opens that took over a four-tuple in TIME-WAIT (see
+    /// `Connection::reusable_time_wait`).
+    pub time_wait_reused: u64,
     /// Bytes of pooled buffers freed because a whole trim interval did not
     /// need them (see `BufferPool::trim`): memory handed back after a burst.
     pub pool_bytes_trimmed: u64,
@@ -247,6 +250,7 @@ impl Default for Counters {
             syn_cookies_accepted: 0,
             mss_raised: 0,
             orphans_given_up: 0,
+            time_wait_reused: 0,
         }
     }
 }

@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use crate::api::{ConnectError, Event, FlowStats, Handle, ListenError, Listener, RecvError, SendError};
 use crate::flow_table::FourTuple;
 use crate::pool::{Key, Slab};
-use crate::tcp::State;
 use crate::tcp::connection::Connection;
+use crate::tcp::{SeqNumber, State};
 use crate::time::Instant;
 
 use super::ipv4::is_unicast;
@@ -136,16 +136,31 @@ impl Shard {
         if self.conns.len() >= self.config.limits.max_connections {
             return Err(ConnectError::TooManyConnections);
         }
-        let tuple = self.pick_local_port(local, remote).ok_or(ConnectError::NoPort)?;
+        let (tuple, least_iss) = self.pick_local_port(now, local, remote).ok_or(ConnectError::NoPort)?;
         let iss = self.isn.isn(now, &tuple);
+        let iss = match least_iss {
+            Some(least) if iss.lt(least) => least,
+            _ => iss,
+        };
         let key = self.insert_connection(Connection::connect(Key::default(), tuple, iss, now, &self.env.0));
         self.sync(key);
         Ok(Handle(key))
     }
 
     /// A free local port at our address `local` (IPv4-mapped for IPv4)
-    /// for a connection to `to`, whose flow this shard owns.
-    pub(super) fn pick_local_port(&mut self, local: core::net::Ipv6Addr, to: SocketAddr) -> Option<FourTuple> {
+    /// for a connection to `to`, whose flow this shard owns: one no
+    /// connection uses, or one whose connection is in TIME-WAIT and may
+    /// be taken over ([`Connection::reusable_time_wait`]), which is then
+    /// removed, with the least ISS its successor may start from. Without
+    /// the latter, a shard opening connections to one peer faster than
+    /// its ports leave TIME-WAIT (16,384 ports per 60 s: 273 a second)
+    /// would run out.
+    pub(super) fn pick_local_port(
+        &mut self,
+        now: Instant,
+        local: core::net::Ipv6Addr,
+        to: SocketAddr,
+    ) -> Option<(FourTuple, Option<SeqNumber>)> {
         let (lo, hi) = self.config.tcp.ephemeral_ports;
         let (lo, hi) = (lo.min(hi), lo.max(hi));
         let span = (hi - lo) as u32 + 1;
@@ -157,8 +172,15 @@ impl Shard {
             }
             let tuple = FourTuple::new(SocketAddr::new(local.to_canonical(), port), to);
             let owned = self.config.steering.is_none_or(|s| s.owns(&tuple));
-            if owned && !self.flows.contains(&tuple) && !self.listener_ports.contains_key(&port) {
-                return Some(tuple);
+            if !owned || self.listener_ports.contains_key(&port) {
+                continue;
+            }
+            let Some(key) = self.flows.get(&tuple) else { return Some((tuple, None)) };
+            let time_wait = self.config.tcp.time_wait;
+            if let Some(least) = self.conns.get(key).and_then(|c| c.reusable_time_wait(now, time_wait)) {
+                self.remove_connection(key);
+                self.env.0.counters.time_wait_reused += 1;
+                return Some((tuple, Some(least)));
             }
         }
         None

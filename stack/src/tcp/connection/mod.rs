@@ -38,6 +38,10 @@ use crate::wire::{Flags, TCP_HEADER_LEN, TcpHeader};
 use fast_start::FastStartState;
 use timers::{StateTimer, Timer, TimerTable};
 
+/// How long a connection in TIME-WAIT holds its four-tuple against an
+/// active open of the same ([`Connection::reusable_time_wait`]).
+pub const TIME_WAIT_REUSE_AFTER: Duration = Duration::from_secs(1);
+
 /// RFC 9293 connection states (LISTEN belongs to listeners, not connections).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum State {
@@ -999,6 +1003,19 @@ impl Connection {
         self.state = State::Closed;
         self.release_buffers(env);
         Outcome::action(Action::Remove)
+    }
+
+    /// Whether an active open of the same four-tuple may take this
+    /// connection's place now, and the least ISS it may start from: when
+    /// it is in TIME-WAIT, let go by the application, had timestamps
+    /// agreed, and has waited [`TIME_WAIT_REUSE_AFTER`] (as Linux's
+    /// `tcp_tw_reuse`). The peer's segments of this incarnation are then
+    /// long gone or stopped by sequence and timestamps; the new one starts
+    /// beyond everything this one sent.
+    pub fn reusable_time_wait(&self, now: Instant, time_wait: Duration) -> Option<SeqNumber> {
+        let waited = self.timers[Timer::State] + TIME_WAIT_REUSE_AFTER <= now + time_wait;
+        let reusable = self.state == State::TimeWait && !self.is_accepted() && self.has(flag::TIMESTAMPS) && waited;
+        reusable.then(|| self.snd_nxt + (u32::from(u16::MAX) + 2))
     }
 
     /// Called by the shard when the connection leaves for good.

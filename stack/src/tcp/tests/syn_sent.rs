@@ -178,3 +178,64 @@ fn an_ipv6_destination_has_no_route_and_an_ipv4_mapped_one_is_ipv4() {
     assert!(syn[0].syn && syn[0].dst_port == 80);
     assert_eq!(t.shard.flow(h).unwrap().remote, SocketAddr::from(SocketAddrV4::new(REMOTE_IP, 80)));
 }
+
+/// Opens a connection from our only ephemeral port to the peer's port 80
+/// (timestamps agreed when `timestamps`), sends a byte, closes first and
+/// ends in TIME-WAIT: the SYN's sequence number, and the one after our FIN.
+fn closed_into_time_wait(t: &mut T, timestamps: bool) -> (u32, u32) {
+    let h = t.shard.connect(t.now, SocketAddrV4::new(REMOTE_IP, 80)).unwrap();
+    t.handle = Some(h);
+    let syn = t.segments().remove(0);
+    t.iss = syn.seq;
+    let ours = syn.timestamp.map(|(tsval, _)| tsval);
+    assert_eq!(ours.is_some(), timestamps);
+    let peer = |t: &T| t.seg_in().src_port(80).dst_port(syn.src_port);
+    let mut syn_ack = peer(t).seq(IRS).syn().mss(PEER_MSS);
+    if let Some(tsval) = ours {
+        syn_ack = syn_ack.ts(7_000, tsval);
+    }
+    t.send(syn_ack);
+    assert_eq!(t.shard.send(h, b"x"), Ok(1));
+    t.shard.close(h);
+    let out = t.segments();
+    let fin = out.iter().find(|s| s.fin).unwrap_or_else(|| panic!("our FIN in {out:?}"));
+    let after_fin = fin.seq.wrapping_add(1 + fin.payload.len() as u32);
+    let mut fin_ack = peer(t).seq(IRS + 1).ack(after_fin).fin();
+    if let Some((tsval, _)) = fin.timestamp {
+        fin_ack = fin_ack.ts(7_001, tsval);
+    }
+    t.send(fin_ack);
+    let _ = t.segments();
+    assert_eq!(t.shard.time_wait_count(), 1);
+    (syn.seq, after_fin)
+}
+
+/// As Linux's tcp_tw_reuse: an active open may take over a four-tuple in
+/// TIME-WAIT once it has waited a second and timestamps were on, starting
+/// its sequence numbers beyond the old incarnation's; a younger one, or
+/// one without timestamps, keeps its tuple for the whole TIME-WAIT.
+#[test]
+fn an_active_open_takes_over_a_time_wait_a_second_old_with_timestamps() {
+    let mut c = config();
+    c.tcp.ephemeral_ports = (50_000, 50_000);
+    c.tcp.timestamps = true;
+    let mut t = T::bare(c.clone());
+    let to = SocketAddrV4::new(REMOTE_IP, 80);
+    let (_, after_fin) = closed_into_time_wait(&mut t, true);
+    assert_eq!(t.shard.connect(t.now, to), Err(ConnectError::NoPort), "too young");
+    t.advance(Duration::from_secs(1));
+    let h = t.shard.connect(t.now, to).expect("the TIME-WAIT tuple, taken over");
+    assert_eq!((t.shard.time_wait_count(), t.shard.counters().time_wait_reused), (0, 1));
+    let syn = t.segments().remove(0);
+    assert!(syn.syn && syn.dst_port == 80 && t.shard.flow(h).is_some());
+    let beyond = syn.seq.wrapping_sub(after_fin) as i32;
+    assert!(beyond >= 65_536, "the new ISS {} is {beyond} past the old FIN", syn.seq);
+
+    // Without timestamps the tuple stays taken for the whole TIME-WAIT.
+    c.tcp.timestamps = false;
+    let mut t = T::bare(c);
+    let _ = closed_into_time_wait(&mut t, false);
+    t.advance(Duration::from_secs(5));
+    assert_eq!(t.shard.connect(t.now, to), Err(ConnectError::NoPort));
+    assert_eq!((t.shard.time_wait_count(), t.shard.counters().time_wait_reused), (1, 0));
+}
