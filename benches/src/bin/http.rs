@@ -69,7 +69,8 @@ server's cores), ratios to proxy-nginx:
                    10.77.0.1:8090
 With --nic-upstream the upstream runs in the client's namespace instead,
 at 10.77.0.10:9080 (still on the server's cores): proxy-afxdp reaches it
-through its own stack, the others through fw0.
+through its own stack, the others through fw0 (with tcp_tw_reuse=1 in the
+server's namespace, as for Fairway's stack).
 The axum example (server/examples/axum_app.rs), ratios to axum-tokio:
   axum-afxdp       the example with afxdp's flags (no --root), port 80
   axum-kernel      the example on kernel sockets, 10.77.0.1:8081
@@ -407,6 +408,18 @@ fn run(args: &Args) -> Result<(), Failure> {
         config = config.rx_cpus(&cores.server, &cores.client);
     }
     let tb = Testbed::up(config).map_err(|e| failed(format!("testbed up: {e}")))?;
+    if args.upstream == UpstreamAt::BeyondNic {
+        // The kernel proxies' upstream connections leave TIME-WAIT behind
+        // faster than its ports free up; reusing them (as Fairway's stack
+        // does) is what a deployment would set, and it is off by default
+        // beyond the loopback. The namespace is the testbed's own.
+        let line = ["sysctl", "-q", "-w", "net.ipv4.tcp_tw_reuse=1"];
+        match testbed::exec(&tb.server_ns(), &line) {
+            Ok(out) if out.success() => {}
+            Ok(out) => return Err(failed(format!("sysctl tcp_tw_reuse: {}", out.stderr_text()))),
+            Err(e) => return Err(failed(format!("sysctl tcp_tw_reuse: {e}"))),
+        }
+    }
     let bench = Bench {
         tb: &tb,
         cores: cores.clone(),
