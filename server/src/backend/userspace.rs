@@ -8,6 +8,17 @@
 //! shards share a software steering [`Fabric`]: whatever queue the hardware
 //! (or the veth's transmit hash) puts a frame on, it reaches the shard that
 //! owns its flow by the stack's own hash, and ARP reaches every shard.
+//! `--steering off` (the ablation's baseline) leaves each shard what its
+//! own queue receives, as a NIC's RSS alone would: a passive connection is
+//! served by the shard whose queue brought its SYN, owner or not. That
+//! holds while the sender keeps a flow on one queue, which a NIC's RSS
+//! does and a veth does not always (its queue follows the sender's
+//! transmit hash, which Linux TCP changes on a retransmission timeout), so
+//! with several queues on a veth it is a measurement, not a deployment.
+//! `--recycle` without `frames` wraps each device in
+//! [`FreshFrames`], which copies every frame through a buffer allocated
+//! for it (the study's `sk_buff`); the rest of `--recycle` goes to the
+//! stack ([`fairway_stack::Recycle`]).
 //!
 //! A shard needs a queue of its own to transmit on, and two AF_XDP sockets
 //! cannot share a queue without sharing their UMEM, so `--shards` beyond
@@ -124,6 +135,12 @@ pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> i
             "running {count} shard(s), one per queue, not --shards {}: a shard needs a queue to send on \
              (add queues with --queues, and to the NIC with `ethtool -L IF combined N`)",
             config.shards
+        );
+    }
+    if config.steering == SteeringMode::Off && count > 1 {
+        tracing::warn!(
+            "--steering off with {count} queues: each shard serves what its own queue brings, so a flow the \
+             sender moves to another queue (a veth does after a retransmission timeout) is lost; for measurement"
         );
     }
     match config.backend {
