@@ -101,7 +101,7 @@ impl Technique {
             Technique::Buffers => "buffers",
             Technique::Handles => "handles (fd)",
             Technique::Events => "events",
-            Technique::All => "all five",
+            Technique::All => "all",
         }
     }
 
@@ -345,8 +345,14 @@ impl Results {
     /// what drifts between rounds (the machine is shared) cancels.
     #[must_use]
     pub fn gain(&self, variant: Variant, measure: Measure, metric: Metric) -> Option<Spread> {
+        self.gain_over(variant, variant.baseline(), measure, metric)
+    }
+
+    /// [`Results::gain`] against `baseline`.
+    #[must_use]
+    pub fn gain_over(&self, variant: Variant, baseline: Variant, measure: Measure, metric: Metric) -> Option<Spread> {
         let ours = self.per_round(variant, measure, metric.pick());
-        let base = self.per_round(variant.baseline(), measure, metric.pick());
+        let base = self.per_round(baseline, measure, metric.pick());
         let gains: Vec<f64> = ours
             .iter()
             .zip(&base)
@@ -444,17 +450,19 @@ impl Layout {
         header.push_str(" the study |");
         rule.push_str("--:|");
         let _ = writeln!(out, "{header}\n{rule}");
+        // Under --busy-poll-us 0, moderation and all off (which stop busy
+        // polling themselves, and so ran once) are set against all on
+        // without busy polling: what the rest of moderation and the other
+        // techniques are worth once spinning is not counted.
+        let baseline = Variant::afxdp(Technique::None, polling);
         for off in Technique::OFF {
-            if polling == Polling::Zero && off.stops_busy_polling() {
-                continue;
-            }
-            let variant = Variant::afxdp(off, polling);
+            let variant = Variant::afxdp(off, if off.stops_busy_polling() { Polling::Default } else { polling });
             let mut line = format!("| {} |", off.name());
             for &m in &measures {
-                let _ = write!(line, " {} |", cell(results.gain(variant, m, Metric::Cpu)));
+                let _ = write!(line, " {} |", cell(results.gain_over(variant, baseline, m, Metric::Cpu)));
             }
             for m in Measure::WRK {
-                let _ = write!(line, " {} |", cell(results.gain(variant, m, Metric::Rate)));
+                let _ = write!(line, " {} |", cell(results.gain_over(variant, baseline, m, Metric::Rate)));
             }
             let study = match off.study() {
                 Some(g) if off == Technique::All => format!("+{g:.0} % (lighttpd +36 %, Apache +20 %)"),
@@ -574,11 +582,10 @@ impl Layout {
         let mut series = Vec::new();
         for polling in self.pollings() {
             let tag = if polling == Polling::Zero { ", bp0" } else { "" };
+            let baseline = Variant::afxdp(Technique::None, polling);
             let value = |t: Technique, m: Measure| {
-                if polling == Polling::Zero && t.stops_busy_polling() {
-                    return f64::NAN;
-                }
-                results.gain(Variant::afxdp(t, polling), m, Metric::Cpu).map_or(f64::NAN, |s| s.median)
+                let variant = Variant::afxdp(t, if t.stops_busy_polling() { Polling::Default } else { polling });
+                results.gain_over(variant, baseline, m, Metric::Cpu).map_or(f64::NAN, |s| s.median)
             };
             series.push((
                 format!("close, req/CPU-s{tag}"),

@@ -347,8 +347,9 @@ fn markdown(layout: &Layout, results: &Results, date: &str, setup: &[String], ch
     out.push_str(
         "\nA gain is what having the technique on is worth: all on's figure over the variant's (requests per \
          CPU-second: the variant's CPU per request over all on's; req/s: all on's over the variant's), less one, \
-         round by round against all on under the same loop; the median, and the range over the rounds in \
-         brackets. CPU per request under wrk is at saturation (the close and 16 KB cases have no fixed-rate \
+         round by round against all on under the same loop (under --busy-poll-us 0, moderation off and all \
+         off, which stop busy polling themselves, against all on with --busy-poll-us 0); the median, and the \
+         range over the rounds in brackets. CPU per request under wrk is at saturation (the close and 16 KB cases have no fixed-rate \
          load); the open-loop columns are at a fixed offered load. The study's figures (fd recycling +7 %, \
          epoll_event recycling +6 %, all five +40 %; +36 % on lighttpd, +20 % on Apache) are its \
          throughput gains on its web servers.\n",
