@@ -7,10 +7,12 @@
 //!   namespace testbed;
 //! - [`http`]: wrk against Fairway (AF_XDP and kernel backends) and nginx
 //!   on the namespace testbed;
+//! - [`ablation`]: the receive-path ablation's variants, gains and tables;
 //! - [`stats`]: medians over rounds;
 //! - [`cli`]: value parsers the benchmark binaries' command lines share.
 #![deny(missing_docs)]
 
+pub mod ablation;
 pub mod cli;
 pub mod fairway_loopback;
 pub mod http;

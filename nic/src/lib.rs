@@ -13,6 +13,9 @@
 //!   a TAP interface, one `read(2)` or `write(2)` per frame.
 //! - [`interface`] (Linux) asks the kernel about an interface (its MAC)
 //!   from the calling thread's network namespace.
+//! - [`fresh_frames`] wraps any device and, for the receive-path ablation,
+//!   copies every frame through a buffer allocated for it alone (as a
+//!   kernel's `sk_buff`), instead of using the device's recycled buffers.
 //! - [`pcap`] wraps any device and records every frame it receives and
 //!   transmits to a pcap file that tcpdump and Wireshark read.
 //! - [`linkem`] (Linux) is the link emulator behind `fairway-linkem`: the
@@ -27,6 +30,7 @@
 pub mod afxdp;
 mod deadline_queue;
 mod device;
+pub mod fresh_frames;
 #[cfg(target_os = "linux")]
 pub mod interface;
 #[cfg(target_os = "linux")]

@@ -302,6 +302,8 @@ pub struct Steered<D> {
     /// Another descriptor whose readiness ends the wait (the shard's own
     /// outbound sockets' epoll): see [`Steered::also_wake_on`].
     also: Option<RawFd>,
+    /// Whether frames are steered at all: see [`Steered::without_steering`].
+    steer: bool,
 }
 
 impl<D: core::fmt::Debug> core::fmt::Debug for Steered<D> {
@@ -319,7 +321,27 @@ impl<D> Steered<D> {
     pub fn new(device: D, fabric: Arc<Fabric>, index: u16) -> Steered<D> {
         assert!(index < fabric.shards(), "shard {index} of a {}-shard fabric", fabric.shards());
         let wakes = Wakes::new(fabric.shards());
-        Steered { device, fabric, index, wakes, also: None }
+        Steered { device, fabric, index, wakes, also: None, steer: true }
+    }
+
+    /// Turns steering off (`--steering off`, the ablation's baseline):
+    /// `receive` hands over every frame of the shard's own queue, whichever
+    /// shard owns its flow, without classifying it, and passes nothing to
+    /// other shards (so nothing arrives in the inbox either, when every
+    /// shard has it off). What a NIC whose RSS hash agreed with ours would
+    /// leave the shards with; a passive connection is served by the shard
+    /// whose queue brought its SYN, since a NIC or veth puts every frame of
+    /// a flow on one queue. The wake-ups through the inbox's eventfd stay.
+    #[must_use]
+    pub fn without_steering(mut self) -> Steered<D> {
+        self.steer = false;
+        self
+    }
+
+    /// Whether frames are steered (not [`Steered::without_steering`]).
+    #[must_use]
+    pub fn steers(&self) -> bool {
+        self.steer
     }
 
     /// Makes [`Wait::wait`] return also when `fd` is readable: the epoll
@@ -361,6 +383,9 @@ impl<D: Device> Device for Steered<D> {
     /// passed on and not handed over, so the queue is read until `budget`
     /// frames were handed over or it is empty, as the trait promises.
     fn receive<F: FnMut(&[u8])>(&mut self, budget: usize, mut on_frame: F) -> usize {
+        if !self.steer {
+            return self.device.receive(budget, on_frame);
+        }
         let mut handed = 0;
         let inbox = &self.fabric.inboxes[usize::from(self.index)];
         while handed < budget {
@@ -694,6 +719,22 @@ mod tests {
         assert_eq!(shard1.stats().steered_in, 1);
         // The buffer went back to the pool.
         assert_eq!(fabric.pool.len(), 32);
+    }
+
+    #[test]
+    fn without_steering_a_shard_keeps_what_its_queue_brings() {
+        let fabric = Fabric::new(2, 16, 1514).unwrap();
+        let mut shard0 = Steered::new(Queue::default(), fabric.clone(), 0).without_steering();
+        let mut shard1 = Steered::new(Queue::default(), fabric.clone(), 1).without_steering();
+        assert!(!shard0.steers() && Steered::new(Queue::default(), fabric.clone(), 0).steers());
+        let mine = tcp((CLIENT, port_owned_by(0, 2)), (SERVER, 80));
+        let theirs = tcp((CLIENT, port_owned_by(1, 2)), (SERVER, 80));
+        shard0.device_mut().rx.extend([mine.clone(), theirs.clone(), arp()]);
+        // Shard 1's flow and the ARP broadcast stay on shard 0's queue.
+        assert_eq!(collect(&mut shard0), vec![mine, theirs, arp()]);
+        assert_eq!(collect(&mut shard1), Vec::<Vec<u8>>::new());
+        assert_eq!(shard0.stats(), SteeringCounts::default(), "nothing was classified or passed");
+        assert_eq!(fabric.pool.len(), 32, "no steering buffer was taken");
     }
 
     /// What an inbox's eventfd has counted since it was last read.

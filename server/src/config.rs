@@ -19,8 +19,11 @@ use serde::Deserialize;
 use crate::http::HttpConfig;
 use crate::runtime::LoopConfig;
 
+mod ablation;
 mod upstreams;
 mod weights;
+
+pub use ablation::{Recycling, Steering};
 
 pub use upstreams::{
     Balance, GroupOptions, ProxyConfig, Route, RouteSpec, UpstreamGroup, UpstreamServer, UpstreamSpec,
@@ -523,6 +526,29 @@ pub struct Options {
     #[serde(default)]
     pub prefer_busy_poll: bool,
 
+    /// Userspace backends: what the stack recycles, the rest being allocated and freed per use as a
+    /// conventional stack does (the receive-path ablation): all, none, or some of frames (the
+    /// AF_XDP UMEM or TAP buffers lent in place; off, each frame is copied through a buffer
+    /// allocated for it, as an sk_buff), buffers (connections' rings, reassembly and sent-queue
+    /// storage, control frames), handles (connection slots, the stack's fds: off, each
+    /// connection's state is allocated when it opens and freed when it closes), events (the
+    /// application's event records: off, one allocation per event). In the --config file:
+    /// recycle = "buffers,events" [default: all]
+    #[arg(long, value_name = "LIST", conflicts_with = "no_recycle")]
+    pub recycle: Option<Recycling>,
+
+    /// Userspace backends: what the stack does not recycle (the rest it does), as --recycle's list,
+    /// e.g. --no-recycle handles
+    #[arg(long, value_name = "LIST")]
+    pub no_recycle: Option<Recycling>,
+
+    /// Userspace backends: software steers each frame to the shard that owns its flow by
+    /// Fairway's hash (ARP to every shard); off leaves each shard what its own queue receives,
+    /// as a NIC's RSS alone would, a connection living where its SYN arrived (with several
+    /// queues, --upstream needs software) [default: software]
+    #[arg(long, value_enum)]
+    pub steering: Option<Steering>,
+
     /// Serve static files from this directory (GET /PATH) [default: none, no static files]
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
@@ -696,6 +722,15 @@ impl Options {
             no_adaptive_batch: self.no_adaptive_batch || file.no_adaptive_batch,
             no_multi_buffer: self.no_multi_buffer || file.no_multi_buffer,
             prefer_busy_poll: self.prefer_busy_poll || file.prefer_busy_poll,
+            // One of --recycle and --no-recycle on the command line wins
+            // over either in the file.
+            recycle: if self.recycle.is_some() || self.no_recycle.is_some() { self.recycle } else { file.recycle },
+            no_recycle: if self.recycle.is_some() || self.no_recycle.is_some() {
+                self.no_recycle
+            } else {
+                file.no_recycle
+            },
+            steering: self.steering.or(file.steering),
             root: self.root.or(file.root),
             max_bytes: self.max_bytes.or(file.max_bytes),
             max_body: self.max_body.or(file.max_body),
@@ -850,6 +885,10 @@ pub struct Config {
     pub shards: usize,
     /// How each shard loop runs: batch, adaptivity, busy-poll, coalescing.
     pub runtime: LoopConfig,
+    /// Userspace backends: what the stack recycles.
+    pub recycle: Recycling,
+    /// Userspace backends: whether frames are steered to their flow's shard.
+    pub steering: Steering,
     /// Static files' directory.
     pub root: Option<PathBuf>,
     /// Largest `/bytes/{n}`.
@@ -1141,6 +1180,18 @@ impl Options {
         };
         let response_timeout = span(self.response_timeout, Duration::from_secs(30), "response-timeout")?;
         let proxy = upstreams::resolve(self.upstream, self.route, response_timeout).map_err(invalid)?;
+        let recycle = match (self.recycle, self.no_recycle) {
+            (Some(_), Some(_)) => return Err(invalid("--recycle and --no-recycle: give one of them")),
+            (Some(on), None) => on,
+            (None, Some(off)) => off.complement(),
+            (None, None) => Recycling::ALL,
+        };
+        let steering = self.steering.unwrap_or_default();
+        if steering == Steering::Off && queues > 1 && proxy.is_some() {
+            return Err(invalid(
+                "--steering off with several --queues leaves --upstream's replies on any shard: use software",
+            ));
+        }
         let defaults = LoopConfig::default();
         Ok(Config {
             backend,
@@ -1171,6 +1222,8 @@ impl Options {
                 itr: self.itr_us.map_or(defaults.itr, Duration::from_micros),
                 max_sleep: defaults.max_sleep,
             },
+            recycle,
+            steering,
             root: self.root,
             max_bytes: size(self.max_bytes, 1 << 30, "max-bytes")?,
             max_body: size(self.max_body, 64 << 20, "max-body")?,

@@ -31,9 +31,10 @@ pub struct Config {
     pub tcp: TcpConfig,
     /// Resource limits.
     pub limits: Limits,
-    /// Recycle buffers through pools (the default). Off, every buffer is
-    /// allocated and freed: the baseline of the recycling ablation.
-    pub recycle: bool,
+    /// What the shard recycles through pools (everything, by default).
+    /// Each part off is allocated and freed per use instead: the baselines
+    /// of the receive-path ablation.
+    pub recycle: Recycle,
     /// When several shards share one interface: this shard's place among
     /// them. `connect` then picks local ports whose flows this shard owns by
     /// [`crate::steering::owner`], so the runtime steers their frames here.
@@ -41,6 +42,41 @@ pub struct Config {
     pub steering: Option<crate::steering::Steering>,
     /// IPv6 beside IPv4; off (`None`) by default.
     pub ipv6: Option<Ipv6Config>,
+}
+
+/// What a shard takes from pools and gives back, rather than allocating
+/// and freeing per use as a conventional stack does. Each part is one of
+/// the receive-path techniques of the ablation (issue 17); with a part on,
+/// its switch costs nothing (the pools are what runs), and with it off the
+/// counting allocator sees its allocations per connection or per event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recycle {
+    /// Per-connection buffers: the receive and send rings, reassembly and
+    /// sent-queue storage, and the shard's own control frames. Off, each
+    /// is allocated when first needed and freed when let go.
+    pub buffers: bool,
+    /// Connection slots, whose generational handles are the stack's file
+    /// descriptors (the study's `fd`). Off, a connection's state is boxed
+    /// on an allocation of its own when it opens and freed when it closes;
+    /// on, it lives in the slab's slot, which the next connection reuses.
+    pub handles: bool,
+    /// Event records (the study's `epoll_event`). Off, every event is
+    /// boxed when queued and freed when the application polls it; on, the
+    /// queue's ring holds them in place.
+    pub events: bool,
+}
+
+impl Recycle {
+    /// Everything recycled: the default.
+    pub const ALL: Recycle = Recycle { buffers: true, handles: true, events: true };
+    /// Nothing recycled: the conventional baseline.
+    pub const NONE: Recycle = Recycle { buffers: false, handles: false, events: false };
+}
+
+impl Default for Recycle {
+    fn default() -> Recycle {
+        Recycle::ALL
+    }
 }
 
 /// IPv6 (RFC 8200): which addresses are ours, and how they come up.
@@ -97,7 +133,7 @@ impl Config {
             secret: 0x5eed_f00d_dead_beef_0123_4567_89ab_cdef,
             tcp: TcpConfig::default(),
             limits: Limits::default(),
-            recycle: true,
+            recycle: Recycle::ALL,
             steering: None,
             ipv6: None,
         }

@@ -64,6 +64,7 @@ macro_rules! internal {
 mod api;
 mod config;
 mod counters;
+mod event_queue;
 pub mod fairness;
 mod shard;
 pub mod steering;
@@ -73,7 +74,7 @@ internal!(checksum, flow_table, neighbor, pool, ring, tcp, timer_wheel, wire);
 
 pub use api::{ConnectError, ConnectionError, Event, FlowStats, Handle, ListenError, Listener, RecvError, SendError};
 pub use config::{
-    Config, FastStart, Ipv6Config, KeepAlive, Limits, PathMemoryConfig, TcpConfig, link_local, solicited_node,
+    Config, FastStart, Ipv6Config, KeepAlive, Limits, PathMemoryConfig, Recycle, TcpConfig, link_local, solicited_node,
 };
 pub use counters::{Counters, DropReason};
 pub use pool::{LARGE_BUFFER, StoragePool, TRIM_INTERVAL};

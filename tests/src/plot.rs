@@ -1,6 +1,7 @@
 //! PNG line charts of the lab's results, next to its Markdown tables in
 //! `benches/results/`: each flow's goodput over time, Jain's index
-//! against the number of flows, and download speeds against delay and size. They take plain data, so the simulated and
+//! against the number of flows, download speeds against delay and size, and
+//! grouped bars (the ablation's gains). They take plain data, so the simulated and
 //! the testbed experiments draw the same charts.
 //!
 //! Text is drawn with plotters' `ab_glyph` backend from a TrueType font read
@@ -144,6 +145,80 @@ fn jain_figure(path: &Path, title: &str, panels: &[(&str, &[Series])]) -> Result
         markers: true,
     };
     draw(path, title, panels, &axes)
+}
+
+/// Grouped bars: for each of `categories` (e.g. a technique switched
+/// off), one bar per series (e.g. a measure), `series[i].1[c]` its height
+/// in category `c` (a missing or non-finite value draws no bar). The y
+/// axis spans zero and every value, so negative bars point down. Writes a
+/// 1100×620 PNG to `path`.
+pub fn grouped_bars(
+    path: &Path,
+    title: &str,
+    y_desc: &str,
+    categories: &[String],
+    series: &[(String, Vec<f64>)],
+) -> Result<(), String> {
+    load_font()?;
+    draw_bars(path, title, y_desc, categories, series).map_err(|e| format!("plot {}: {e}", path.display()))
+}
+
+fn draw_bars(
+    path: &Path,
+    title: &str,
+    y_desc: &str,
+    categories: &[String],
+    series: &[(String, Vec<f64>)],
+) -> Result<(), Box<dyn Error>> {
+    let values = series.iter().flat_map(|(_, v)| v.iter().copied()).filter(|v| v.is_finite());
+    let (low, high) = values.fold((0.0_f64, 0.0_f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let pad = ((high - low) * 0.08).max(1.0);
+    let root = BitMapBackend::new(path, SINGLE).into_drawing_area();
+    root.fill(&WHITE)?;
+    let body = root.titled(title, (FAMILY, 24))?;
+    let legend_font = TextStyle::from((FAMILY, 16));
+    let mut legend_width = 0;
+    for (label, _) in series {
+        legend_width = legend_width.max(root.estimate_text_size(label, &legend_font)?.0);
+    }
+    let (chart_area, legend) = body.split_horizontally(SINGLE.0 as i32 - (legend_width as i32 + 70));
+    let n = categories.len().max(1);
+    let mut chart = ChartBuilder::on(&chart_area)
+        .margin(12)
+        .x_label_area_size(60)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..n as f64, (low - pad)..(high + pad))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_desc(y_desc)
+        .label_style((FAMILY, 15))
+        .axis_desc_style((FAMILY, 16))
+        .draw()?;
+    chart.draw_series(std::iter::once(PathElement::new(vec![(0.0, 0.0), (n as f64, 0.0)], BLACK)))?;
+    let width = 0.8 / series.len().max(1) as f64;
+    for (i, (_, values)) in series.iter().enumerate() {
+        let bars = values.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(c, &v)| {
+            let x0 = c as f64 + 0.1 + i as f64 * width;
+            Rectangle::new([(x0, 0.0), (x0 + width * 0.9, v)], ShapeStyle::from(colour(i)).filled())
+        });
+        chart.draw_series(bars)?;
+    }
+    let label_font = TextStyle::from((FAMILY, 15)).pos(Pos::new(HPos::Center, VPos::Top));
+    let plot_area = chart.plotting_area();
+    for (c, name) in categories.iter().enumerate() {
+        // In the figure's pixels: just below the plotting area.
+        let (x, y) = plot_area.map_coordinate(&(c as f64 + 0.5, low - pad));
+        root.draw(&Text::new(name.clone(), (x, y + 8), label_font.clone()))?;
+    }
+    for (i, (label, _)) in series.iter().enumerate() {
+        let y = 40 + 26 * i as i32;
+        legend.draw(&Rectangle::new([(10, y - 6), (40, y + 6)], ShapeStyle::from(colour(i)).filled()))?;
+        legend.draw(&Text::new(label.clone(), (50, y - 8), legend_font.clone()))?;
+    }
+    root.present()?;
+    Ok(())
 }
 
 /// What differs between the two kinds of chart.
@@ -371,6 +446,21 @@ mod tests {
 
     fn count(pixels: &[[u8; 3]], c: RGBColor) -> usize {
         pixels.iter().filter(|p| **p == [c.0, c.1, c.2]).count()
+    }
+
+    #[test]
+    fn grouped_bars_draw_a_bar_per_series_and_category_up_or_down() {
+        let dir = scratch("bars");
+        let path = dir.join("bars.png");
+        let categories = ["handles off", "events off", "all off"].map(str::to_owned).to_vec();
+        let series = vec![("ours".to_owned(), vec![3.0, -2.0, 30.0]), ("study".to_owned(), vec![7.0, 6.0, f64::NAN])];
+        grouped_bars(&path, "gain, %", "gain over all on, %", &categories, &series).expect("draw");
+        let (width, height, pixels) = decode(&path);
+        assert_eq!((width, height), SINGLE);
+        // The bars are filled in their colours; the tallest dominates.
+        assert!(count(&pixels, PALETTE[0]) > 5_000, "ours: {}", count(&pixels, PALETTE[0]));
+        assert!(count(&pixels, PALETTE[1]) > 500, "study: {}", count(&pixels, PALETTE[1]));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -154,6 +154,51 @@ fn two_shards_on_a_two_queue_veth_both_serve() {
     assert_eq!(reports.iter().map(|r| r.accepted).sum::<u64>(), 400);
 }
 
+/// Every receive-path technique off (the ablation's conventional
+/// baseline): nothing recycled (a buffer allocated per frame, per
+/// connection buffer, per connection and per event), no steering, no busy
+/// polling, no batching (one frame per turn). The server still answers
+/// every endpoint, files byte-exact, uploads, and 200 concurrent clients,
+/// and shuts down gracefully.
+#[test]
+fn with_every_receive_path_technique_off_kernel_clients_still_get_everything() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tb = testbed(2, 1);
+    let root = Root::new("afxdp-all-off").with_large("large.bin", 100_000_000);
+    let root_arg = root.arg();
+    let off = [
+        "--queues",
+        "1",
+        "--shards",
+        "1",
+        "--root",
+        &root_arg,
+        "--recycle",
+        "none",
+        "--steering",
+        "off",
+        "--busy-poll-us",
+        "0",
+        "--itr-us",
+        "0",
+        "--batch",
+        "1",
+        "--no-adaptive-batch",
+    ];
+    let served = Served::start(&tb, &flags(&tb, "10.77.0.1/24", &off));
+    assert_eq!(served.config.recycle, fairway::config::Recycling::NONE);
+    let mut requests = check_endpoints(&tb, 0);
+    requests += check_static_files(&tb, 1, &root);
+    requests += check_large_files(&tb, 1, &root, LARGE_TIMEOUT);
+    requests += check_uploads(&tb, 1);
+    assert_eq!(python_concurrent(&tb, 0, 200, 50_000, T), 200);
+    requests += 200;
+    let reports = check_graceful_shutdown(&tb, served);
+    let [report] = reports.as_slice() else { panic!("one shard: {reports:?}") };
+    assert!(report.requests >= requests, "{report:?}");
+    assert_eq!(report.refused, 0);
+}
+
 #[test]
 fn the_connection_limit_refuses_what_is_beyond_it() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());

@@ -590,6 +590,7 @@ Examples:
   sudo -E cargo xtask lab fairness --testbed --n 2,10 --way up
   sudo -E cargo xtask lab delay
   sudo -E cargo xtask lab delay --delays 5,50 --fast-start off,careful-resume
+  sudo -E cargo xtask lab ablation
 ";
 
 const SIM_HELP: &str = "\

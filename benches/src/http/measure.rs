@@ -77,28 +77,53 @@ impl Bench<'_> {
         cases: &[Case],
         open_loop_rate: Result<f64, String>,
     ) -> Result<Vec<(Case, Outcome)>, Stop> {
-        let fail_all = |why: String| cases.iter().map(|&c| (c, Err(why.clone()))).collect();
-        let _address = if server.needs_kernel_address() {
+        let mut started = match self.start(server, &[])? {
+            Ok(started) => started,
+            Err(why) => return Ok(cases.iter().map(|&c| (c, Err(why.clone()))).collect()),
+        };
+        let mut outcomes = Vec::new();
+        for &case in cases {
+            let outcome = match (&open_loop_rate, case.is_open_loop()) {
+                (_, false) => started.wrk(case)?,
+                (Ok(rate), true) => started.open_loop(case, *rate)?,
+                (Err(why), true) => Err(why.clone()),
+            };
+            outcomes.push((case, outcome));
+        }
+        started.stop();
+        Ok(outcomes)
+    }
+
+    /// Starts `server` with `extra` flags after its own (the ablation's
+    /// switches), waits until it answers and serves what the cases
+    /// expect, and warms it up: a server to run cases against, or why it
+    /// could not start.
+    ///
+    /// # Errors
+    ///
+    /// [`Stop::Interrupted`] on Ctrl-C; the server is stopped.
+    pub fn start(&self, server: Subject, extra: &[String]) -> Result<Result<Started<'_>, String>, Stop> {
+        let address = if server.needs_kernel_address() {
             match KernelAddress::add(self.tb) {
                 Ok(address) => Some(address),
-                Err(e) => return Ok(fail_all(e.to_string())),
+                Err(e) => return Ok(Err(e.to_string())),
             }
         } else {
             None
         };
-        let _offloads = if server.segmentation_offload() {
+        let offloads = if server.segmentation_offload() {
             match Offloads::on(self.tb) {
                 Ok(offloads) => Some(offloads),
-                Err(e) => return Ok(fail_all(e)),
+                Err(e) => return Ok(Err(e)),
             }
         } else {
             None
         };
         let Some(program) = self.programs.of(server) else {
-            return Ok(fail_all(format!("{server} runs another build of fairway: --baseline PATH")));
+            return Ok(Err(format!("{server} runs another build of fairway: --baseline PATH")));
         };
         // The proxies' upstream runs beside them, for their runs only.
-        let _upstream = if server.group() == Group::Proxy {
+        let upstream = if server.group() == Group::Proxy {
             let line = upstream_command(&self.cores, &self.programs.fairway, self.files.dir(), self.upstream);
             let ns = match self.upstream {
                 UpstreamAt::Loopback => self.tb.server_ns(),
@@ -106,43 +131,37 @@ impl Bench<'_> {
             };
             match ServerProcess::spawn(&ns, &line, STOP_GRACE) {
                 Ok(process) => Some(process),
-                Err(e) => return Ok(fail_all(format!("could not start the upstream: {e}"))),
+                Err(e) => return Ok(Err(format!("could not start the upstream: {e}"))),
             }
         } else {
             None
         };
-        let line = server_command(server, &self.cores, program, self.files.dir(), self.upstream);
+        let mut line = server_command(server, &self.cores, program, self.files.dir(), self.upstream);
+        line.extend(extra.iter().cloned());
         let mut running = match ServerProcess::spawn(&self.tb.server_ns(), &line, STOP_GRACE) {
             Ok(process) if server.is_nginx() => process.with_log(self.files.site().log()),
             Ok(process) => process,
-            Err(e) => return Ok(fail_all(format!("could not start: {e}"))),
+            Err(e) => return Ok(Err(format!("could not start: {e}"))),
         };
         if let Err(why) = self.ready(server, &mut running)? {
-            return Ok(fail_all(why));
+            return Ok(Err(why));
         }
         if let Err(why) = self.check(server) {
-            return Ok(fail_all(why));
+            return Ok(Err(why));
         }
-        let server_pid =
-            server_pid(&running, program).map_err(|why| eprintln!("http:   no server CPU figures: {why}")).ok();
+        let pid = server_pid(&running, program).map_err(|why| eprintln!("http:   no server CPU figures: {why}")).ok();
         if !self.warm_up.is_zero() {
             let _ = self.wrk(Case::KeepAlive64, server, self.warm_up)?;
         }
-        let mut outcomes = Vec::new();
-        for &case in cases {
-            if !running.is_running() {
-                outcomes.push((case, Err(format!("the server exited: {}", running.complaints()))));
-                continue;
-            }
-            let outcome = match (&open_loop_rate, case.is_open_loop()) {
-                (_, false) => self.measured_wrk(case, server, server_pid)?,
-                (Ok(rate), true) => self.open_loop(case, server, *rate, server_pid)?,
-                (Err(why), true) => Err(why.clone()),
-            };
-            outcomes.push((case, outcome));
-        }
-        drop(running.stop());
-        Ok(outcomes)
+        Ok(Ok(Started {
+            bench: self,
+            server,
+            running,
+            pid,
+            _upstream: upstream,
+            _offloads: offloads,
+            _address: address,
+        }))
     }
 
     /// Waits until `/plaintext` answers 200 from the client.
@@ -251,6 +270,58 @@ impl Bench<'_> {
             Ok(out) => Err(format!("openloop failed: {} {}", out.stdout_text().trim(), out.stderr_text().trim())),
             Err(e) => Err(format!("openloop: {e}")),
         })
+    }
+}
+
+/// A server [`Bench::start`] started, until [`Started::stop`] or drop.
+pub struct Started<'a> {
+    bench: &'a Bench<'a>,
+    server: Subject,
+    running: ServerProcess,
+    pid: Option<u32>,
+    // Dropped after the server (fields drop in order): its upstream, the
+    // offloads and the kernel address it needed.
+    _upstream: Option<ServerProcess>,
+    _offloads: Option<Offloads<'a>>,
+    _address: Option<KernelAddress>,
+}
+
+impl Started<'_> {
+    /// The server's process id, when `/proc` showed it is the server.
+    #[must_use]
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// One wrk run of `case` for the bench's duration, with the server's
+    /// CPU time per request.
+    ///
+    /// # Errors
+    ///
+    /// [`Stop::Interrupted`] on Ctrl-C.
+    pub fn wrk(&mut self, case: Case) -> Result<Outcome, Stop> {
+        if !self.running.is_running() {
+            return Ok(Err(format!("the server exited: {}", self.running.complaints())));
+        }
+        self.bench.measured_wrk(case, self.server, self.pid)
+    }
+
+    /// One open-loop run of `case` at `rate` requests per second, with the
+    /// server's CPU time per request.
+    ///
+    /// # Errors
+    ///
+    /// [`Stop::Interrupted`] on Ctrl-C.
+    pub fn open_loop(&mut self, case: Case, rate: f64) -> Result<Outcome, Stop> {
+        if !self.running.is_running() {
+            return Ok(Err(format!("the server exited: {}", self.running.complaints())));
+        }
+        self.bench.open_loop(case, self.server, rate, self.pid)
+    }
+
+    /// Stops the server.
+    pub fn stop(mut self) {
+        drop(self.running.stop());
     }
 }
 

@@ -18,6 +18,10 @@ pub const PREFIX_LEN: u8 = 24;
 pub const STATIC_FILE: &str = "1mb.bin";
 /// The size of [`STATIC_FILE`].
 pub const STATIC_BYTES: u64 = 1_000_000;
+/// The 16 KB file of the ablation's response case ([`Case::Small16k`]).
+pub const SMALL_FILE: &str = "16k.bin";
+/// The size of [`SMALL_FILE`].
+pub const SMALL_BYTES: u64 = 16_384;
 /// The plaintext body, as TechEmpower defines it.
 pub const PLAINTEXT_BODY: &str = "Hello, World!";
 /// Requests per write in the pipelined case (TechEmpower's depth).
@@ -262,7 +266,7 @@ impl Subject {
     #[must_use]
     pub fn runs(self, case: Case) -> bool {
         match case {
-            Case::StaticFile => self.serves_static(),
+            Case::StaticFile | Case::Small16k => self.serves_static(),
             Case::Pipelined => self.group() == Group::BuiltIn,
             // The open-loop generator speaks plain HTTP only; the proxies'
             // CPU per request comes from their wrk cases.
@@ -410,6 +414,9 @@ pub enum Case {
     Close,
     /// The 1 MB static file, keep-alive, 64 connections.
     StaticFile,
+    /// The 16 KB file, keep-alive, 64 connections: the ablation's
+    /// response case (`lab ablation`; not one of `http`'s cases).
+    Small16k,
     /// Keep-alive `/plaintext` from the open-loop generator, 256
     /// connections, at half the rate the group's baseline (nginx, or
     /// axum/tokio) reached on [`Case::KeepAlive256`] in the same run:
@@ -434,6 +441,7 @@ impl Case {
             Case::Close => "close",
             Case::StaticFile => "static",
             Case::LatencyHalf => "latency-half",
+            Case::Small16k => "16k",
         }
     }
 
@@ -447,6 +455,7 @@ impl Case {
             Case::Close => "Connection: close plaintext, 64 connections",
             Case::StaticFile => "1 MB static file, 64 connections",
             Case::LatencyHalf => "open-loop plaintext at half nginx's rate, 256 connections",
+            Case::Small16k => "16 KB file, keep-alive, 64 connections",
         }
     }
 
@@ -467,7 +476,7 @@ impl Case {
     pub fn connections(self) -> usize {
         match self {
             Case::KeepAlive256 | Case::Pipelined | Case::LatencyHalf => 256,
-            Case::KeepAlive64 | Case::Close | Case::StaticFile => 64,
+            Case::KeepAlive64 | Case::Close | Case::StaticFile | Case::Small16k => 64,
         }
     }
 
@@ -476,6 +485,7 @@ impl Case {
     pub fn path(self) -> String {
         match self {
             Case::StaticFile => format!("/{STATIC_FILE}"),
+            Case::Small16k => format!("/{SMALL_FILE}"),
             _ => "/plaintext".to_owned(),
         }
     }
@@ -538,7 +548,7 @@ impl Case {
         match self {
             Case::Close => line.extend(["-H".into(), "Connection: close".into()]),
             Case::Pipelined => line.extend(["-s".into(), script.display().to_string()]),
-            Case::KeepAlive64 | Case::KeepAlive256 | Case::StaticFile | Case::LatencyHalf => {}
+            Case::KeepAlive64 | Case::KeepAlive256 | Case::StaticFile | Case::LatencyHalf | Case::Small16k => {}
         }
         line.push(server.url(&self.path()));
         if self == Case::Pipelined {

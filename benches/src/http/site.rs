@@ -1,6 +1,6 @@
 //! The files a run needs: a [`SiteDir`] of the one nginx module (in
 //! `/dev/shm`, so the static file is served from the page cache) with the
-//! 1 MB file every server serves and nginx set up for the benchmark, and
+//! 1 MB file every server serves (and a 16 KB one, for the ablation) and nginx set up for the benchmark, and
 //! wrk's pipelining script beside it.
 
 use std::io;
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use fairway_tests::certificate::{KeyKind, self_signed};
 use fairway_tests::nginx::{NginxConfig, SiteDir, TLS_CERT, TLS_KEY};
 
-use super::plan::{PLAINTEXT_BODY, SERVER_IP, STATIC_BYTES, STATIC_FILE, Subject, UpstreamAt};
+use super::plan::{PLAINTEXT_BODY, SERVER_IP, SMALL_BYTES, SMALL_FILE, STATIC_BYTES, STATIC_FILE, Subject, UpstreamAt};
 use super::wrk::PIPELINE_SCRIPT;
 
 /// The site and the script; removed when dropped.
@@ -32,7 +32,9 @@ impl RunFiles {
         let mut config = NginxConfig::benchmark(SocketAddrV4::new(ip, Subject::Nginx.port()), workers, PLAINTEXT_BODY);
         config.tls = Some(SocketAddrV4::new(ip, Subject::TlsNginx.port()));
         config.proxy = Some((SocketAddrV4::new(ip, Subject::ProxyNginx.port()), upstream.addr().to_owned()));
-        let site = SiteDir::new(&config)?.with_pattern(&format!("/{STATIC_FILE}"), STATIC_BYTES)?;
+        let site = SiteDir::new(&config)?
+            .with_pattern(&format!("/{STATIC_FILE}"), STATIC_BYTES)?
+            .with_pattern(&format!("/{SMALL_FILE}"), SMALL_BYTES)?;
         let script = site.write("pipeline.lua", PIPELINE_SCRIPT)?;
         // What every HTTPS server of the run serves.
         let ip_name = format!("IP:{SERVER_IP}");

@@ -8,6 +8,17 @@
 //! shards share a software steering [`Fabric`]: whatever queue the hardware
 //! (or the veth's transmit hash) puts a frame on, it reaches the shard that
 //! owns its flow by the stack's own hash, and ARP reaches every shard.
+//! `--steering off` (the ablation's baseline) leaves each shard what its
+//! own queue receives, as a NIC's RSS alone would: a passive connection is
+//! served by the shard whose queue brought its SYN, owner or not. That
+//! holds while the sender keeps a flow on one queue, which a NIC's RSS
+//! does and a veth does not always (its queue follows the sender's
+//! transmit hash, which Linux TCP changes on a retransmission timeout), so
+//! with several queues on a veth it is a measurement, not a deployment.
+//! `--recycle` without `frames` wraps each device in
+//! [`FreshFrames`], which copies every frame through a buffer allocated
+//! for it (the study's `sk_buff`); the rest of `--recycle` goes to the
+//! stack ([`fairway_stack::Recycle`]).
 //!
 //! A shard needs a queue of its own to transmit on, and two AF_XDP sockets
 //! cannot share a queue without sharing their UMEM, so `--shards` beyond
@@ -39,6 +50,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use fairway_nic::fresh_frames::FreshFrames;
 use fairway_nic::steering::{Fabric, Steered};
 use fairway_nic::{Device, Wait};
 use fairway_stack::ETHERNET_HEADER_LEN;
@@ -53,7 +65,7 @@ use super::fairness::{ShareBoard, policy_for};
 use super::{Application, ShardService, report};
 pub use super::{Running, ShardReport};
 
-use crate::config::{Backend, Config, FastStart, IpPrefix};
+use crate::config::{Backend, Config, FastStart, IpPrefix, Steering as SteeringMode};
 use crate::host::wake::WakeQueue;
 use crate::host::{Beneath, Host, Service, Transport, Windows};
 use crate::http::HttpService;
@@ -123,6 +135,12 @@ pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> i
             "running {count} shard(s), one per queue, not --shards {}: a shard needs a queue to send on \
              (add queues with --queues, and to the NIC with `ethtool -L IF combined N`)",
             config.shards
+        );
+    }
+    if config.steering == SteeringMode::Off && count > 1 {
+        tracing::warn!(
+            "--steering off with {count} queues: each shard serves what its own queue brings, so a flow the \
+             sender moves to another queue (a veth does after a retransmission timeout) is lost; for measurement"
         );
     }
     match config.backend {
@@ -256,6 +274,7 @@ fn stack_config(
         FastStart::CarefulResume => fairway_stack::FastStart::CarefulResume,
     };
     stack.secret = random_secret();
+    stack.recycle = config.recycle.stack();
     stack.steering = (count > 1).then_some(Steering { index, count });
     // IPv6 is on when an address is given: every shard answers for it
     // (ping, Neighbor Discovery), each after its own duplicate detection.
@@ -399,7 +418,13 @@ where
             .with_weights(config.weights.clone());
         let build = move || {
             let (device, mac) = open(index)?;
+            // --recycle without frames: a buffer allocated per frame;
+            // --steering off: each shard keeps what its queue brings.
+            let device = FreshFrames::new(device, cfg.recycle.frames);
             let mut device = Steered::new(device, Arc::clone(&fabric), index);
+            if cfg.steering == SteeringMode::Off {
+                device = device.without_steering();
+            }
             let shard = Shard::new(stack_config(&cfg, ip, mac, device.max_frame_len(), index, count));
             let site = ShardSite::new(index, shard_hub, cfg.root.as_deref(), MAX_FLOWS)?;
             let site = if cfg.proxy.is_some() { site.with_outbound_links()? } else { site };
@@ -474,5 +499,9 @@ mod tests {
         let stack = stack_config(&config(&["--backend", "tap", "--ip", "10.77.0.1/24"]), ip, [2; 6], 1514, 1, 2);
         assert_eq!((stack.mtu, stack.steering), (1500, Some(Steering { index: 1, count: 2 })));
         assert_ne!(stack.secret, random_secret(), "secrets differ per call");
+        assert_eq!(stack.recycle, fairway_stack::Recycle::ALL);
+        let flags = ["--backend", "tap", "--ip", "10.77.0.1/24", "--no-recycle", "frames,events"];
+        let stack = stack_config(&config(&flags), ip, [2; 6], 1514, 0, 1);
+        assert_eq!(stack.recycle, fairway_stack::Recycle { buffers: true, handles: true, events: false });
     }
 }

@@ -25,6 +25,9 @@ const KEYS: &[&str] = &[
     "no-adaptive-batch",
     "no-multi-buffer",
     "prefer-busy-poll",
+    "recycle",
+    "no-recycle",
+    "steering",
     "root",
     "max-bytes",
     "max-body",
@@ -427,6 +430,8 @@ fn help_explains_every_key_with_its_default() {
         "[default: 60s]".to_owned(),
         format!("[default: {}]", c.challenge_acks),
         "[default: 500ms]".to_owned(),
+        format!("[default: {}]", c.recycle),
+        format!("[default: {}]", c.steering),
     ] {
         assert!(help.replace('\n', " ").contains(&stated), "--help lacks {stated}:\n{help}");
     }

@@ -12,6 +12,11 @@
 //!
 //! Generations start at 1, so `Key::default()` (index 0, generation 0) is a
 //! null key that never resolves.
+//!
+//! A slab made [`with_recycling(false)`](Slab::with_recycling) keeps each
+//! value in a box of its own, allocated on insert and freed on remove: the
+//! ablation's baseline, a conventional stack that allocates a socket's state
+//! per connection. Slot indices and generations work the same either way.
 
 use core::fmt;
 
@@ -53,6 +58,9 @@ struct Slot<T> {
 #[derive(Debug)]
 enum Entry<T> {
     Occupied(T),
+    /// Occupied, the value on an allocation of its own (a slab that does
+    /// not recycle its values' storage).
+    Boxed(Box<T>),
     /// Free; `next_free` links the free list ([`NONE`] at its end, and for
     /// retired slots, which are on no list).
     Vacant {
@@ -68,13 +76,23 @@ pub struct Slab<T> {
     /// Slots handed out at least once; slots at or past it are untouched.
     used_slots: u32,
     len: usize,
+    /// Values live in their slots (true), or each in a box of its own.
+    recycle: bool,
 }
 
 impl<T> Slab<T> {
     /// An empty slab; nothing is allocated until the first insert.
     #[must_use]
     pub fn new() -> Slab<T> {
-        Slab { chunks: Vec::new(), free_head: NONE, used_slots: 0, len: 0 }
+        Slab::with_recycling(true)
+    }
+
+    /// An empty slab whose values live in its slots (`recycle`, as
+    /// [`Slab::new`]), or each in a box allocated on insert and freed on
+    /// remove.
+    #[must_use]
+    pub fn with_recycling(recycle: bool) -> Slab<T> {
+        Slab { chunks: Vec::new(), free_head: NONE, used_slots: 0, len: 0, recycle }
     }
 
     /// Stores `value` and returns its key. Reuses the most recently freed slot.
@@ -83,13 +101,14 @@ impl<T> Slab<T> {
     ///
     /// When `u32::MAX` slots are in use or retired.
     pub fn insert(&mut self, value: T) -> Key {
+        let entry = if self.recycle { Entry::Occupied(value) } else { Entry::Boxed(Box::new(value)) };
         let index = if self.free_head != NONE {
             let index = self.free_head;
             let slot = self.slot_mut(index);
             let Entry::Vacant { next_free } = slot.entry else {
                 unreachable!("free list reaches occupied slot {index}");
             };
-            slot.entry = Entry::Occupied(value);
+            slot.entry = entry;
             self.free_head = next_free;
             index
         } else {
@@ -99,7 +118,7 @@ impl<T> Slab<T> {
                 self.chunks.push(new_chunk());
             }
             self.used_slots += 1;
-            self.slot_mut(index).entry = Entry::Occupied(value);
+            self.slot_mut(index).entry = entry;
             index
         };
         self.len += 1;
@@ -112,8 +131,10 @@ impl<T> Slab<T> {
         let slot = self.live_slot_mut(key)?;
         let retire = slot.generation == u32::MAX;
         let next_free = if retire { NONE } else { free_head };
-        let Entry::Occupied(value) = core::mem::replace(&mut slot.entry, Entry::Vacant { next_free }) else {
-            unreachable!("live_slot_mut returns occupied slots");
+        let value = match core::mem::replace(&mut slot.entry, Entry::Vacant { next_free }) {
+            Entry::Occupied(value) => value,
+            Entry::Boxed(value) => *value,
+            Entry::Vacant { .. } => unreachable!("live_slot_mut returns occupied slots"),
         };
         if !retire {
             // Bumping the generation is what makes every outstanding key to
@@ -131,6 +152,7 @@ impl<T> Slab<T> {
     pub fn get(&self, key: Key) -> Option<&T> {
         match self.slot(key.index)? {
             Slot { generation, entry: Entry::Occupied(value) } if *generation == key.generation => Some(value),
+            Slot { generation, entry: Entry::Boxed(value) } if *generation == key.generation => Some(value),
             _ => None,
         }
     }
@@ -140,6 +162,7 @@ impl<T> Slab<T> {
     pub fn get_mut(&mut self, key: Key) -> Option<&mut T> {
         match self.live_slot_mut(key)? {
             Slot { entry: Entry::Occupied(value), .. } => Some(value),
+            Slot { entry: Entry::Boxed(value), .. } => Some(value),
             Slot { entry: Entry::Vacant { .. }, .. } => None,
         }
     }
@@ -148,7 +171,9 @@ impl<T> Slab<T> {
     #[must_use]
     pub fn key_at(&self, index: u32) -> Option<Key> {
         match self.slot(index)? {
-            Slot { generation, entry: Entry::Occupied(_) } => Some(Key { index, generation: *generation }),
+            Slot { generation, entry: Entry::Occupied(_) | Entry::Boxed(_) } => {
+                Some(Key { index, generation: *generation })
+            }
             Slot { entry: Entry::Vacant { .. }, .. } => None,
         }
     }
@@ -184,6 +209,7 @@ impl<T> Slab<T> {
         self.chunks.iter().flat_map(|chunk| chunk.iter()).take(self.used_slots as usize).zip(0..).filter_map(
             |(slot, index)| match &slot.entry {
                 Entry::Occupied(value) => Some((Key { index, generation: slot.generation }, value)),
+                Entry::Boxed(value) => Some((Key { index, generation: slot.generation }, &**value)),
                 Entry::Vacant { .. } => None,
             },
         )
@@ -203,7 +229,8 @@ impl<T> Slab<T> {
     fn live_slot_mut(&mut self, key: Key) -> Option<&mut Slot<T>> {
         let (chunk, offset) = split(key.index);
         let slot = self.chunks.get_mut(chunk)?.get_mut(offset)?;
-        (slot.generation == key.generation && matches!(slot.entry, Entry::Occupied(_))).then_some(slot)
+        (slot.generation == key.generation && matches!(slot.entry, Entry::Occupied(_) | Entry::Boxed(_)))
+            .then_some(slot)
     }
 }
 
@@ -230,6 +257,7 @@ impl<T> fmt::Debug for Slab<T> {
             .field("len", &self.len)
             .field("used_slots", &self.used_slots)
             .field("chunks", &self.chunks.len())
+            .field("recycle", &self.recycle)
             .finish_non_exhaustive()
     }
 }
@@ -347,6 +375,28 @@ mod tests {
         assert_eq!(Rc::strong_count(&value), 1);
     }
 
+    #[test]
+    fn without_recycling_each_value_has_an_allocation_of_its_own() {
+        let mut slab = Slab::with_recycling(false);
+        let a = slab.insert([1u64; 64]);
+        // The value is not in the slot: a box the slot points to.
+        assert!(matches!(slab.slot(a.index()).unwrap().entry, Entry::Boxed(_)));
+        assert_eq!(slab.remove(a), Some([1u64; 64]));
+        let b = slab.insert([2u64; 64]);
+        assert_eq!(b.index(), a.index(), "slot indices are reused as before");
+        assert_eq!(slab.get(a), None, "and the old key is stale");
+        assert_eq!(slab.get(b).map(|v| v[0]), Some(2));
+        *slab.get_mut(b).unwrap() = [3u64; 64];
+        assert_eq!(slab.iter().map(|(k, v)| (k, v[0])).collect::<Vec<_>>(), [(b, 3)]);
+        assert_eq!(slab.key_at(b.index()), Some(b));
+        let recycled = {
+            let mut slab = Slab::new();
+            let k = slab.insert(0u8);
+            matches!(slab.slot(k.index()).unwrap().entry, Entry::Occupied(_))
+        };
+        assert!(recycled, "a recycling slab keeps values in their slots");
+    }
+
     #[derive(Clone, Debug)]
     enum Op {
         Insert(u32),
@@ -365,8 +415,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn matches_hashmap_model(ops in proptest::collection::vec(op(), 1..3_000)) {
-            let mut slab = Slab::new();
+        fn matches_hashmap_model(ops in proptest::collection::vec(op(), 1..3_000), recycle in any::<bool>()) {
+            let mut slab = Slab::with_recycling(recycle);
             let mut live: HashMap<Key, u32> = HashMap::new();
             let mut issued: Vec<Key> = Vec::new();
             let mut issued_set: HashSet<Key> = HashSet::new();

@@ -3,7 +3,10 @@
 //! simulated network; `lab fairness --testbed`: the same with kernel TCP
 //! clients on the namespace testbed; `lab delay`: downloads of each size
 //! under added delay, on the testbed; the testbed ones as root, built with
-//! the `afxdp` feature), with the user's arguments. The working directory is
+//! the `afxdp` feature), with the user's arguments; and `lab ablation`,
+//! the receive-path ablation, which builds the server and runs the
+//! `ablation` binary of fairway-benches (it measures with `bench http`'s
+//! machinery). The working directory is
 //! the workspace root, so results land in `benches/results/`: Markdown
 //! tables, and PNG charts.
 
@@ -40,15 +43,39 @@ pub fn run(cargo: &Cargo, args: &PassThrough) -> Result<(), Failure> {
     } else if !asks_help {
         system::ensure_debian_packages(packages(&args.args))?;
     }
+    if is_ablation(&args.args) {
+        // The help needs only the ablation binary; a run needs the server.
+        let mut steps = Vec::new();
+        if !asks_help {
+            steps.push(super::run::build(cargo, true));
+        }
+        steps.push(ablation(cargo, &args.args[1..]));
+        for step in steps {
+            eprintln!("xtask lab: $ {}", step.display());
+            step.run()?;
+        }
+        return Ok(());
+    }
     let lab = fairway_lab(cargo, &args.args);
     eprintln!("xtask lab: $ {}", lab.display());
     lab.run()
 }
 
+/// Whether the experiment is `ablation`.
+fn is_ablation(args: &[OsString]) -> bool {
+    args.first().is_some_and(|a| a == "ablation")
+}
+
+/// `cargo run --release -p fairway-benches --bin ablation -- <args>`; it
+/// finds the server [`super::run::build`] made beside itself.
+pub fn ablation(cargo: &Cargo, args: &[OsString]) -> Invocation {
+    cargo.run_release_bin("fairway-benches", None, "ablation", args)
+}
+
 /// Whether the arguments ask for the testbed: `fairness --testbed`, or
-/// `delay`, which runs only there.
+/// `delay` and `ablation`, which run only there.
 fn on_testbed(args: &[OsString]) -> bool {
-    args.iter().any(|a| a == "--testbed") || args.first().is_some_and(|a| a == "delay")
+    args.iter().any(|a| a == "--testbed") || args.first().is_some_and(|a| a == "delay" || a == "ablation")
 }
 
 /// `cargo run --release -p fairway-tests [--features afxdp] --bin
@@ -96,6 +123,18 @@ mod tests {
             "cargo run --release -p fairway-tests --features afxdp --bin fairway-lab -- delay --tries 1"
         );
         assert!(testbed_packages().contains(&system::FONT_PACKAGE));
+    }
+
+    #[test]
+    fn the_ablation_runs_the_benches_binary_on_the_testbed() {
+        let cargo = Cargo::new("cargo", "/ws");
+        let args: Vec<OsString> = ["ablation", "--rounds", "1"].map(OsString::from).to_vec();
+        assert!(on_testbed(&args) && is_ablation(&args));
+        assert_eq!(
+            ablation(&cargo, &args[1..]).display(),
+            "cargo run --release -p fairway-benches --bin ablation -- --rounds 1"
+        );
+        assert!(!is_ablation(&["delay"].map(OsString::from)));
     }
 
     #[test]

@@ -237,7 +237,7 @@ pub(crate) struct Env {
     pub rx_pool: BufferPool,
     pub tx_pool: BufferPool,
     pub counters: Counters,
-    pub events: VecDeque<Event>,
+    pub events: crate::event_queue::EventQueue,
     /// Recycled reassembly storage.
     pub reasm_pool: StoragePool<Vec<(u32, u32)>>,
     /// Recycled sent-queue storage.

@@ -207,3 +207,44 @@ fn an_ipv6_address_is_not_ours_but_our_ipv4_mapped_one_is() {
     // The same port again, by its IPv4 name.
     assert_eq!(t.shard.listen(SocketAddrV4::new(LOCAL_IP, 81)), Err(ListenError::AddressInUse));
 }
+
+/// Without software steering (`--steering off`) a shard gets whatever its
+/// queue brings: a passive flow that another shard owns by the steering
+/// hash is served where it arrives, exactly as one it owns.
+#[test]
+fn a_passive_flow_another_shard_owns_is_served_where_it_arrives() {
+    use crate::steering::{Steering, owner};
+    let mut c = config();
+    c.steering = Some(Steering { index: 0, count: 2 });
+    let port = (49152..=u16::MAX).find(|&p| owner((REMOTE_IP, p), (LOCAL_IP, LOCAL_PORT), 2) == 1).unwrap();
+    let mut t = T::listening_with(c);
+    t.handshake_from(port);
+    t.send(t.seg_in().src_port(port).data(b"GET /"));
+    let mut buf = [0u8; 16];
+    assert_eq!(t.shard.recv(t.h(), &mut buf), Ok(5));
+    assert_eq!(&buf[..5], b"GET /");
+}
+
+/// With nothing recycled (the ablation's baseline: boxed connection state,
+/// boxed events, buffers allocated per use) a connection sends exactly the
+/// segments it sends with everything recycled.
+#[test]
+fn with_nothing_recycled_a_connection_is_served_the_same() {
+    let run = |recycle| {
+        let mut c = config();
+        c.recycle = recycle;
+        let mut t = T::established_with(c);
+        t.send(t.seg_in().data(b"ping"));
+        assert_eq!(t.event(), Some(Event::Readable(t.h())));
+        let mut buf = [0u8; 16];
+        assert_eq!(t.shard.recv(t.h(), &mut buf), Ok(4));
+        assert_eq!(t.shard.send(t.h(), b"pong"), Ok(4));
+        let mut segments = t.segments();
+        t.shard.close(t.h());
+        segments.extend(t.segments());
+        segments
+    };
+    let recycled = run(crate::config::Recycle::ALL);
+    assert!(recycled.iter().any(|s| s.payload == b"pong") && recycled.last().is_some_and(|s| s.fin), "{recycled:?}");
+    assert_eq!(run(crate::config::Recycle::NONE), recycled);
+}
