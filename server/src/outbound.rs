@@ -129,24 +129,6 @@ struct Link {
     dirty: bool,
 }
 
-/// The connection a link's bytes move through, as the host lends it to
-/// [`Outbound::pump`]: non-blocking, `WouldBlock` when it cannot move any,
-/// `Ok(0)` from `recv` at the peer's FIN.
-pub trait LinkIo {
-    /// Reads into `buf`.
-    ///
-    /// # Errors
-    ///
-    /// `WouldBlock`, or why the connection failed.
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize>;
-    /// Queues `data`: how much it took.
-    ///
-    /// # Errors
-    ///
-    /// `WouldBlock`, or why the connection failed.
-    fn send(&mut self, data: &[u8]) -> io::Result<usize>;
-}
-
 impl std::fmt::Debug for Outbound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Outbound").field("sockets", &self.open()).finish_non_exhaustive()
@@ -496,13 +478,16 @@ impl Outbound {
 
     /// For the host, at the link's connection's events and when it is
     /// dirty: marks it established, sends what it queued and receives what
-    /// fits, through `io`. `Err` when the connection failed (the link says
-    /// so from then on): the host closes it.
+    /// fits, through `io`, the connection as the host lends it
+    /// ([`crate::host::ConnIo`]: non-blocking, `WouldBlock` when it cannot
+    /// move any, `Ok(0)` from `read` at the peer's FIN). `Err` when the
+    /// connection failed (the link says so from then on): the host closes
+    /// it.
     ///
     /// # Errors
     ///
     /// Why the connection failed.
-    pub fn pump(&mut self, token: Token, io: &mut dyn LinkIo) -> Result<(), io::ErrorKind> {
+    pub fn pump(&mut self, token: Token, io: &mut (impl io::Read + io::Write)) -> Result<(), io::ErrorKind> {
         let Some(link) = self.link_mut(token) else { return Ok(()) };
         let mut news = false;
         match link.state {
@@ -515,7 +500,7 @@ impl Outbound {
         }
         let mut failure = None;
         while link.sent < link.out.len() {
-            match io.send(&link.out[link.sent..]) {
+            match io.write(&link.out[link.sent..]) {
                 Ok(0) => break,
                 Ok(n) => {
                     link.sent += n;
@@ -538,7 +523,7 @@ impl Outbound {
         }
         let mut input = false;
         while failure.is_none() && !link.eof && link.filled < link.input.len() {
-            match io.recv(&mut link.input[link.filled..]) {
+            match io.read(&mut link.input[link.filled..]) {
                 Ok(0) => link.eof = true,
                 Ok(n) => link.filled += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -650,8 +635,8 @@ mod tests {
         fail: Option<io::ErrorKind>,
     }
 
-    impl LinkIo for Fake {
-        fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+    impl io::Read for Fake {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
             if let Some(kind) = self.fail {
                 return Err(kind.into());
             }
@@ -663,8 +648,10 @@ mod tests {
             self.input.drain(..n);
             Ok(n)
         }
+    }
 
-        fn send(&mut self, data: &[u8]) -> io::Result<usize> {
+    impl io::Write for Fake {
+        fn write(&mut self, data: &[u8]) -> io::Result<usize> {
             if let Some(kind) = self.fail {
                 return Err(kind.into());
             }
@@ -675,6 +662,10 @@ mod tests {
             self.room -= n;
             self.sent.extend_from_slice(&data[..n]);
             Ok(n)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
         }
     }
 

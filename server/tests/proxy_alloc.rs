@@ -16,7 +16,7 @@ use std::task::Waker;
 
 use fairway::config::Config;
 use fairway::http::{Env, HttpConfig, HttpConn, builtin};
-use fairway::outbound::{LinkIo, Outbound};
+use fairway::outbound::Outbound;
 use fairway::proxy::Proxy;
 use fairway_stack::time::Instant;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
@@ -56,8 +56,8 @@ struct LinkPeer {
     answer: usize,
 }
 
-impl LinkIo for LinkPeer {
-    fn send(&mut self, data: &[u8]) -> io::Result<usize> {
+impl Write for LinkPeer {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         self.head[self.len..self.len + data.len()].copy_from_slice(data);
         self.len += data.len();
         if self.head[..self.len].ends_with(b"\r\n\r\n") {
@@ -66,7 +66,13 @@ impl LinkIo for LinkPeer {
         Ok(data.len())
     }
 
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Read for LinkPeer {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = buf.len().min(self.answer);
         if n == 0 {
             return Err(io::ErrorKind::WouldBlock.into());

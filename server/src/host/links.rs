@@ -2,13 +2,11 @@
 //! the transport's connections is which link, and the moving of their
 //! bytes between the transport and the links' buffers.
 
-use std::io;
-
 use fairway_stack::time::Instant;
 use mio::Token;
 
-use super::{Transport, TransportError};
-use crate::outbound::{LinkIo, Outbound};
+use super::{ConnIo, Transport};
+use crate::outbound::Outbound;
 
 /// Links' connections, by token and by the transport's index.
 pub(super) struct Links<C> {
@@ -54,29 +52,6 @@ impl<C: Copy + Eq> Links<C> {
     }
 }
 
-/// A connection lent to [`Outbound::pump`].
-struct Lent<'a, T: Transport> {
-    t: &'a mut T,
-    conn: T::Conn,
-}
-
-fn io_error(e: TransportError) -> io::Error {
-    match e {
-        TransportError::WouldBlock => io::ErrorKind::WouldBlock.into(),
-        TransportError::Failed => io::ErrorKind::ConnectionReset.into(),
-    }
-}
-
-impl<T: Transport> LinkIo for Lent<'_, T> {
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.t.recv(self.conn, buf).map_err(io_error)
-    }
-
-    fn send(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.t.send(self.conn, data).map_err(io_error)
-    }
-}
-
 /// Moves the bytes of the link of `token`, whose connection is `conn`;
 /// closes the connection when it failed.
 pub(super) fn pump<T: Transport>(
@@ -86,7 +61,7 @@ pub(super) fn pump<T: Transport>(
     token: Token,
     conn: T::Conn,
 ) {
-    if out.pump(token, &mut Lent { t: &mut *t, conn }).is_err() {
+    if out.pump(token, &mut ConnIo { t: &mut *t, conn }).is_err() {
         links.remove::<T>(token);
         t.close(conn);
     }

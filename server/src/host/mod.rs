@@ -55,7 +55,7 @@ use fairway_stack::time::{Duration, Instant};
 use fairway_stack::{StoragePool, TRIM_INTERVAL};
 use tracing::info;
 
-pub use transport::{HostEvent, Transport, TransportError, send_slices};
+pub use transport::{ConnIo, HostEvent, Transport, TransportError, send_slices};
 use wake::{IdWaker, TASK, WakeQueue};
 
 use crate::backend::connection_limit::ConnectionLimit;

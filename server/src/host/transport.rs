@@ -243,3 +243,42 @@ pub fn send_slices<T: Transport + ?Sized>(
     }
     Ok(total)
 }
+
+/// One connection of a transport as a byte stream: [`io::Read`] and
+/// [`io::Write`] over [`Transport::recv`] and [`Transport::send`],
+/// `WouldBlock` when they say so, a failed connection as
+/// `ConnectionReset`. What rustls reads and writes records through, and
+/// what the host moves a link's bytes through.
+pub struct ConnIo<'a, T: Transport> {
+    /// The transport.
+    pub t: &'a mut T,
+    /// The connection.
+    pub conn: T::Conn,
+}
+
+fn io_error(e: TransportError) -> io::Error {
+    match e {
+        TransportError::WouldBlock => io::ErrorKind::WouldBlock.into(),
+        TransportError::Failed => io::ErrorKind::ConnectionReset.into(),
+    }
+}
+
+impl<T: Transport> io::Read for ConnIo<'_, T> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.t.recv(self.conn, buf).map_err(io_error)
+    }
+}
+
+impl<T: Transport> io::Write for ConnIo<'_, T> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.t.send(self.conn, buf).map_err(io_error)
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.t.send_vectored(self.conn, bufs).map_err(io_error)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}

@@ -30,7 +30,7 @@ use fairway_stack::Counters;
 use rustls::{HandshakeKind, ServerConfig, ServerConnection};
 
 use super::TlsKeys;
-use crate::host::{HostEvent, Layered, Transport, TransportError, send_slices};
+use crate::host::{ConnIo, HostEvent, Layered, Transport, TransportError, send_slices};
 use crate::metrics::ShardMetrics;
 use crate::runtime::AsShard;
 
@@ -70,39 +70,6 @@ struct Session<C> {
     /// still comes is passed up raw, for the host's lingering close to
     /// drop.
     failed: bool,
-}
-
-/// Reads and writes the connection `conn` of `t`, for rustls.
-struct Below<'a, T: Transport> {
-    t: &'a mut T,
-    conn: T::Conn,
-}
-
-fn io_error(e: TransportError) -> io::Error {
-    match e {
-        TransportError::WouldBlock => io::ErrorKind::WouldBlock.into(),
-        TransportError::Failed => io::ErrorKind::ConnectionReset.into(),
-    }
-}
-
-impl<T: Transport> Read for Below<'_, T> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.t.recv(self.conn, buf).map_err(io_error)
-    }
-}
-
-impl<T: Transport> Write for Below<'_, T> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.t.send(self.conn, buf).map_err(io_error)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.t.send_vectored(self.conn, bufs).map_err(io_error)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
 }
 
 /// TLS over the connections that transport `T` accepts on the TLS ports;
@@ -228,7 +195,7 @@ fn session_mut<T: Transport>(
 /// it is closing and nothing is left, shuts the connection below.
 fn flush<T: Transport>(inner: &mut T, session: &mut Session<T::Conn>) -> Result<(), TransportError> {
     while session.tls.wants_write() {
-        match session.tls.write_tls(&mut Below { t: inner, conn: session.conn }) {
+        match session.tls.write_tls(&mut ConnIo { t: inner, conn: session.conn }) {
             Ok(n) => session.wrote |= n > 0,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(_) => return Err(TransportError::Failed),
@@ -265,7 +232,7 @@ fn recv<T: Transport>(
         if session.eof {
             return Ok(0);
         }
-        match session.tls.read_tls(&mut Below { t: inner, conn: session.conn }) {
+        match session.tls.read_tls(&mut ConnIo { t: inner, conn: session.conn }) {
             Ok(0) => session.eof = true,
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(TransportError::WouldBlock),
