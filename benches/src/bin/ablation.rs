@@ -128,30 +128,13 @@ fn rates(list: &str) -> Result<Vec<u32>, String> {
 fn main() -> ExitCode {
     let mut argv = std::env::args().skip(1).peekable();
     if argv.peek().is_some_and(|a| a == "openloop") {
-        return openloop_main(argv.skip(1));
+        return openloop::main("ablation", argv.skip(1));
     }
     let cli = Cli::parse();
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(why) => {
             eprintln!("ablation: {why}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// `ablation openloop ...`: the load generator alone, as `http openloop`
-/// (the bench runs it in the client namespace this way).
-fn openloop_main(args: impl Iterator<Item = String>) -> ExitCode {
-    let argv = std::iter::once("ablation openloop".to_owned()).chain(args);
-    let config = openloop::OpenLoopCli::parse_from(argv).check().unwrap_or_else(|e| e.exit());
-    match openloop::generator::run(&config) {
-        Ok(outcome) => {
-            println!("{}", outcome.line());
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("ablation openloop: {e}");
             ExitCode::FAILURE
         }
     }

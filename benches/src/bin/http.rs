@@ -322,7 +322,7 @@ fn can_run(program: &str, arg: &str) -> bool {
 fn main() -> ExitCode {
     let mut argv = std::env::args().skip(1).peekable();
     if argv.peek().is_some_and(|a| a == "openloop") {
-        return openloop(argv.skip(1));
+        return openloop::main("http", argv.skip(1));
     }
     // A bad command line exits with status 2, -h and --help with 0.
     let args = Cli::parse().check().unwrap_or_else(|e| e.exit());
@@ -334,25 +334,6 @@ fn main() -> ExitCode {
         }
         Err(Failure::Failed(e)) => {
             eprintln!("http: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// `http openloop ...`: the load generator alone (the bench runs it in the
-/// client namespace this way).
-fn openloop(args: impl Iterator<Item = String>) -> ExitCode {
-    // As `http`'s own: a bad command line exits with status 2, -h and
-    // --help with 0.
-    let argv = std::iter::once("http openloop".to_owned()).chain(args);
-    let config = openloop::OpenLoopCli::parse_from(argv).check().unwrap_or_else(|e| e.exit());
-    match openloop::generator::run(&config) {
-        Ok(outcome) => {
-            println!("{}", outcome.line());
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("http openloop: {e}");
             ExitCode::FAILURE
         }
     }

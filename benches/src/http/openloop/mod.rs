@@ -18,6 +18,7 @@ pub mod schedule;
 pub mod server_cpu;
 
 use std::net::SocketAddr;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::error::ErrorKind;
@@ -148,6 +149,26 @@ impl Config {
     #[must_use]
     pub fn request(&self) -> Vec<u8> {
         format!("GET {} HTTP/1.1\r\nHost: {}\r\n\r\n", self.path, self.addr.ip()).into_bytes()
+    }
+}
+
+/// `PROGRAM openloop ARGS`: the load generator alone, as a bench runs it
+/// in the client namespace. A bad command line exits with status 2, -h
+/// and --help with 0, as the program's own; the outcome is one line on
+/// standard output.
+#[must_use]
+pub fn main(program: &str, args: impl Iterator<Item = String>) -> ExitCode {
+    let argv = std::iter::once(format!("{program} openloop")).chain(args);
+    let config = OpenLoopCli::parse_from(argv).check().unwrap_or_else(|e| e.exit());
+    match generator::run(&config) {
+        Ok(outcome) => {
+            println!("{}", outcome.line());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{program} openloop: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
