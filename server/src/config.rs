@@ -23,7 +23,7 @@ mod ablation;
 mod upstreams;
 mod weights;
 
-pub use ablation::{Recycling, Steering};
+pub use ablation::{ALL_OFF_ENV, Recycling, Steering, all_off, all_off_if_asked};
 
 pub use upstreams::{
     Balance, GroupOptions, ProxyConfig, Route, RouteSpec, UpstreamGroup, UpstreamServer, UpstreamSpec,
@@ -545,7 +545,10 @@ pub struct Options {
     /// Userspace backends: software steers each frame to the shard that owns its flow by
     /// Fairway's hash (ARP to every shard); off leaves each shard what its own queue receives,
     /// as a NIC's RSS alone would, a connection living where its SYN arrived (with several
-    /// queues, --upstream needs software) [default: software]
+    /// queues, --upstream needs software). Kernel backend: software gives each shard its own
+    /// SO_REUSEPORT listener, the kernel choosing a new connection's shard by its 4-tuple; off
+    /// has the shards share one listener, whichever accepts first keeping the connection
+    /// [default: software]
     #[arg(long, value_enum)]
     pub steering: Option<Steering>,
 
@@ -887,7 +890,8 @@ pub struct Config {
     pub runtime: LoopConfig,
     /// Userspace backends: what the stack recycles.
     pub recycle: Recycling,
-    /// Userspace backends: whether frames are steered to their flow's shard.
+    /// Whether frames (userspace backends) or new connections (kernel
+    /// backend, by `SO_REUSEPORT`) are steered to a shard of their own.
     pub steering: Steering,
     /// Static files' directory.
     pub root: Option<PathBuf>,

@@ -51,9 +51,13 @@ impl Served {
     /// # Panics
     ///
     /// As [`Served::start`].
+    ///
+    /// With `FAIRWAY_TEST_ALL_OFF` set, every receive-path technique the
+    /// flags leave alone is switched off ([`fairway::config::all_off`]).
     #[must_use]
     pub fn start_with(tb: &Testbed, flags: &[&str], app: impl FnOnce(Builder) -> Builder) -> Served {
-        let args = std::iter::once("fairway").chain(flags.iter().copied());
+        let flags = fairway::config::all_off_if_asked(flags);
+        let args = std::iter::once("fairway").chain(flags.iter().map(String::as_str));
         let config = Config::load(args, None).unwrap_or_else(|e| panic!("flags {flags:?}: {e}"));
         let stop = Arc::new(AtomicBool::new(false));
         let builder = app(Server::builder().config(config.clone()).stop_flag(Arc::clone(&stop)));

@@ -522,16 +522,25 @@ Runs these steps in order, stopping at the first failure:
 2. clippy  cargo clippy --workspace --all-targets --all-features -- -D warnings
 3. linkem  cargo build --release -p fairway-nic --bin fairway-linkem
 4. test    cargo test --workspace --all-features [<CARGO TEST ARGS>...]
+5. all-off cargo test --all-features -p fairway --test kernel_e2e --test
+           kernel_tls --test proxy -p fairway-tests --test server_afxdp --test
+           server_tap --quiet
 It prints each step's wall time, and exits with the status of the step that
 failed. Every feature is on, so the AF_XDP backend is built and checked;
 its build needs clang and libelf, and the server's end-to-end tests wrk
 (installed first when missing, as root).
-Step 4 gets FAIRWAY_LINKEM, the emulator step 3 built, for the tests that
-put it between kernel clients and Fairway. The real-peer tests need root:
-they build network namespaces and remove them when done.
+Steps 4 and 5 get FAIRWAY_LINKEM, the emulator step 3 built, for the tests
+that put it between kernel clients and Fairway. The real-peer tests need
+root: they build network namespaces and remove them when done.
+Step 5 runs the server's end-to-end tests again with FAIRWAY_TEST_ALL_OFF=1:
+every server they start has each receive-path technique it does not set
+itself switched off (nothing recycled, no interrupt moderation, and no
+steering where it has one queue and no upstreams), the ablation's
+conventional baseline, which must change nothing a client sees.
 
 Options:
-      --quick   Leave out the heavy simulated-network tests: step 4 becomes
+      --quick   Leave out the heavy simulated-network tests and step 5:
+          step 4 becomes
           cargo test --workspace --all-features --exclude fairway-tests [...]
   -h, --help    Show this help
 
@@ -583,6 +592,16 @@ Experiments:
              S, --fast-start off,careful-resume and --initial-window 10,32
              (Fairway over AF_XDP once per mode and window, rows side by
              side), --out, --no-plots.
+  ablation   The receive-path ablation (root; builds the server with
+             afxdp; needs wrk and nginx): Fairway over AF_XDP with each of
+             steering, interrupt moderation and frame, buffer, handle and
+             event recycling off alone, all off and all on, beside nginx and
+             the kernel backend (busy polling on and off), on one server
+             core; then steering with two shards (AF_XDP software steering,
+             the kernel's SO_REUSEPORT listeners). Server CPU per request
+             and saturated req/s, rounds alternating; writes
+             benches/results/ablation-DATE.md and a PNG chart. About 27
+             minutes; `lab ablation --help` for its options.
 
 Examples:
   cargo xtask lab fairness

@@ -6,6 +6,10 @@
 //! `--listen` ([`KernelSockets`]); the listeners share the port through
 //! `SO_REUSEPORT`, so the kernel spreads new connections over the shards by
 //! their 4-tuple and a connection stays on the shard that accepted it.
+//! With `--steering off` the shards instead share one listener (one accept
+//! queue, each shard's epoll woken by every new connection, whichever
+//! accepts first keeping it), as threads around one socket do without
+//! `SO_REUSEPORT`: the ablation's conventional baseline.
 //! Shards share nothing but the connection limit, the metrics hub and
 //! window control's board of active weights.
 //!
@@ -45,7 +49,7 @@ pub use sockets::{AsSockets, KernelConn, KernelEvent, KernelListener, KernelPoll
 use super::connection_limit::ConnectionLimit;
 use super::fairness::{ShareBoard, policy_for};
 use super::{Application, Running, ShardService, report};
-use crate::config::Config;
+use crate::config::{Config, Steering};
 use crate::host::wake::WakeQueue;
 use crate::host::{Beneath, Host, Service, Transport, Windows};
 use crate::http::HttpService;
@@ -165,10 +169,11 @@ where
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("--shards {} is too many", config.shards)))?;
     // The plain listeners, then the TLS ones: one of each per shard.
     let tls_only = config.tls.as_ref().is_some_and(|t| t.only);
-    let (addr, mut plain) = if tls_only { (config.listen, Vec::new()) } else { bind(config.listen, shards)? };
+    let steering = config.steering;
+    let (addr, mut plain) = if tls_only { (config.listen, Vec::new()) } else { bind(config.listen, shards, steering)? };
     let (tls_addr, mut tls) = match &config.tls {
         Some(t) => {
-            let (bound, listeners) = bind(t.listen, shards)?;
+            let (bound, listeners) = bind(t.listen, shards, steering)?;
             (Some(bound), listeners)
         }
         None => (None, Vec::new()),
@@ -236,17 +241,25 @@ where
     })
 }
 
-/// Binds one listener per shard on `addr` (port 0: a free port, the same
-/// for all). Returns the address bound.
+/// Binds a listener for each shard on `addr` (port 0: a free port, the
+/// same for all). Returns the address bound.
 ///
-/// `SO_REUSEPORT` would let these listeners join those of another process
-/// of the same user already on the port, silently sharing its traffic; so
-/// the port is first probed with a plain bind, which fails if anything
-/// listens there.
-fn bind(addr: SocketAddr, shards: u16) -> io::Result<(SocketAddr, Vec<TcpListener>)> {
+/// With [`Steering::Software`], one `SO_REUSEPORT` socket per shard. That
+/// option would let these listeners join those of another process of the
+/// same user already on the port, silently sharing its traffic; so the
+/// port is first probed with a plain bind, which fails if anything listens
+/// there. With [`Steering::Off`], one socket without it, each shard's
+/// listener a duplicate of its descriptor.
+fn bind(addr: SocketAddr, shards: u16, steering: Steering) -> io::Result<(SocketAddr, Vec<TcpListener>)> {
     let cannot = |e: io::Error| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"));
     let probe = socket(addr, false).map_err(cannot)?;
     let bound = probe.local_addr()?.as_socket().unwrap_or(addr);
+    if steering == Steering::Off {
+        probe.listen(BACKLOG).map_err(cannot)?;
+        let shared: TcpListener = probe.into();
+        let listeners = (1..shards).map(|_| shared.try_clone()).collect::<io::Result<Vec<_>>>().map_err(cannot)?;
+        return Ok((bound, std::iter::once(shared).chain(listeners).collect()));
+    }
     let listeners = (0..shards)
         .map(|_| {
             let socket = socket(bound, true)?;
@@ -277,4 +290,65 @@ fn socket(addr: SocketAddr, reuse_port: bool) -> io::Result<Socket> {
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     Ok(socket)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, SocketAddr};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+
+    use socket2::SockRef;
+
+    use super::*;
+
+    /// The socket behind a descriptor: its inode (a duplicate has its
+    /// original's).
+    fn inode(listener: &TcpListener) -> u64 {
+        let fd = listener.as_raw_fd();
+        std::fs::metadata(format!("/proc/self/fd/{fd}")).unwrap().ino()
+    }
+
+    #[test]
+    fn software_steering_gives_each_shard_a_reuseport_listener_of_its_own() {
+        let (bound, listeners) = bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 3, Steering::Software).unwrap();
+        assert_ne!(bound.port(), 0);
+        let mut inodes: Vec<u64> = listeners.iter().map(inode).collect();
+        inodes.sort_unstable();
+        inodes.dedup();
+        assert_eq!(inodes.len(), 3, "three sockets");
+        for l in &listeners {
+            assert!(SockRef::from(l).reuse_port().unwrap());
+            assert_eq!(l.local_addr().unwrap(), bound);
+        }
+    }
+
+    #[test]
+    fn steering_off_gives_every_shard_the_same_listener_without_reuseport() {
+        let (bound, listeners) = bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 3, Steering::Off).unwrap();
+        assert_eq!(listeners.len(), 3);
+        let first = inode(&listeners[0]);
+        for l in &listeners {
+            assert_eq!(inode(l), first, "one socket, three descriptors");
+            assert!(!SockRef::from(l).reuse_port().unwrap());
+            assert_eq!(l.local_addr().unwrap(), bound);
+        }
+        // A connection is accepted through any of them, once.
+        let client = std::net::TcpStream::connect(bound).unwrap();
+        let (accepted, peer) = listeners[2].accept().unwrap();
+        assert_eq!(peer, client.local_addr().unwrap());
+        drop(accepted);
+        // (Non-blocking, as every listener of a shard is.)
+        assert_eq!(listeners[0].accept().unwrap_err().kind(), io::ErrorKind::WouldBlock);
+    }
+
+    #[test]
+    fn a_port_taken_by_another_socket_is_refused_either_way() {
+        let taken = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = taken.local_addr().unwrap();
+        for steering in [Steering::Software, Steering::Off] {
+            let err = bind(addr, 2, steering).unwrap_err();
+            assert!(err.to_string().contains(&format!("cannot listen on {addr}")), "{err}");
+        }
+    }
 }

@@ -22,7 +22,8 @@
 //!   `epoll_event`) is boxed, and freed when polled.
 //!
 //! These apply to the userspace backends; the kernel backend's sockets,
-//! buffers and epoll are the kernel's.
+//! buffers and epoll are the kernel's. Steering applies to both (on the
+//! kernel backend: `SO_REUSEPORT` listeners, one per shard, or one shared).
 
 use std::fmt;
 use std::str::FromStr;
@@ -30,13 +31,16 @@ use std::str::FromStr;
 use clap::ValueEnum;
 use serde::Deserialize;
 
-/// How frames reach the shard that owns their flow (userspace backends).
+/// How frames reach the shard that owns their flow (userspace backends),
+/// or new connections a shard of their own (kernel backend).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Steering {
     /// Each shard classifies the frames of its queue by Fairway's symmetric
     /// hash of the 4-tuple and passes those of other shards' flows to them
-    /// over lock-free queues; ARP goes to every shard.
+    /// over lock-free queues; ARP goes to every shard. On the kernel
+    /// backend, each shard has its own `SO_REUSEPORT` listener, and the
+    /// kernel picks a new connection's shard by the hash of its 4-tuple.
     #[default]
     Software,
     /// Each shard handles whatever its own queue receives, as with a NIC's
@@ -44,7 +48,9 @@ pub enum Steering {
     /// lives on the shard whose queue brought its SYN (a NIC or veth puts
     /// every frame of a flow on one queue), which need not be its owner by
     /// Fairway's hash. With several queues, outbound connections
-    /// (--upstream) need software steering.
+    /// (--upstream) need software steering. On the kernel backend, the
+    /// shards share one listener (one accept queue, every shard's epoll
+    /// woken by each new connection), as threads around one socket do.
     Off,
 }
 
@@ -155,6 +161,61 @@ impl<'de> Deserialize<'de> for Recycling {
     }
 }
 
+/// Every receive-path switch off, as server flags, each group with the
+/// flags that set the same thing: nothing recycled, no steering, and no
+/// interrupt moderation (no busy polling, no coalescing, a frame or event
+/// per loop turn). The ablation's conventional baseline.
+const ALL_OFF: [(&[&str], &[&str]); 6] = [
+    (&["--recycle", "none"], &["--recycle", "--no-recycle"]),
+    (&["--steering", "off"], &["--steering"]),
+    (&["--busy-poll-us", "0"], &["--busy-poll-us"]),
+    (&["--itr-us", "0"], &["--itr-us"]),
+    (&["--no-adaptive-batch"], &["--no-adaptive-batch"]),
+    (&["--batch", "1"], &["--batch"]),
+];
+
+/// The environment variable under which the project's end-to-end test
+/// harnesses start every server with [`all_off`] (`cargo xtask test` runs
+/// the server tests a second time with it set). The server never reads it.
+pub const ALL_OFF_ENV: &str = "FAIRWAY_TEST_ALL_OFF";
+
+/// `flags` (a command line without the program) followed by the flags that
+/// switch off every receive-path technique they do not set themselves.
+///
+/// Steering stays on with several queues and with `--upstream`: there,
+/// off is for measurement only, since a shard keeps what its own queue
+/// brings and a flow the sender moves to another queue (a kernel rehashes
+/// a flow after a retransmission timeout, a SYN's included) reaches a shard
+/// that does not know it.
+#[must_use]
+pub fn all_off(flags: &[&str]) -> Vec<String> {
+    let sets = |name: &str| flags.iter().any(|f| *f == name || f.starts_with(&format!("{name}=")));
+    let queues = flags.iter().enumerate().find_map(|(i, f)| match f.strip_prefix("--queues") {
+        Some("") => flags.get(i + 1).and_then(|n| n.parse::<u32>().ok()),
+        Some(rest) => rest.strip_prefix('=').and_then(|n| n.parse().ok()),
+        None => None,
+    });
+    let needs_steering = sets("--upstream") || queues.is_some_and(|q| q > 1);
+    let mut out: Vec<String> = flags.iter().map(|&f| f.to_owned()).collect();
+    for (off, overridden_by) in ALL_OFF {
+        let kept = off[0] == "--steering" && needs_steering;
+        if !kept && !overridden_by.iter().any(|name| sets(name)) {
+            out.extend(off.iter().map(|&f| f.to_owned()));
+        }
+    }
+    out
+}
+
+/// [`all_off`] when [`ALL_OFF_ENV`] is set (to anything but empty or `0`),
+/// else `flags` as they are.
+#[must_use]
+pub fn all_off_if_asked(flags: &[&str]) -> Vec<String> {
+    match std::env::var(ALL_OFF_ENV) {
+        Ok(v) if !v.is_empty() && v != "0" => all_off(flags),
+        _ => flags.iter().map(|&f| f.to_owned()).collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,5 +282,41 @@ mod tests {
         assert_eq!(r.stack(), fairway_stack::Recycle { buffers: true, handles: false, events: true });
         assert_eq!(Recycling::ALL.stack(), fairway_stack::Recycle::ALL);
         assert_eq!(Recycling::NONE.stack(), fairway_stack::Recycle::NONE);
+    }
+
+    #[test]
+    fn all_off_switches_off_what_the_flags_leave_alone_and_parses() {
+        let flags = all_off(&["--backend", "tap", "--batch=8", "--no-recycle", "events"]);
+        let words: Vec<&str> = flags.iter().map(String::as_str).collect();
+        assert_eq!(
+            words,
+            [
+                "--backend",
+                "tap",
+                "--batch=8",
+                "--no-recycle",
+                "events",
+                "--steering",
+                "off",
+                "--busy-poll-us",
+                "0",
+                "--itr-us",
+                "0",
+                "--no-adaptive-batch",
+            ]
+        );
+        let all = all_off(&[]);
+        let c = load(&all.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+        assert_eq!((c.recycle, c.steering), (Recycling::NONE, Steering::Off));
+        assert_eq!(c.runtime.busy_poll, std::time::Duration::ZERO);
+        assert_eq!(c.runtime.itr, std::time::Duration::ZERO);
+        assert!(!c.runtime.adaptive_batch);
+        assert_eq!(c.runtime.batch, 1);
+        // Steering is left alone in front of upstreams and with several
+        // queues, but not with one.
+        assert!(!all_off(&["--upstream", "a=http://127.0.0.1:1"]).contains(&"off".to_owned()));
+        assert!(!all_off(&["--queues", "2"]).contains(&"off".to_owned()));
+        assert!(!all_off(&["--queues=2"]).contains(&"off".to_owned()));
+        assert!(all_off(&["--queues", "1"]).contains(&"off".to_owned()));
     }
 }

@@ -33,9 +33,11 @@ impl FairwayProcess {
     /// [`start`](Self::start) listening on `listen`.
     #[track_caller]
     pub fn start_on(listen: &str, extra: &[&str]) -> FairwayProcess {
+        // With FAIRWAY_TEST_ALL_OFF set, steering and moderation off.
         let mut child = Command::new(env!("CARGO_BIN_EXE_fairway"))
-            .args(["--backend", "kernel", "--listen", listen, "--shards", "2", "--log", "info"])
-            .args(extra)
+            .args(fairway::config::all_off_if_asked(
+                &[&["--backend", "kernel", "--listen", listen, "--shards", "2", "--log", "info"], extra].concat(),
+            ))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -24,6 +24,32 @@ pub fn packages() -> Vec<&'static str> {
 /// The crate holding the heavy simulated-network tests, left out by `--quick`.
 const HEAVY_TESTS_PACKAGE: &str = "fairway-tests";
 
+/// The server's end-to-end tests, run again with every receive-path
+/// technique off (`fairway::config::all_off`: nothing recycled, no
+/// steering, no interrupt moderation), which must change nothing they see.
+const ALL_OFF_TESTS: [&str; 17] = [
+    "test",
+    "--all-features",
+    "-p",
+    "fairway",
+    "--test",
+    "kernel_e2e",
+    "--test",
+    "kernel_tls",
+    "--test",
+    "proxy",
+    "-p",
+    "fairway-tests",
+    "--test",
+    "server_afxdp",
+    "--test",
+    "server_tap",
+    "--quiet",
+];
+
+/// What the servers of [`ALL_OFF_TESTS`] read (`fairway::config::ALL_OFF_ENV`).
+const ALL_OFF_ENV: &str = "FAIRWAY_TEST_ALL_OFF";
+
 /// One named step of the run.
 #[derive(Debug)]
 struct Step {
@@ -39,7 +65,8 @@ fn steps(cargo: &Cargo, args: &TestArgs) -> Vec<Step> {
     test.extend(args.extra.iter().cloned());
     // The real-peer tests run the link emulator as a separate process.
     let linkem = testbed::linkem_path(cargo);
-    vec![
+    let all_off = cargo.command(ALL_OFF_TESTS).env(ALL_OFF_ENV, "1").env(LINKEM_ENV, &linkem.to_string_lossy());
+    let mut steps = vec![
         Step { name: "fmt", invocation: cargo.command(["fmt", "--all", "--", "--check"]) },
         Step {
             name: "clippy",
@@ -55,7 +82,11 @@ fn steps(cargo: &Cargo, args: &TestArgs) -> Vec<Step> {
         },
         Step { name: "linkem", invocation: testbed::build_linkem(cargo) },
         Step { name: "test", invocation: cargo.command(test).env(LINKEM_ENV, &linkem.to_string_lossy()) },
-    ]
+    ];
+    if !args.quick {
+        steps.push(Step { name: "all-off", invocation: all_off });
+    }
+    steps
 }
 
 pub fn run(cargo: &Cargo, args: &TestArgs) -> Result<(), Failure> {
@@ -114,9 +145,13 @@ mod tests {
                 ("clippy", "cargo clippy --workspace --all-targets --all-features -- -D warnings".to_owned()),
                 ("linkem", "cargo build --release -p fairway-nic --bin fairway-linkem".to_owned()),
                 ("test", "cargo test --workspace --all-features".to_owned()),
+                ("all-off", ALL_OFF_LINE.to_owned()),
             ]
         );
     }
+
+    const ALL_OFF_LINE: &str = "cargo test --all-features -p fairway --test kernel_e2e --test kernel_tls --test \
+                                proxy -p fairway-tests --test server_afxdp --test server_tap --quiet";
 
     #[test]
     fn quick_and_extra_arguments_change_only_the_test_step() {
@@ -125,11 +160,13 @@ mod tests {
         assert_eq!(lines[0].1, "cargo fmt --all -- --check");
         assert_eq!(lines[1].1, "cargo clippy --workspace --all-targets --all-features -- -D warnings");
         assert_eq!(lines[3].1, "cargo test --workspace --all-features --exclude fairway-tests tcp:: -- --nocapture");
+        assert_eq!(lines.len(), 4, "--quick leaves out the all-off pass");
     }
 
     #[test]
     fn help_describes_the_steps_as_run() {
-        let help = cli::help(Some(cli::Topic::Test));
+        // A long step wraps onto lines indented under its command.
+        let help = cli::help(Some(cli::Topic::Test)).replace("\n           ", " ");
         for (name, line) in lines(&TestArgs::default()) {
             assert!(help.contains(&format!("{name:<8}{line}")), "help lacks {line:?}");
         }
