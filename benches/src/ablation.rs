@@ -21,6 +21,9 @@ pub enum Polling {
     /// `--busy-poll-us 0`: sleep at once, so that no CPU time is spent
     /// spinning (busy polling counted honestly, as the issue asks).
     Zero,
+    /// `--busy-poll-us 50`: the kernel backend with busy polling on (its
+    /// default is off).
+    Busy,
 }
 
 impl Polling {
@@ -33,6 +36,7 @@ impl Polling {
         match self {
             Polling::Default => "default loop (busy-poll 50 µs)",
             Polling::Zero => "--busy-poll-us 0",
+            Polling::Busy => "--busy-poll-us 50",
         }
     }
 }
@@ -167,6 +171,19 @@ impl Variant {
         Variant { server, off: Technique::None, polling: Polling::Default }
     }
 
+    /// Fairway's kernel backend with busy polling on (`--busy-poll-us 50`).
+    #[must_use]
+    pub fn kernel_busy() -> Variant {
+        Variant { server: Subject::FairwayKernel, off: Technique::None, polling: Polling::Busy }
+    }
+
+    /// Fairway's kernel backend with steering off: its shards share one
+    /// listener instead of one `SO_REUSEPORT` listener each.
+    #[must_use]
+    pub fn kernel_steering_off() -> Variant {
+        Variant { server: Subject::FairwayKernel, off: Technique::Steering, polling: Polling::Default }
+    }
+
     /// Every variant of one round: all on and each technique off under
     /// the default loop, then (with `zero`) the same with `--busy-poll-us
     /// 0` but for those that stop busy polling themselves, then the
@@ -181,6 +198,24 @@ impl Variant {
             list.extend(rest.map(|&t| Variant::afxdp(t, Polling::Zero)));
         }
         list.extend(references.iter().map(|&s| Variant::reference(s)));
+        if references.contains(&Subject::FairwayKernel) {
+            list.push(Variant::kernel_busy());
+        }
+        list
+    }
+
+    /// The two-shard part's variants: Fairway over AF_XDP with software
+    /// steering and without, and its kernel backend with a `SO_REUSEPORT`
+    /// listener per shard and with one shared (`kernel`: whether it runs).
+    #[must_use]
+    pub fn steering(kernel: bool) -> Vec<Variant> {
+        let mut list = vec![
+            Variant::afxdp(Technique::None, Polling::Default),
+            Variant::afxdp(Technique::Steering, Polling::Default),
+        ];
+        if kernel {
+            list.extend([Variant::reference(Subject::FairwayKernel), Variant::kernel_steering_off()]);
+        }
         list
     }
 
@@ -188,8 +223,12 @@ impl Variant {
     #[must_use]
     pub fn flags(self) -> Vec<String> {
         let mut flags = self.off.flags();
-        if self.polling == Polling::Zero && !self.off.stops_busy_polling() {
-            flags.extend(["--busy-poll-us".to_owned(), "0".to_owned()]);
+        match self.polling {
+            Polling::Zero if !self.off.stops_busy_polling() => {
+                flags.extend(["--busy-poll-us".to_owned(), "0".to_owned()]);
+            }
+            Polling::Busy => flags.extend(["--busy-poll-us".to_owned(), "50".to_owned()]),
+            _ => {}
         }
         flags
     }
@@ -199,7 +238,9 @@ impl Variant {
     pub fn name(self) -> String {
         match (self.server, self.polling) {
             (Subject::FairwayAfxdp, Polling::Default) => format!("afxdp, {}", self.off.name()),
-            (Subject::FairwayAfxdp, Polling::Zero) => format!("afxdp bp0, {}", self.off.name()),
+            (Subject::FairwayAfxdp, _) => format!("afxdp bp0, {}", self.off.name()),
+            (server, Polling::Busy) => format!("{}, busy-poll 50 µs", server.name()),
+            (server, _) if self.off == Technique::Steering => format!("{}, steering off", server.name()),
             (server, _) => server.name().to_owned(),
         }
     }
@@ -475,38 +516,51 @@ impl Layout {
         out
     }
 
+    /// The kernel backend's table: the gain of having busy polling on
+    /// (`--busy-poll-us 50` over its default, 0), as [`Layout::gains_table`]'s
+    /// rows; empty when the kernel backend did not run.
+    #[must_use]
+    pub fn kernel_table(&self, results: &Results) -> String {
+        if !self.references.contains(&Subject::FairwayKernel) {
+            return String::new();
+        }
+        let off = Variant::reference(Subject::FairwayKernel);
+        pairs_table(results, &self.measures(), &[("busy polling off (its default)", off, Variant::kernel_busy())])
+    }
+
     /// The figures table: each variant's medians (ranges) of CPU per
-    /// request, req/s and p99 at each measure, and its CPU per request
-    /// against nginx's.
+    /// request, req/s and p99 at each measure.
     #[must_use]
     pub fn figures_table(&self, results: &Results) -> String {
-        let measures = self.measures();
-        let mut out = String::new();
-        let mut header = "| server |".to_owned();
-        let mut rule = "|---|".to_owned();
-        for m in &measures {
-            let _ = write!(header, " {}: CPU µs/req | req/s | p99 |", m.describe());
-            rule.push_str("--:|--:|--:|");
+        figures_table(results, &self.measures(), &self.variants())
+    }
+
+    /// The two-shard part's table: the gain of steering, over AF_XDP
+    /// (software steering against each shard keeping what its queue
+    /// brings) and on the kernel backend (a `SO_REUSEPORT` listener per
+    /// shard against one shared), from `results` of [`Variant::steering`].
+    #[must_use]
+    pub fn steering_table(&self, results: &Results) -> String {
+        let mut rows = vec![(
+            "afxdp: steering off (each shard keeps what its queue brings)",
+            Variant::afxdp(Technique::Steering, Polling::Default),
+            Variant::afxdp(Technique::None, Polling::Default),
+        )];
+        if self.references.contains(&Subject::FairwayKernel) {
+            rows.push((
+                "kernel: steering off (one listener shared, no SO_REUSEPORT)",
+                Variant::kernel_steering_off(),
+                Variant::reference(Subject::FairwayKernel),
+            ));
         }
-        let _ = writeln!(out, "{header}\n{rule}");
-        for variant in self.variants() {
-            let mut line = format!("| {} |", variant.name());
-            for &m in &measures {
-                let cpu = results.spread(variant, m, Metric::Cpu.pick());
-                let rate = results.spread(variant, m, Metric::Rate.pick());
-                let p99 = results.spread(variant, m, Metric::P99.pick());
-                let _ = write!(
-                    line,
-                    " {} | {} | {} |",
-                    cpu.map_or("n/a".to_owned(), |s| format!("{:.2} ({:.2}–{:.2})", s.median, s.min, s.max)),
-                    rate.map_or("n/a".to_owned(), |s| format!("{:.0} ({:.0}–{:.0})", s.median, s.min, s.max)),
-                    p99.map_or("n/a".to_owned(), |s| format_us(s.median)),
-                );
-            }
-            let _ = writeln!(line);
-            out.push_str(&line);
-        }
-        out
+        pairs_table(results, &self.measures(), &rows)
+    }
+
+    /// The two-shard part's figures, as [`Layout::figures_table`]'s.
+    #[must_use]
+    pub fn steering_figures(&self, results: &Results) -> String {
+        let kernel = self.references.contains(&Subject::FairwayKernel);
+        figures_table(results, &self.measures(), &Variant::steering(kernel))
     }
 
     /// The nginx ratios: CPU per request of all on (each loop setting) and
@@ -526,6 +580,9 @@ impl Layout {
         let mut rows: Vec<Variant> = self.pollings().iter().map(|&p| Variant::afxdp(Technique::None, p)).collect();
         rows.push(Variant::afxdp(Technique::All, Polling::Default));
         rows.extend(self.references.iter().filter(|&&s| s != Subject::Nginx).map(|&s| Variant::reference(s)));
+        if self.references.contains(&Subject::FairwayKernel) {
+            rows.push(Variant::kernel_busy());
+        }
         for variant in rows {
             let mut line = format!("| {} |", variant.name());
             for &m in &measures {
@@ -603,6 +660,70 @@ impl Layout {
     }
 }
 
+/// Each of `variants`' medians (ranges) of CPU per request, req/s and p99
+/// at each of `measures`.
+#[must_use]
+pub fn figures_table(results: &Results, measures: &[Measure], variants: &[Variant]) -> String {
+    let mut out = String::new();
+    let mut header = "| server |".to_owned();
+    let mut rule = "|---|".to_owned();
+    for m in measures {
+        let _ = write!(header, " {}: CPU µs/req | req/s | p99 |", m.describe());
+        rule.push_str("--:|--:|--:|");
+    }
+    let _ = writeln!(out, "{header}\n{rule}");
+    for &variant in variants {
+        let mut line = format!("| {} |", variant.name());
+        for &m in measures {
+            let cpu = results.spread(variant, m, Metric::Cpu.pick());
+            let rate = results.spread(variant, m, Metric::Rate.pick());
+            let p99 = results.spread(variant, m, Metric::P99.pick());
+            let _ = write!(
+                line,
+                " {} | {} | {} |",
+                cpu.map_or("n/a".to_owned(), |s| format!("{:.2} ({:.2}–{:.2})", s.median, s.min, s.max)),
+                rate.map_or("n/a".to_owned(), |s| format!("{:.0} ({:.0}–{:.0})", s.median, s.min, s.max)),
+                p99.map_or("n/a".to_owned(), |s| format_us(s.median)),
+            );
+        }
+        let _ = writeln!(line);
+        out.push_str(&line);
+    }
+    out
+}
+
+/// A gains table of pairs: for each row (its words, the variant with the
+/// technique off, the one with it on), the gain of having it on in
+/// requests per CPU-second at each of `measures`, and in req/s at wrk's.
+#[must_use]
+pub fn pairs_table(results: &Results, measures: &[Measure], rows: &[(&str, Variant, Variant)]) -> String {
+    let mut out = String::new();
+    let mut header = "| switched off |".to_owned();
+    let mut rule = "|---|".to_owned();
+    for m in measures {
+        let _ = write!(header, " req per CPU-s, {} |", m.describe());
+        rule.push_str("--:|");
+    }
+    let wrk: Vec<Measure> = measures.iter().copied().filter(|m| !matches!(m, Measure::OpenLoop(_))).collect();
+    for m in &wrk {
+        let _ = write!(header, " req/s, {} |", m.describe());
+        rule.push_str("--:|");
+    }
+    let _ = writeln!(out, "{header}\n{rule}");
+    for &(words, off, on) in rows {
+        let mut line = format!("| {words} |");
+        for &m in measures {
+            let _ = write!(line, " {} |", cell(results.gain_over(off, on, m, Metric::Cpu)));
+        }
+        for &m in &wrk {
+            let _ = write!(line, " {} |", cell(results.gain_over(off, on, m, Metric::Rate)));
+        }
+        let _ = writeln!(line);
+        out.push_str(&line);
+    }
+    out
+}
+
 fn cell(spread: Option<Spread>) -> String {
     spread.map_or("n/a".to_owned(), |s| s.percent())
 }
@@ -630,8 +751,15 @@ mod tests {
     #[test]
     fn variants_and_their_flags() {
         let all = Variant::all(true, &[Subject::Nginx, Subject::FairwayKernel]);
-        // 8 under the default loop, 6 with busy-poll 0, 2 references.
-        assert_eq!(all.len(), 16);
+        // 8 under the default loop, 6 with busy-poll 0, 2 references, and
+        // the kernel backend busy polling.
+        assert_eq!(all.len(), 17);
+        assert_eq!(Variant::kernel_busy().flags().join(" "), "--busy-poll-us 50");
+        assert_eq!(Variant::kernel_busy().name(), "fairway/kernel, busy-poll 50 µs");
+        assert_eq!(Variant::kernel_steering_off().flags().join(" "), "--steering off");
+        assert_eq!(Variant::kernel_steering_off().name(), "fairway/kernel, steering off");
+        assert_eq!(Variant::steering(true).len(), 4);
+        assert_eq!(Variant::steering(false).len(), 2);
         assert_eq!(Variant::afxdp(Technique::None, Polling::Default).flags(), Vec::<String>::new());
         assert_eq!(
             Variant::afxdp(Technique::Handles, Polling::Zero).flags().join(" "),
@@ -690,5 +818,31 @@ mod tests {
         let figures = layout.figures_table(&results);
         assert!(figures.contains("| afxdp, all on |"), "{figures}");
         assert!(layout.nginx_table(&results).contains("0.40 (0.40–0.40)"));
+    }
+
+    #[test]
+    fn the_kernel_and_steering_tables_set_each_off_against_its_own_on() {
+        let layout =
+            Layout { rates: vec![5_000], zero: false, references: vec![Subject::Nginx, Subject::FairwayKernel] };
+        let mut results = Results::default();
+        let kernel = Variant::reference(Subject::FairwayKernel);
+        for round in 0..3 {
+            // Busy polling on costs the kernel backend twice the CPU.
+            results.record(kernel, Measure::OpenLoop(5_000), round, Some(run(5000.0, 10.0)));
+            results.record(Variant::kernel_busy(), Measure::OpenLoop(5_000), round, Some(run(5000.0, 20.0)));
+            results.record(Variant::kernel_steering_off(), Measure::Close, round, Some(run(900.0, 11.0)));
+            results.record(kernel, Measure::Close, round, Some(run(1000.0, 10.0)));
+        }
+        let table = layout.kernel_table(&results);
+        assert!(table.contains("| busy polling off (its default) |"), "{table}");
+        assert!(table.contains("-50.0 % (-50.0 … -50.0)"), "{table}");
+        let steering = layout.steering_table(&results);
+        assert!(steering.contains("| kernel: steering off (one listener shared, no SO_REUSEPORT) |"), "{steering}");
+        // CPU: +10 %; req/s: 1000 over 900.
+        assert!(steering.contains("+10.0 % (+10.0 … +10.0)") && steering.contains("+11.1 %"), "{steering}");
+        assert!(layout.steering_figures(&results).contains("| fairway/kernel, steering off |"));
+        let without = Layout { references: vec![Subject::Nginx], ..layout };
+        assert!(without.kernel_table(&results).is_empty());
+        assert!(!without.steering_table(&results).contains("kernel"));
     }
 }

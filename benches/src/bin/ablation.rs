@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use fairway::runtime::signals::stop_on_signals;
-use fairway_benches::ablation::{Layout, Measure, Polling, Results, Technique};
+use fairway_benches::ablation::{Layout, Measure, Polling, Results, Technique, Variant};
 use fairway_benches::cli::{at_least_one, seconds, testbed_prefix};
 use fairway_benches::http::measure::{Bench, Stop};
 use fairway_benches::http::openloop;
@@ -33,8 +33,8 @@ conventional baseline) and all on, beside nginx.
 
 Needs root, wrk, nginx and curl. Builds a namespace testbed (one client,
 one queue), pins the server to core 0 and the load to the other cores,
-measures, and removes it (also on Ctrl-C). About 25 minutes with the
-defaults.";
+measures, and removes it (also on Ctrl-C); then the same with two queues
+and two shards for steering. About 27 minutes with the defaults.";
 
 /// What `--help` says after the options.
 const AFTER_LONG_HELP: &str = "\
@@ -57,7 +57,16 @@ Each runs under the default loop (busy-poll 50 us) and, unless
 --no-busy-poll-zero, again with --busy-poll-us 0 (moderation and all
 stop busy polling themselves), against all on under the same loop.
 References with their defaults: nginx (one worker) and fairway/kernel
-(the kernel backend; none of the switches applies to it).
+(the kernel backend; of the switches, only busy polling applies to it,
+its default being off: it runs again with --busy-poll-us 50).
+
+With one shard, steering has nothing to steer between. The two-shard part
+runs the server on both cores (two shards, two veth queues), the load on
+the same cores, and sets each side's steering against it off: over
+AF_XDP software steering against each shard keeping what its queue
+brings, on the kernel backend a SO_REUSEPORT listener per shard against
+one listener shared by both shards (--steering off). The server's CPU per
+request stays its own, with the load beside it.
 
 Measures, per server and round (rounds alternate the order):
   keep-alive      wrk, /plaintext, 64 connections
@@ -96,6 +105,11 @@ struct Cli {
     /// Leave out Fairway's kernel backend
     #[arg(long, verbatim_doc_comment)]
     no_kernel: bool,
+    /// Leave out the two-shard part (steering)
+    ///
+    /// About 6 minutes shorter.
+    #[arg(long, verbatim_doc_comment)]
+    no_two_shards: bool,
     /// The server binary
     ///
     /// By default $FAIRWAY_BIN, else `fairway` beside this program.
@@ -196,11 +210,35 @@ fn run(cli: &Cli) -> Result<(), String> {
     }
     let layout = Layout { rates: cli.rates.clone(), zero: !cli.no_busy_poll_zero, references };
     let started = Instant::now();
-    let measured = measure(&bench, &layout, cli.rounds);
+    let measured = measure(&bench, &layout.variants(), &layout.measures(), cli.rounds);
     if let Err(e) = tb.down() {
         eprintln!("ablation: testbed down: {e}");
     }
     let results = measured?;
+    let two_shards = if cli.no_two_shards {
+        None
+    } else {
+        let both = Cores { server: (0..total).collect(), client: (0..total).collect() };
+        let config =
+            TestbedConfig::new(cli.prefix.clone()).clients(1).queues(total).rx_cpus(&both.server, &both.client);
+        let tb = Testbed::up(config).map_err(|e| format!("testbed up (two shards): {e}"))?;
+        let bench = Bench {
+            tb: &tb,
+            cores: both,
+            programs: &programs,
+            openloop: &me,
+            files: &files,
+            duration: cli.duration,
+            warm_up: Duration::from_secs(1),
+            interrupted: &interrupted,
+            upstream: UpstreamAt::Loopback,
+        };
+        let measured = measure(&bench, &Variant::steering(!cli.no_kernel), &layout.measures(), cli.rounds);
+        if let Err(e) = tb.down() {
+            eprintln!("ablation: testbed down: {e}");
+        }
+        Some(measured?)
+    };
     let took = started.elapsed();
 
     let date = today();
@@ -227,7 +265,16 @@ fn run(cli: &Cli) -> Result<(), String> {
         ),
         format!("fairway: {}", shown(&fairway)),
     ];
-    let text = markdown(&layout, &results, &date, &setup, chart.file_name().and_then(|n| n.to_str()));
+    let mut setup = setup;
+    if two_shards.is_some() {
+        setup.push(format!(
+            "steering, two shards: a second testbed with {total} veth queues; the server on cores {}, one shard \
+             each, the load on the same cores",
+            cpu_list(&(0..total).collect::<Vec<_>>())
+        ));
+    }
+    let chart_name = chart.file_name().and_then(|n| n.to_str());
+    let text = markdown(&layout, &results, two_shards.as_ref(), &date, &setup, chart_name);
     std::fs::create_dir_all(&cli.out).map_err(|e| format!("{}: {e}", cli.out.display()))?;
     std::fs::write(&path, &text).map_err(|e| format!("writing {}: {e}", path.display()))?;
     print!("{text}");
@@ -246,11 +293,10 @@ fn run(cli: &Cli) -> Result<(), String> {
 
 /// Every round: each variant started, its wrk measures and open-loop
 /// rates run, stopped; the order reversed every other round.
-fn measure(bench: &Bench<'_>, layout: &Layout, rounds: usize) -> Result<Results, String> {
+fn measure(bench: &Bench<'_>, variants: &[Variant], measures: &[Measure], rounds: usize) -> Result<Results, String> {
     let mut results = Results::default();
-    let variants = layout.variants();
     for round in 0..rounds {
-        let mut order = variants.clone();
+        let mut order = variants.to_vec();
         if round % 2 == 1 {
             order.reverse();
         }
@@ -267,12 +313,12 @@ fn measure(bench: &Bench<'_>, layout: &Layout, rounds: usize) -> Result<Results,
                 }
             };
             let Some(mut started) = started else {
-                for m in layout.measures() {
+                for &m in measures {
                     results.record(variant, m, round, None);
                 }
                 continue;
             };
-            for m in layout.measures() {
+            for &m in measures {
                 let outcome = match m {
                     Measure::OpenLoop(rate) => started.open_loop(m.case(), f64::from(rate)),
                     _ => started.wrk(m.case()),
@@ -323,7 +369,14 @@ fn shown(path: &Path) -> String {
 }
 
 /// The result file.
-fn markdown(layout: &Layout, results: &Results, date: &str, setup: &[String], chart: Option<&str>) -> String {
+fn markdown(
+    layout: &Layout,
+    results: &Results,
+    two_shards: Option<&Results>,
+    date: &str,
+    setup: &[String],
+    chart: Option<&str>,
+) -> String {
     let mut out = format!("# The receive-path ablation, {date}\n\n`sudo -E cargo xtask lab ablation`\n\n");
     for line in setup {
         out.push_str(&format!("- {line}\n"));
@@ -341,6 +394,20 @@ fn markdown(layout: &Layout, results: &Results, date: &str, setup: &[String], ch
     for polling in if layout.zero { Polling::ALL.to_vec() } else { vec![Polling::Default] } {
         out.push_str(&format!("\n## Gains, {}\n\n", polling.describe()));
         out.push_str(&layout.gains_table(results, polling));
+    }
+    let kernel = layout.kernel_table(results);
+    if !kernel.is_empty() {
+        out.push_str("\n## Fairway's kernel backend: busy polling\n\n");
+        out.push_str(&kernel);
+    }
+    if let Some(two) = two_shards {
+        out.push_str(
+            "\n## Steering, two shards\n\nThe server on both cores (two shards; over AF_XDP two veth queues), \
+             the load on the same cores; each variant against its own side with steering on.\n\n",
+        );
+        out.push_str(&layout.steering_table(two));
+        out.push('\n');
+        out.push_str(&layout.steering_figures(two));
     }
     out.push_str("\n## CPU per request against nginx's (medians, ranges)\n\n");
     out.push_str(&layout.nginx_table(results));
@@ -398,7 +465,7 @@ mod tests {
     #[test]
     fn the_result_file_names_no_absolute_path_and_ends_with_the_closing_line() {
         let layout = Layout { rates: vec![5000], zero: true, references: vec![Subject::Nginx] };
-        let text = markdown(&layout, &Results::default(), "2026-12-02", &["x".to_owned()], Some("a.png"));
+        let text = markdown(&layout, &Results::default(), None, "2026-12-02", &["x".to_owned()], Some("a.png"));
         assert!(text.trim_end().ends_with("× nginx"), "{text}");
         assert!(!text.contains(env!("CARGO_MANIFEST_DIR")));
         assert!(text.contains("## Gains, --busy-poll-us 0"));
