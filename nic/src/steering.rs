@@ -53,6 +53,21 @@ pub enum Owner {
     Here,
 }
 
+/// Whether `frame` is ARP or IPv6 Neighbor Discovery right after the IPv6
+/// header (as RFC 4861 sends it), reading no more than the Ethernet type,
+/// the IPv6 next header and the ICMPv6 type: what every shard must see
+/// even with flow steering off, as [`classify`] sends to all.
+fn is_neighbour(frame: &[u8]) -> bool {
+    let Ok(eth) = EthernetFrame::new_checked(frame) else { return false };
+    match eth.ethertype() {
+        EthernetProtocol::Arp => true,
+        EthernetProtocol::Ipv6 => Ipv6Packet::new_checked(eth.payload()).is_ok_and(|ip| {
+            ip.next_header() == IpProtocol::Icmpv6 && ip.payload().first().is_some_and(|t| (133..=137).contains(t))
+        }),
+        _ => false,
+    }
+}
+
 /// Decides which of `count` shards a frame belongs to.
 ///
 /// Never panics: a frame too short or malformed to classify belongs
@@ -324,14 +339,18 @@ impl<D> Steered<D> {
         Steered { device, fabric, index, wakes, also: None, steer: true }
     }
 
-    /// Turns steering off (`--steering off`, the ablation's baseline):
+    /// Turns flow steering off (`--steering off`, the ablation's baseline):
     /// `receive` hands over every frame of the shard's own queue, whichever
-    /// shard owns its flow, without classifying it, and passes nothing to
-    /// other shards (so nothing arrives in the inbox either, when every
-    /// shard has it off). What a NIC whose RSS hash agreed with ours would
-    /// leave the shards with; a passive connection is served by the shard
-    /// whose queue brought its SYN, since a NIC or veth puts every frame of
-    /// a flow on one queue. The wake-ups through the inbox's eventfd stay.
+    /// shard owns its flow, without classifying it by flow. What a NIC
+    /// whose RSS hash agreed with ours would leave the shards with; a
+    /// passive connection is served by the shard whose queue brought its
+    /// SYN, since a NIC or veth puts every frame of a flow on one queue.
+    /// ARP and Neighbor Discovery frames still reach every shard, as a
+    /// kernel keeps one neighbour table for all its cores: a NIC or veth
+    /// brings them to one queue, and without them the other shards could
+    /// answer no client (every SYN on their queues would wait for a
+    /// retransmission that happens to land elsewhere: measured, 65
+    /// `Connection: close` requests a second on a two-queue veth).
     #[must_use]
     pub fn without_steering(mut self) -> Steered<D> {
         self.steer = false;
@@ -383,9 +402,6 @@ impl<D: Device> Device for Steered<D> {
     /// passed on and not handed over, so the queue is read until `budget`
     /// frames were handed over or it is empty, as the trait promises.
     fn receive<F: FnMut(&[u8])>(&mut self, budget: usize, mut on_frame: F) -> usize {
-        if !self.steer {
-            return self.device.receive(budget, on_frame);
-        }
         let mut handed = 0;
         let inbox = &self.fabric.inboxes[usize::from(self.index)];
         while handed < budget {
@@ -397,6 +413,22 @@ impl<D: Device> Device for Steered<D> {
         let (fabric, index, wakes) = (&self.fabric, self.index, &mut self.wakes);
         let count = fabric.shards();
         let stats = &fabric.inboxes[usize::from(index)].stats;
+        if !self.steer {
+            // Flows stay where they arrived; only ARP and ND are shared.
+            handed += self.device.receive(budget - handed, |frame| {
+                if count > 1 && is_neighbour(frame) {
+                    for other in (0..count).filter(|&o| o != index) {
+                        if fabric.pass(index, other, frame) {
+                            wakes.mark(other);
+                        }
+                    }
+                    stats.broadcast.fetch_add(1, Ordering::Relaxed);
+                }
+                on_frame(frame);
+            });
+            wakes.send(fabric);
+            return handed;
+        }
         while handed < budget {
             let want = budget - handed;
             let read = self.device.receive(want, |frame| match classify(frame, count) {
@@ -729,12 +761,16 @@ mod tests {
         assert!(!shard0.steers() && Steered::new(Queue::default(), fabric.clone(), 0).steers());
         let mine = tcp((CLIENT, port_owned_by(0, 2)), (SERVER, 80));
         let theirs = tcp((CLIENT, port_owned_by(1, 2)), (SERVER, 80));
-        shard0.device_mut().rx.extend([mine.clone(), theirs.clone(), arp()]);
-        // Shard 1's flow and the ARP broadcast stay on shard 0's queue.
-        assert_eq!(collect(&mut shard0), vec![mine, theirs, arp()]);
-        assert_eq!(collect(&mut shard1), Vec::<Vec<u8>>::new());
-        assert_eq!(shard0.stats(), SteeringCounts::default(), "nothing was classified or passed");
-        assert_eq!(fabric.pool.len(), 32, "no steering buffer was taken");
+        let (c6, s6) = ("fd77::2".parse().unwrap(), "fd77::1".parse().unwrap());
+        let advert = ipv6(c6, s6, IpProtocol::Icmpv6, &[136, 0, 0, 0]);
+        let echo = ipv6(c6, s6, IpProtocol::Icmpv6, &[128, 0, 0, 0]);
+        shard0.device_mut().rx.extend([mine.clone(), theirs.clone(), arp(), advert.clone(), echo.clone()]);
+        // Shard 1's flow stays on shard 0's queue; ARP and the neighbour
+        // advertisement reach both, as one neighbour table would.
+        assert_eq!(collect(&mut shard0), vec![mine, theirs, arp(), advert.clone(), echo]);
+        assert_eq!(shard0.stats(), SteeringCounts { broadcast: 2, ..SteeringCounts::default() });
+        assert_eq!(collect(&mut shard1), vec![arp(), advert]);
+        assert_eq!(fabric.pool.len(), 32, "the steering buffers came back");
     }
 
     /// What an inbox's eventfd has counted since it was last read.

@@ -544,8 +544,8 @@ pub struct Options {
 
     /// Userspace backends: software steers each frame to the shard that owns its flow by
     /// Fairway's hash (ARP to every shard); off leaves each shard what its own queue receives,
-    /// as a NIC's RSS alone would, a connection living where its SYN arrived (with several
-    /// queues, --upstream needs software). Kernel backend: software gives each shard its own
+    /// as a NIC's RSS alone would, a connection living where its SYN arrived, and shares only
+    /// ARP (with several queues, --upstream needs software). Kernel backend: software gives each shard its own
     /// SO_REUSEPORT listener, the kernel choosing a new connection's shard by its 4-tuple; off
     /// has the shards share one listener, whichever accepts first keeping the connection
     /// [default: software]

@@ -41,7 +41,8 @@ const AFTER_LONG_HELP: &str = "\
 Techniques (the server's flags that switch each off):
   steering        --steering off: no software steering (with one shard it
                   saves only the classification of each frame; with
-                  several, a shard keeps what its queue brings)
+                  several, a shard keeps what its queue brings, ARP
+                  alone going to every shard)
   moderation      --busy-poll-us 0 --itr-us 0 --no-adaptive-batch
                   --batch 1: no busy polling, a frame per loop turn
   frames          --no-recycle frames: each frame copied through a buffer

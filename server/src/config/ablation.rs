@@ -47,7 +47,8 @@ pub enum Steering {
     /// RSS alone: nothing is classified or passed on. A passive connection
     /// lives on the shard whose queue brought its SYN (a NIC or veth puts
     /// every frame of a flow on one queue), which need not be its owner by
-    /// Fairway's hash. With several queues, outbound connections
+    /// Fairway's hash; only ARP still reaches every shard, as one
+    /// neighbour table would. With several queues, outbound connections
     /// (--upstream) need software steering. On the kernel backend, the
     /// shards share one listener (one accept queue, every shard's epoll
     /// woken by each new connection), as threads around one socket do.
