@@ -16,8 +16,12 @@ use crate::stats::median;
 /// The loop settings a variant runs under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Polling {
-    /// The server's default: busy-poll 50 µs before sleeping.
+    /// The server's default: busy-poll up to 50 µs before sleeping, while
+    /// most idle gaps are shorter than that (an adaptive window).
     Default,
+    /// `--no-adaptive-busy-poll`: spin the whole 50 µs every time the loop
+    /// goes idle (a fixed window).
+    Fixed,
     /// `--busy-poll-us 0`: sleep at once, so that no CPU time is spent
     /// spinning (busy polling counted honestly, as the issue asks).
     Zero,
@@ -34,7 +38,8 @@ impl Polling {
     #[must_use]
     pub fn describe(self) -> &'static str {
         match self {
-            Polling::Default => "default loop (busy-poll 50 µs)",
+            Polling::Default => "default loop (busy-poll up to 50 µs, adaptive)",
+            Polling::Fixed => "--no-adaptive-busy-poll (a fixed 50 µs window)",
             Polling::Zero => "--busy-poll-us 0",
             Polling::Busy => "--busy-poll-us 50",
         }
@@ -184,13 +189,14 @@ impl Variant {
         Variant { server: Subject::FairwayKernel, off: Technique::Steering, polling: Polling::Default }
     }
 
-    /// Every variant of one round: all on and each technique off under
-    /// the default loop, then (with `zero`) the same with `--busy-poll-us
-    /// 0` but for those that stop busy polling themselves, then the
-    /// references.
+    /// Every variant of one round: all on, all on with a fixed busy-poll
+    /// window, and each technique off under the default loop, then (with
+    /// `zero`) the same with `--busy-poll-us 0` but for those that stop
+    /// busy polling themselves, then the references.
     #[must_use]
     pub fn all(zero: bool, references: &[Subject]) -> Vec<Variant> {
-        let mut list = vec![Variant::afxdp(Technique::None, Polling::Default)];
+        let mut list =
+            vec![Variant::afxdp(Technique::None, Polling::Default), Variant::afxdp(Technique::None, Polling::Fixed)];
         list.extend(Technique::OFF.iter().map(|&t| Variant::afxdp(t, Polling::Default)));
         if zero {
             list.push(Variant::afxdp(Technique::None, Polling::Zero));
@@ -228,6 +234,7 @@ impl Variant {
                 flags.extend(["--busy-poll-us".to_owned(), "0".to_owned()]);
             }
             Polling::Busy => flags.extend(["--busy-poll-us".to_owned(), "50".to_owned()]),
+            Polling::Fixed if !self.off.stops_busy_polling() => flags.push("--no-adaptive-busy-poll".to_owned()),
             _ => {}
         }
         flags
@@ -238,6 +245,7 @@ impl Variant {
     pub fn name(self) -> String {
         match (self.server, self.polling) {
             (Subject::FairwayAfxdp, Polling::Default) => format!("afxdp, {}", self.off.name()),
+            (Subject::FairwayAfxdp, Polling::Fixed) => format!("afxdp fixed busy-poll, {}", self.off.name()),
             (Subject::FairwayAfxdp, _) => format!("afxdp bp0, {}", self.off.name()),
             (server, Polling::Busy) => format!("{}, busy-poll 50 µs", server.name()),
             (server, _) if self.off == Technique::Steering => format!("{}, steering off", server.name()),
@@ -528,6 +536,21 @@ impl Layout {
         pairs_table(results, &self.measures(), &[("busy polling off (its default)", off, Variant::kernel_busy())])
     }
 
+    /// Busy polling over AF_XDP, all on: the gain of the adaptive window
+    /// (the default against `--no-adaptive-busy-poll`) and, when the
+    /// `--busy-poll-us 0` variants ran, of busy polling itself (the default
+    /// against none), as [`Layout::gains_table`]'s rows.
+    #[must_use]
+    pub fn busy_poll_table(&self, results: &Results) -> String {
+        let on = Variant::afxdp(Technique::None, Polling::Default);
+        let mut rows =
+            vec![("adaptive window off (a fixed 50 µs)", Variant::afxdp(Technique::None, Polling::Fixed), on)];
+        if self.zero {
+            rows.push(("busy polling off (--busy-poll-us 0)", Variant::afxdp(Technique::None, Polling::Zero), on));
+        }
+        pairs_table(results, &self.measures(), &rows)
+    }
+
     /// The figures table: each variant's medians (ranges) of CPU per
     /// request, req/s and p99 at each measure.
     #[must_use]
@@ -578,6 +601,7 @@ impl Layout {
         }
         let _ = writeln!(out, "{header}\n{rule}");
         let mut rows: Vec<Variant> = self.pollings().iter().map(|&p| Variant::afxdp(Technique::None, p)).collect();
+        rows.insert(1, Variant::afxdp(Technique::None, Polling::Fixed));
         rows.push(Variant::afxdp(Technique::All, Polling::Default));
         rows.extend(self.references.iter().filter(|&&s| s != Subject::Nginx).map(|&s| Variant::reference(s)));
         if self.references.contains(&Subject::FairwayKernel) {
@@ -751,9 +775,14 @@ mod tests {
     #[test]
     fn variants_and_their_flags() {
         let all = Variant::all(true, &[Subject::Nginx, Subject::FairwayKernel]);
-        // 8 under the default loop, 6 with busy-poll 0, 2 references, and
-        // the kernel backend busy polling.
-        assert_eq!(all.len(), 17);
+        // 9 under the default loop (one with a fixed busy-poll window), 6
+        // with busy-poll 0, 2 references, and the kernel backend busy
+        // polling.
+        assert_eq!(all.len(), 18);
+        let fixed = Variant::afxdp(Technique::None, Polling::Fixed);
+        assert_eq!(fixed.flags().join(" "), "--no-adaptive-busy-poll");
+        assert_eq!(fixed.name(), "afxdp fixed busy-poll, all on");
+        assert_eq!(fixed.baseline(), Variant::afxdp(Technique::None, Polling::Fixed));
         assert_eq!(Variant::kernel_busy().flags().join(" "), "--busy-poll-us 50");
         assert_eq!(Variant::kernel_busy().name(), "fairway/kernel, busy-poll 50 µs");
         assert_eq!(Variant::kernel_steering_off().flags().join(" "), "--steering off");
@@ -778,7 +807,7 @@ mod tests {
             Variant::afxdp(Technique::Events, Polling::Zero).baseline(),
             Variant::afxdp(Technique::None, Polling::Zero)
         );
-        assert_eq!(Variant::all(false, &[]).len(), 8);
+        assert_eq!(Variant::all(false, &[]).len(), 9);
     }
 
     #[test]
@@ -833,6 +862,16 @@ mod tests {
             results.record(Variant::kernel_steering_off(), Measure::Close, round, Some(run(900.0, 11.0)));
             results.record(kernel, Measure::Close, round, Some(run(1000.0, 10.0)));
         }
+        let on = Variant::afxdp(Technique::None, Polling::Default);
+        for round in 0..3 {
+            // The fixed window costs 1.5 × the adaptive one's CPU.
+            results.record(on, Measure::OpenLoop(5_000), round, Some(run(5000.0, 10.0)));
+            let fixed = Variant::afxdp(Technique::None, Polling::Fixed);
+            results.record(fixed, Measure::OpenLoop(5_000), round, Some(run(5000.0, 15.0)));
+        }
+        let spin = layout.busy_poll_table(&results);
+        assert!(spin.contains("| adaptive window off (a fixed 50 µs) | n/a | n/a | n/a | +50.0 %"), "{spin}");
+        assert!(!spin.contains("--busy-poll-us 0"), "the zero variants did not run: {spin}");
         let table = layout.kernel_table(&results);
         assert!(table.contains("| busy polling off (its default) |"), "{table}");
         assert!(table.contains("-50.0 % (-50.0 … -50.0)"), "{table}");

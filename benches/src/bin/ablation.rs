@@ -1,6 +1,7 @@
 //! `cargo xtask lab ablation`: the receive-path ablation. Fairway over
 //! AF_XDP with each receive-path technique switched off alone, all off and
-//! all on, under its default loop and with `--busy-poll-us 0`, beside
+//! all on, under its default loop and with `--busy-poll-us 0` (all on
+//! also with a fixed busy-poll window), beside
 //! nginx and Fairway's kernel backend on the same core; wrk (saturated
 //! req/s, p99, the server's CPU per request) and the open-loop generator
 //! (CPU per request at fixed offered loads), rounds alternating. Writes
@@ -34,7 +35,7 @@ conventional baseline) and all on, beside nginx.
 Needs root, wrk, nginx and curl. Builds a namespace testbed (one client,
 one queue), pins the server to core 0 and the load to the other cores,
 measures, and removes it (also on Ctrl-C); then the same with two queues
-and two shards for steering. About 27 minutes with the defaults.";
+and two shards for steering. About 29 minutes with the defaults.";
 
 /// What `--help` says after the options.
 const AFTER_LONG_HELP: &str = "\
@@ -42,7 +43,7 @@ Techniques (the server's flags that switch each off):
   steering        --steering off: no software steering (with one shard it
                   saves only the classification of each frame; with
                   several, a shard keeps what its queue brings, ARP
-                  alone going to every shard)
+                  and Neighbor Discovery alone going to every shard)
   moderation      --busy-poll-us 0 --itr-us 0 --no-adaptive-batch
                   --batch 1: no busy polling, a frame per loop turn
   frames          --no-recycle frames: each frame copied through a buffer
@@ -54,9 +55,12 @@ Techniques (the server's flags that switch each off):
   events          --no-recycle events: an allocation per event (the
                   study's epoll_event)
   all             all of the above at once
-Each runs under the default loop (busy-poll 50 us) and, unless
---no-busy-poll-zero, again with --busy-poll-us 0 (moderation and all
-stop busy polling themselves), against all on under the same loop.
+Each runs under the default loop (busy-poll up to 50 us, the window
+adapting to the load) and, unless --no-busy-poll-zero, again with
+--busy-poll-us 0 (moderation and all stop busy polling themselves),
+against all on under the same loop. All on runs also with
+--no-adaptive-busy-poll (a fixed 50 us window): the busy-polling table
+sets it, and --busy-poll-us 0, against the default.
 References with their defaults: nginx (one worker) and fairway/kernel
 (the kernel backend; of the switches, only busy polling applies to it,
 its default being off: it runs again with --busy-poll-us 50).
@@ -396,6 +400,8 @@ fn markdown(
         out.push_str(&format!("\n## Gains, {}\n\n", polling.describe()));
         out.push_str(&layout.gains_table(results, polling));
     }
+    out.push_str("\n## Busy polling over AF_XDP, all on\n\n");
+    out.push_str(&layout.busy_poll_table(results));
     let kernel = layout.kernel_table(results);
     if !kernel.is_empty() {
         out.push_str("\n## Fairway's kernel backend: busy polling\n\n");
@@ -407,7 +413,7 @@ fn markdown(
              the load on the same cores; each variant against its own side with steering on.\n\n",
         );
         out.push_str(&layout.steering_table(two));
-        out.push('\n');
+        out.push_str("\nThe two-shard figures (medians, ranges):\n\n");
         out.push_str(&layout.steering_figures(two));
     }
     out.push_str("\n## CPU per request against nginx's (medians, ranges)\n\n");
@@ -470,5 +476,6 @@ mod tests {
         assert!(text.trim_end().ends_with("× nginx"), "{text}");
         assert!(!text.contains(env!("CARGO_MANIFEST_DIR")));
         assert!(text.contains("## Gains, --busy-poll-us 0"));
+        assert!(text.contains("## Busy polling over AF_XDP, all on"));
     }
 }

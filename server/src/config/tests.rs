@@ -20,6 +20,7 @@ const KEYS: &[&str] = &[
     "tap-name",
     "shards",
     "busy-poll-us",
+    "no-adaptive-busy-poll",
     "itr-us",
     "batch",
     "no-adaptive-batch",
@@ -112,7 +113,7 @@ fn defaults() {
     assert_eq!(afxdp.runtime.busy_poll, Duration::from_micros(50));
     assert_eq!(c.runtime.itr, Duration::ZERO);
     assert_eq!(c.runtime.batch, 64);
-    assert!(c.runtime.adaptive_batch);
+    assert!(c.runtime.adaptive_batch && c.runtime.adaptive_busy_poll);
     assert!(c.multi_buffer && !c.prefer_busy_poll, "multi-buffer on, the driver's busy polling off");
     assert_eq!(c.root, None);
     assert_eq!((c.max_bytes, c.max_body), (1 << 30, 64 << 20));
@@ -159,6 +160,7 @@ fn every_flag_parses() {
         "--batch",
         "256",
         "--no-adaptive-batch",
+        "--no-adaptive-busy-poll",
         "--no-multi-buffer",
         "--prefer-busy-poll",
         "--max-bytes",
@@ -201,7 +203,7 @@ fn every_flag_parses() {
     assert_eq!(c.runtime.busy_poll, Duration::ZERO);
     assert_eq!(c.runtime.itr, Duration::from_micros(25));
     assert_eq!(c.runtime.batch, 256);
-    assert!(!c.runtime.adaptive_batch);
+    assert!(!c.runtime.adaptive_batch && !c.runtime.adaptive_busy_poll);
     assert!(!c.multi_buffer && c.prefer_busy_poll);
     assert_eq!((c.max_bytes, c.max_body, c.max_head, c.max_request_line), (2 << 30, 10_000_000, 32 << 10, 4096));
     assert_eq!(c.header_timeout, Duration::from_millis(500));
@@ -231,6 +233,7 @@ max-body = "1MiB"
 socket-buffer = "4MiB"
 header-timeout = 3
 no-adaptive-batch = true
+no-adaptive-busy-poll = true
 prefer-busy-poll = true
 capacity = "100mbit"
 fairness = "seed"
@@ -245,7 +248,7 @@ fairness = "seed"
     assert_eq!(c.max_body, 1 << 20);
     assert_eq!(c.socket_buffer, 4 << 20);
     assert_eq!(c.header_timeout, Duration::from_secs(3));
-    assert!(!c.runtime.adaptive_batch);
+    assert!(!c.runtime.adaptive_batch && !c.runtime.adaptive_busy_poll);
     assert!(c.prefer_busy_poll && c.multi_buffer, "the file's flag, and the default");
     assert_eq!(c.capacity, Some(Bandwidth { bits_per_sec: 100_000_000 }));
     assert_eq!(c.fairness, Fairness::Seed);

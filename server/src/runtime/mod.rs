@@ -15,7 +15,8 @@
 //! 4. transmits what the shard has to send, up to a batch,
 //!
 //! and when a turn found nothing to do it keeps polling for up to
-//! [`LoopConfig::busy_poll`] before it sleeps on the device ([`NetIo::wait`])
+//! [`LoopConfig::busy_poll`] (a window that closes while spinning does not
+//! pay, [`AdaptiveSpin`]) before it sleeps on the device ([`NetIo::wait`])
 //! until input arrives, the transport's next timer is due, or the
 //! application's ([`App::poll_timeout`]: a connection's timeout, a task's
 //! sleep), whichever comes first. Under load the loop wakes at most once
@@ -31,6 +32,7 @@ pub mod batch;
 pub mod memory;
 pub mod shards;
 pub mod signals;
+pub mod spin;
 
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,6 +44,7 @@ use fairway_stack::{Event, Shard};
 
 use crate::clock::{Clock, WallClock};
 pub use batch::AdaptiveBatch;
+pub use spin::AdaptiveSpin;
 
 /// What runs on a shard: the application side of the loop, acting through
 /// `T` (the userspace stack's [`Shard`], or kernel sockets) on its events
@@ -179,6 +182,11 @@ pub struct LoopConfig {
     /// How long an idle loop keeps polling before it sleeps on the device.
     /// Zero sleeps at once.
     pub busy_poll: Duration,
+    /// Adapt busy polling to the load (see [`AdaptiveSpin`]): spin only
+    /// while at least three in four of the recent idle gaps were shorter
+    /// than `busy_poll`. When false every idle stretch spins the whole
+    /// `busy_poll`.
+    pub adaptive_busy_poll: bool,
     /// Interrupt coalescing: the least time between two wake-ups while the
     /// loop has work. When the loop is about to sleep and it did work since
     /// it last woke less than `itr` ago, it pauses without listening to the
@@ -196,6 +204,7 @@ impl Default for LoopConfig {
             batch: 64,
             adaptive_batch: true,
             busy_poll: Duration::from_micros(50),
+            adaptive_busy_poll: true,
             itr: Duration::ZERO,
             max_sleep: Duration::from_millis(100),
         }
@@ -315,8 +324,14 @@ where
     let mut rx_batch = AdaptiveBatch::new(config.batch, config.adaptive_batch);
     let mut stats = LoopStats::default();
     app.start(transport, clock.now());
-    // Busy-polling: since when the loop has found nothing to do.
+    // Busy-polling: since when this stretch of idle turns (since the last
+    // work or sleep) began, whether it spun, and since when the loop has
+    // found nothing to do at all, across sleeps (the gaps the window
+    // adapts to).
+    let mut spin = AdaptiveSpin::new(config.busy_poll, config.adaptive_busy_poll);
     let mut idle_since: Option<Instant> = None;
+    let mut spun = false;
+    let mut quiet_since: Option<Instant> = None;
     // Coalescing: when the loop last woke, and whether it has worked since.
     let mut woke_at = clock.now();
     let mut worked_since_wake = false;
@@ -342,17 +357,22 @@ where
         app.after_turn(transport, now, &stats);
 
         if received > 0 || sent > 0 || events > 0 {
-            // Work found after an idle turn without sleeping in between:
-            // busy-polling saved a wake-up.
-            if idle_since.take().is_some() && !config.busy_poll.is_zero() {
+            if spun {
+                // Work found by spinning: busy-polling saved a wake-up.
                 stats.busy_poll_hits += 1;
             }
+            if let Some(quiet) = quiet_since.take() {
+                spin.observe(now.saturating_since(quiet).into());
+            }
+            (idle_since, spun) = (None, false);
             worked_since_wake = true;
             continue;
         }
+        quiet_since.get_or_insert(now);
         let idle = *idle_since.get_or_insert(now);
-        if now.saturating_since(idle) < config.busy_poll.into() {
+        if now.saturating_since(idle) < spin.window().into() {
             stats.busy_poll_turns += 1;
+            spun = true;
             continue;
         }
         let now = clock.now();
@@ -373,7 +393,7 @@ where
         }
         woke_at = clock.now();
         worked_since_wake = false;
-        idle_since = None;
+        (idle_since, spun) = (None, false);
     }
     Ok(stats)
 }

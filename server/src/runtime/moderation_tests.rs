@@ -142,6 +142,7 @@ fn config(batch: usize, adaptive_batch: bool, busy_poll_us: u64, itr_us: u64) ->
         batch,
         adaptive_batch,
         busy_poll: Duration::from_micros(busy_poll_us),
+        adaptive_busy_poll: true,
         itr: Duration::from_micros(itr_us),
         max_sleep: Duration::from_millis(100),
     }
@@ -206,13 +207,41 @@ fn busy_polling_catches_frames_that_sleeping_would_wake_for() {
 }
 
 #[test]
-fn busy_polling_gives_up_after_its_window() {
+fn a_fixed_window_gives_up_after_its_length_every_time() {
     // Frames 200 µs apart: the 50 µs window always runs out first.
-    let out = drive(config(64, true, 50, 0), every(200, 100, 20), 4_100);
+    let fixed = LoopConfig { adaptive_busy_poll: false, ..config(64, true, 50, 0) };
+    let out = drive(fixed, every(200, 100, 20), 4_100);
     assert_eq!(out.stats.busy_poll_hits, 0, "{:?}", out.stats);
     assert!(out.stats.sleeps >= 20, "{:?}", out.stats);
-    // About 50 spinning turns before each sleep, not more.
+    // About 50 spinning turns before each sleep, not more and not less.
     assert!(out.stats.busy_poll_turns <= 21 * 51, "{:?}", out.stats);
+    assert!(out.stats.busy_poll_turns >= 20 * 49, "{:?}", out.stats);
+}
+
+#[test]
+fn an_adaptive_window_closes_when_spinning_never_finds_work() {
+    // The same light load: after three misses (the share of short gaps
+    // falls below three in four) the loop sleeps at once; every frame is
+    // still served as soon as it comes.
+    let out = drive(config(64, true, 50, 0), every(200, 100, 20), 4_100);
+    assert_eq!(out.stats.frames_in, 20);
+    assert_eq!(out.stats.busy_poll_hits, 0, "{:?}", out.stats);
+    assert!(out.stats.sleeps >= 20, "{:?}", out.stats);
+    assert!(out.stats.busy_poll_turns <= 4 * 51, "{:?}", out.stats);
+    assert!(out.max_latency <= 1, "{}", out.max_latency);
+}
+
+#[test]
+fn an_adaptive_window_reopens_when_the_gaps_shorten() {
+    // A light load closes the window; then frames 20 µs apart: short gaps,
+    // slept through, reopen it after about ten, and spinning catches the
+    // rest.
+    let light = every(200, 100, 20);
+    let heavy = every(20, 5_000, 200);
+    let out = drive(config(64, true, 50, 0), light.chain(heavy), 9_100);
+    assert_eq!(out.stats.frames_in, 220);
+    assert!(out.stats.busy_poll_hits >= 180, "{:?}", out.stats);
+    assert!(out.stats.sleeps <= 20 + 20, "{:?}", out.stats);
 }
 
 // ---- interrupt coalescing ----

@@ -1,0 +1,126 @@
+//! An adaptive busy-poll window: spin only while spinning mostly finds
+//! work.
+//!
+//! A fixed window spins its whole length every time the loop goes idle. At
+//! a light, steady load (a request every 200 µs, say) most idle gaps are
+//! longer than the window, so most requests pay for a whole window of
+//! spinning and still end in a sleep: measured at 5 k requests/s, a 50 µs
+//! window doubled the server's CPU time per request and bought no latency
+//! (benches/README.md, the receive-path ablation). So, as a NIC's adaptive
+//! interrupt moderation follows the traffic, the loop keeps a running share
+//! of its recent idle gaps (from going quiet to finding work again, slept
+//! through or not) that a full window would have caught, and spins only
+//! while that share is at least [`OPEN_SHARE`]: a miss then wastes a window
+//! at most one idle gap in four. Under a load whose gaps are short it spins
+//! as a fixed window does; under one whose gaps are long it sleeps at once
+//! and costs nothing.
+
+use std::time::Duration;
+
+/// The share (of [`ONE`]) of recent idle gaps shorter than the bound at or
+/// above which the window is open.
+pub const OPEN_SHARE: u32 = ONE * 3 / 4;
+
+/// The fixed-point one of the running share.
+pub const ONE: u32 = 1 << 10;
+
+/// Each gap's weight in the running share: 1 / 2^`WEIGHT_SHIFT`.
+const WEIGHT_SHIFT: u32 = 3;
+
+/// The busy-poll window of one shard loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdaptiveSpin {
+    max: Duration,
+    adaptive: bool,
+    /// The running share of idle gaps shorter than `max`, of [`ONE`].
+    short: u32,
+}
+
+impl AdaptiveSpin {
+    /// A window of `max`, open at the start; always open when `adaptive`
+    /// is false. A zero `max` never spins.
+    #[must_use]
+    pub fn new(max: Duration, adaptive: bool) -> AdaptiveSpin {
+        AdaptiveSpin { max, adaptive, short: ONE }
+    }
+
+    /// How long the loop spins, now, once it finds nothing to do.
+    #[must_use]
+    pub fn window(&self) -> Duration {
+        if !self.adaptive || self.short >= OPEN_SHARE { self.max } else { Duration::ZERO }
+    }
+
+    /// The loop found work `gap` after it went quiet.
+    pub fn observe(&mut self, gap: Duration) {
+        let caught = if gap < self.max { ONE } else { 0 };
+        self.short = self.short - (self.short >> WEIGHT_SHIFT) + (caught >> WEIGHT_SHIFT);
+    }
+
+    /// The running share of recent idle gaps a full window would have
+    /// caught, from 0 to 1.
+    #[must_use]
+    pub fn short_share(&self) -> f64 {
+        f64::from(self.short) / f64::from(ONE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: Duration = Duration::from_micros(1);
+
+    #[test]
+    fn long_gaps_close_the_window_and_short_ones_reopen_it() {
+        let mut s = AdaptiveSpin::new(50 * US, true);
+        assert_eq!(s.window(), 50 * US, "open at the start");
+        // Each long gap takes an eighth off the share: 7/8, 49/64 (both at
+        // least 3/4), then 343/512.
+        s.observe(200 * US);
+        s.observe(50 * US);
+        assert_eq!(s.window(), 50 * US);
+        s.observe(51 * US);
+        assert_eq!(s.window(), Duration::ZERO);
+        for _ in 0..40 {
+            s.observe(1000 * US);
+        }
+        assert!(s.short_share() < 0.01, "{}", s.short_share());
+        // Short gaps bring it back: the share climbs past 3/4 in 11.
+        let mut opened_after = 0;
+        while s.window().is_zero() {
+            s.observe(49 * US);
+            opened_after += 1;
+        }
+        assert_eq!(opened_after, 11);
+    }
+
+    #[test]
+    fn a_load_that_mostly_misses_keeps_it_closed() {
+        // One gap in two short: never open for long.
+        let mut s = AdaptiveSpin::new(50 * US, true);
+        let mut open = 0;
+        for i in 0..1000 {
+            s.observe(if i % 2 == 0 { 10 * US } else { 100 * US });
+            open += usize::from(!s.window().is_zero());
+        }
+        assert!(open < 10, "{open}");
+        // Three in four short: open from the start and staying so.
+        let mut s = AdaptiveSpin::new(50 * US, true);
+        for i in 0..1000 {
+            s.observe(if i % 4 == 0 { 100 * US } else { 10 * US });
+        }
+        assert_eq!(s.window(), 50 * US, "{}", s.short_share());
+    }
+
+    #[test]
+    fn fixed_when_not_adaptive_and_never_open_with_a_zero_bound() {
+        let mut s = AdaptiveSpin::new(50 * US, false);
+        for _ in 0..100 {
+            s.observe(Duration::from_secs(1));
+        }
+        assert_eq!(s.window(), 50 * US);
+        let mut z = AdaptiveSpin::new(Duration::ZERO, true);
+        z.observe(Duration::ZERO);
+        assert_eq!(z.window(), Duration::ZERO);
+    }
+}
