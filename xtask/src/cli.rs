@@ -600,7 +600,7 @@ Experiments:
              core; then steering with two shards (AF_XDP software steering,
              the kernel's SO_REUSEPORT listeners). Server CPU per request
              and saturated req/s, rounds alternating; writes
-             benches/results/ablation-DATE.md and a PNG chart. About 29
+             benches/results/ablation-DATE.md and a PNG chart. About 27
              minutes; `lab ablation --help` for its options.
 
 Examples:

@@ -35,7 +35,7 @@ conventional baseline) and all on, beside nginx.
 Needs root, wrk, nginx and curl. Builds a namespace testbed (one client,
 one queue), pins the server to core 0 and the load to the other cores,
 measures, and removes it (also on Ctrl-C); then the same with two queues
-and two shards for steering. About 29 minutes with the defaults.";
+and two shards for steering. About 27 minutes with the defaults.";
 
 /// What `--help` says after the options.
 const AFTER_LONG_HELP: &str = "\
