@@ -489,10 +489,10 @@ pub struct Options {
     #[arg(long, value_name = "N")]
     pub shards: Option<usize>,
 
-    /// Busy-poll for up to this many microseconds before sleeping on the device (the kernel
-    /// backend: polls epoll without blocking); 0 sleeps at once. The window adapts to the load: it
-    /// halves each time it runs out without finding work and closes below an eighth, and reopens
-    /// when work comes sooner than this after a sleep [default: 50; 0 on the kernel backend]
+    /// Busy-poll for this many microseconds before sleeping on the device (the kernel backend:
+    /// polls epoll without blocking); 0 sleeps at once. Adapted to the load: the loop spins only
+    /// while at least three in four of its recent idle gaps were shorter than this, and otherwise
+    /// sleeps at once [default: 50; 0 on the kernel backend]
     #[arg(long, value_name = "US")]
     pub busy_poll_us: Option<u64>,
 
