@@ -691,7 +691,7 @@ pub struct Options {
     /// first-byte-timeout = "20s" (from the request's end; then 504), idle-timeout = "60s" (a pause
     /// within a response, then it is cut; also an idle pooled connection's life), max-fails = 1 and
     /// fail-timeout = "10s" (a server failing that often within that time is out of turn for that
-    /// long), keepalive = 32 (idle connections kept per server per shard), health-check = "/PATH" and
+    /// long), keepalive = 256 (idle connections kept per server per shard), health-check = "/PATH" and
     /// health-interval = "5s" (an active check: GET PATH, 2xx or 3xx keeps the server in turn)
     #[arg(long, value_name = "NAME=URL")]
     #[serde(default, deserialize_with = "upstreams::deserialize")]

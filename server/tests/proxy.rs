@@ -325,6 +325,32 @@ fn upstream_connections_are_kept_alive_and_reused() {
 }
 
 #[test]
+fn a_burst_leaves_its_upstream_connections_pooled_for_the_next() {
+    // 80 requests in flight at once (`/slow` holds each 3 s) need 80
+    // upstream connections, about 40 on each of the 2 shards: more than
+    // the 32 idle ones a shard kept before the pool's default became 256,
+    // when each burst after the first opened the difference anew.
+    let up = Upstream::start("one", false);
+    let upstream = format!("app={}", up.url());
+    let fw = FairwayProcess::start(&["--upstream", &upstream]);
+    let mut clients: Vec<TcpStream> = (0..80).map(|_| fw.connect()).collect();
+    let mut after_first = 0;
+    for round in 0..2 {
+        for c in &mut clients {
+            c.write_all(get("/slow").as_bytes()).unwrap();
+        }
+        for c in &mut clients {
+            assert_eq!(read_response(c, false).0, 200);
+        }
+        if round == 0 {
+            after_first = up.connections();
+        }
+    }
+    assert_eq!(after_first, 80, "one upstream connection per request in flight");
+    assert_eq!((up.requests(), up.connections()), (160, 80), "the second burst opened none");
+}
+
+#[test]
 fn a_pooled_connection_the_upstream_closed_is_retried_on_a_fresh_one() {
     // A raw upstream that answers one request per connection with
     // keep-alive, then closes without saying so.

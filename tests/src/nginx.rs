@@ -52,8 +52,9 @@ pub struct NginxConfig {
     pub tls: Option<SocketAddrV4>,
     /// A reverse proxy too: a server on the first address passing every
     /// request to the HTTP server at the second (`HOST:PORT`), over a
-    /// pool of keep-alive connections (HTTP/1.1, `keepalive 64` per
-    /// worker), as nginx is set up in front of an application.
+    /// pool of keep-alive connections (HTTP/1.1, `keepalive 256` per
+    /// worker: Fairway's default pool), as nginx is set up in front of an
+    /// application.
     pub proxy: Option<(SocketAddrV4, String)>,
 }
 
@@ -127,7 +128,7 @@ impl NginxConfig {
         }
         let proxy = self.proxy.as_ref().map_or(String::new(), |(at, upstream)| {
             format!(
-                "\n    upstream application {{\n        server {upstream};\n        keepalive 64;\n    }}\n\n    \
+                "\n    upstream application {{\n        server {upstream};\n        keepalive 256;\n    }}\n\n    \
                  server {{\n        listen {at}{reuseport};\n        location / {{\n            proxy_pass \
                  http://application;\n            proxy_http_version 1.1;\n            proxy_set_header Connection \
                  \"\";\n            proxy_set_header Host $host;\n            proxy_set_header X-Forwarded-For \

@@ -85,6 +85,10 @@ impl FromStr for UpstreamSpec {
 /// application's handler), not an upstream.
 pub const BUILTIN: &str = "builtin";
 
+/// Idle connections a group keeps per server per shard unless its
+/// `keepalive` says otherwise.
+pub const DEFAULT_KEEPALIVE: usize = 256;
+
 fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
         return Err(format!("upstream name '{name}': letters, digits, '-' and '_' only"));
@@ -186,7 +190,7 @@ pub struct UpstreamGroup {
     pub max_fails: u32,
     /// How long failures count, and how long a server stays out.
     pub fail_timeout: Duration,
-    /// Idle connections kept per server per shard.
+    /// Idle connections kept per server per shard ([`DEFAULT_KEEPALIVE`]).
     pub keepalive: usize,
     /// The active health check, if any: path and interval.
     pub health: Option<(String, Duration)>,
@@ -302,7 +306,12 @@ pub(super) fn resolve(
             idle_timeout: positive(o.idle_timeout, 60, "idle-timeout")?,
             max_fails: o.max_fails.unwrap_or(1).max(1),
             fail_timeout: positive(o.fail_timeout, 10, "fail-timeout")?,
-            keepalive: o.keepalive.unwrap_or(32),
+            // As many idle connections as a burst of requests from a
+            // benchmark's or a busy site's 256 clients needs: with 32, under
+            // 256 concurrent requests, two in three proxied requests opened a
+            // new upstream connection on the kernel backend (benches/README.md,
+            // 2026-12-03). Idle ones still close after idle-timeout.
+            keepalive: o.keepalive.unwrap_or(DEFAULT_KEEPALIVE),
             health,
         });
     }
@@ -383,7 +392,7 @@ mod tests {
         let g = &p.groups[0];
         assert_eq!(g.servers[0].addr, "127.0.0.1:8000".parse().unwrap());
         assert_eq!(g.servers[1].addr, "[::1]:80".parse().unwrap());
-        assert_eq!((g.balance, g.keepalive, g.max_fails), (Balance::RoundRobin, 32, 1));
+        assert_eq!((g.balance, g.keepalive, g.max_fails), (Balance::RoundRobin, DEFAULT_KEEPALIVE, 1));
         assert_eq!(p.route(Some(b"x"), "/anything"), Some(0));
         assert_eq!(resolve(vec![], vec![], RESPONSE), Ok(None));
     }
