@@ -767,6 +767,7 @@ mod tests {
             p99: Some(Duration::from_micros(900)),
             requests: 1000,
             socket_errors: 0,
+            timeouts: 0,
             non_2xx: 0,
             server_cpu: Some(Duration::from_secs_f64(cpu_us / 1e6)),
         }

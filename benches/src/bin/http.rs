@@ -496,7 +496,12 @@ fn measure_cases(
             for (case, outcome) in outcomes {
                 let what = case.describe_for(server.group());
                 match &outcome {
-                    Ok(r) => eprintln!("http:   {what}: {:.0} req/s, {} errors", r.requests_per_second, r.errors()),
+                    Ok(r) => eprintln!(
+                        "http:   {what}: {:.0} req/s, {} errors ({} of them wrk's timeouts)",
+                        r.requests_per_second,
+                        r.errors(),
+                        r.timeouts
+                    ),
                     Err(why) => eprintln!("http:   {what}: failed: {why}"),
                 }
                 match runs.iter_mut().find(|(s, c, _)| *s == server && *c == case) {
@@ -832,6 +837,7 @@ mod tests {
                 p99: None,
                 requests: 1,
                 socket_errors: 0,
+                timeouts: 0,
                 non_2xx: 0,
                 server_cpu: None,
             })
@@ -856,6 +862,7 @@ mod tests {
                 p99: None,
                 requests: 1,
                 socket_errors: 0,
+                timeouts: 0,
                 non_2xx: 0,
                 server_cpu: None,
             })
@@ -883,6 +890,7 @@ mod tests {
             p99: Some(Duration::from_micros(900)),
             requests: 10,
             socket_errors: 0,
+            timeouts: 0,
             non_2xx: 0,
             server_cpu: None,
         };

@@ -32,6 +32,8 @@ pub struct Summary {
     pub p99: Option<Duration>,
     /// Errors (socket errors and non-2xx responses) over all rounds.
     pub errors: u64,
+    /// Of those, wrk's timeouts (answers slower than its 2 s).
+    pub timeouts: u64,
     /// How many rounds the medians are of.
     pub rounds: usize,
     /// The server's CPU time per request: the median of the rounds that
@@ -55,6 +57,7 @@ impl Summary {
             p50: secs(|r| r.p50),
             p99: secs(|r| r.p99),
             errors: runs.iter().map(WrkResult::errors).sum(),
+            timeouts: runs.iter().map(|r| r.timeouts).sum(),
             rounds: runs.len(),
             server_cpu: secs(|r| r.server_cpu),
         })
@@ -150,6 +153,7 @@ impl Report {
                 let cpu = row.outcome.as_ref().ok().and_then(|s| s.server_cpu);
                 cells.push(cpu.map_or("–".to_owned(), cpu_cell));
                 cells.push(match &row.outcome {
+                    Ok(s) if s.timeouts > 0 => format!("{} ({} timeouts)", s.errors, s.timeouts),
                     Ok(s) => s.errors.to_string(),
                     Err(why) => one_line(why),
                 });
@@ -600,6 +604,7 @@ mod tests {
             p99: Some(Duration::from_micros(p99_us)),
             requests: 1,
             socket_errors: 0,
+            timeouts: 0,
             non_2xx: 0,
             server_cpu: None,
         }
@@ -655,11 +660,12 @@ mod tests {
     fn medians_over_rounds_and_errors_summed() {
         let mut runs = vec![run(100.0, 10, 100), run(300.0, 30, 300), run(200.0, 20, 200)];
         runs[0].socket_errors = 2;
+        runs[0].timeouts = 1;
         runs[2].non_2xx = 1;
         let s = Summary::of(&runs).unwrap();
         assert_eq!(s.requests_per_second, 200.0);
         assert_eq!((s.p50, s.p99), (Some(Duration::from_micros(20)), Some(Duration::from_micros(200))));
-        assert_eq!((s.errors, s.rounds), (3, 3));
+        assert_eq!((s.errors, s.timeouts, s.rounds), (3, 1, 3));
         assert_eq!(Summary::of(&[]), None);
     }
 

@@ -39,6 +39,9 @@ pub struct WrkResult {
     pub requests: u64,
     /// Socket errors: connect, read, write and timeout together.
     pub socket_errors: u64,
+    /// Of those, the requests wrk gave up waiting for (its `--timeout`,
+    /// 2 s by default): slow answers rather than broken connections.
+    pub timeouts: u64,
     /// `Non-2xx or 3xx responses:`.
     pub non_2xx: u64,
     /// The server's CPU time per answered request over the measured
@@ -77,7 +80,7 @@ pub fn parse(report: &str) -> Result<WrkResult, String> {
     let mut rps = None;
     let (mut p50, mut p99) = (None, None);
     let mut a_percentile_is_zero = false;
-    let (mut requests, mut socket_errors, mut non_2xx) = (0, 0, 0);
+    let (mut requests, mut socket_errors, mut timeouts, mut non_2xx) = (0, 0, 0, 0);
     for line in report.lines().map(str::trim) {
         if let Some(value) = line.strip_prefix("Requests/sec:") {
             rps = Some(value.trim().parse::<f64>().map_err(|_| format!("requests/sec {:?}", value.trim()))?);
@@ -92,8 +95,14 @@ pub fn parse(report: &str) -> Result<WrkResult, String> {
         } else if let Some(errors) = line.strip_prefix("Socket errors:") {
             // "connect 0, read 0, write 0, timeout 12"
             for part in errors.split(',') {
-                let count = part.split_whitespace().nth(1).and_then(|n| n.parse::<u64>().ok());
-                socket_errors += count.ok_or_else(|| format!("socket errors {:?}", errors.trim()))?;
+                let mut words = part.split_whitespace();
+                let kind = words.next();
+                let count = words.next().and_then(|n| n.parse::<u64>().ok());
+                let count = count.ok_or_else(|| format!("socket errors {:?}", errors.trim()))?;
+                socket_errors += count;
+                if kind == Some("timeout") {
+                    timeouts += count;
+                }
             }
         } else if let Some(value) = line.strip_prefix("Non-2xx or 3xx responses:") {
             non_2xx = value.trim().parse().map_err(|_| format!("non-2xx count {:?}", value.trim()))?;
@@ -112,6 +121,7 @@ pub fn parse(report: &str) -> Result<WrkResult, String> {
         p99: trusted.then_some(p99),
         requests,
         socket_errors,
+        timeouts,
         non_2xx,
         server_cpu: None,
     })
@@ -175,7 +185,7 @@ Transfer/sec:     16.05MB
         assert_eq!(r.requests_per_second, 130_440.71);
         assert_eq!(r.p50, Some(Duration::from_micros(1900)));
         assert_eq!(r.p99, Some(Duration::from_micros(3100)));
-        assert_eq!((r.requests, r.socket_errors, r.non_2xx, r.errors()), (1_304_512, 0, 0, 0));
+        assert_eq!((r.requests, r.socket_errors, r.timeouts, r.non_2xx, r.errors()), (1_304_512, 0, 0, 0, 0));
     }
 
     #[test]
@@ -185,7 +195,7 @@ Transfer/sec:     16.05MB
             "  Socket errors: connect 3, read 120, write 0, timeout 7\n  Non-2xx or 3xx responses: 5\nRequests/sec:",
         );
         let r = parse(&report).unwrap();
-        assert_eq!((r.socket_errors, r.non_2xx, r.errors()), (130, 5, 135));
+        assert_eq!((r.socket_errors, r.timeouts, r.non_2xx, r.errors()), (130, 7, 5, 135));
     }
 
     #[test]

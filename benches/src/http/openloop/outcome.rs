@@ -136,6 +136,7 @@ impl OpenLoopOutcome {
             p99: Some(self.p99),
             requests: self.requests,
             socket_errors: self.errors,
+            timeouts: 0,
             non_2xx: 0,
             server_cpu: self.server_cpu.and_then(|c| c.per_request()),
         }
