@@ -1225,10 +1225,11 @@ impl Options {
                 batch: at_least_one(self.batch.unwrap_or(defaults.batch), "batch")?,
                 adaptive_batch: !self.no_adaptive_batch,
                 // Kernel sockets are fed by the kernel's own interrupts and
-                // softirqs: spinning on epoll there costs CPU (a fixed 50 µs
-                // window: 2.2 × the CPU per request at 5 k req/s, the
-                // receive-path ablation of 2026-12-03) and bought no
-                // latency, so it is off unless asked for.
+                // softirqs: spinning on epoll there buys no throughput, and
+                // even the adaptive window, which costs nothing at 5 and
+                // 15 k req/s, serves 23 % fewer keep-alive requests per
+                // CPU-second under wrk (the receive-path ablation of
+                // 2026-12-03), so it is off unless asked for.
                 busy_poll: self.busy_poll_us.map_or(
                     if backend == Backend::Kernel { Duration::ZERO } else { defaults.busy_poll },
                     Duration::from_micros,
