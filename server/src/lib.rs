@@ -48,6 +48,7 @@ pub mod metrics;
 pub mod net;
 pub mod outbound;
 pub mod proxy;
+pub mod readiness;
 pub mod rt;
 pub mod runtime;
 pub mod server;

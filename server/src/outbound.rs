@@ -43,6 +43,8 @@ use std::task::Waker;
 
 use mio::{Events, Interest, Poll, Token};
 
+use crate::readiness::{Readiness, Side};
+
 /// How many readiness events one [`Outbound::dispatch`] takes.
 const EVENTS: usize = 256;
 
@@ -95,6 +97,8 @@ struct Entry {
     /// The peer closed or the socket failed while nobody watched (an idle
     /// pooled connection the upstream hung up).
     hung_up: bool,
+    /// A kernel socket's: whether a read or write may find work.
+    readiness: Readiness,
 }
 
 /// Where a link is.
@@ -207,7 +211,8 @@ impl Outbound {
             self.free.push(i);
             return Err(e);
         }
-        self.tokens[i] = Entry { registered: true, link: false, watcher: None, hung_up: false };
+        self.tokens[i] =
+            Entry { registered: true, link: false, watcher: None, hung_up: false, readiness: Readiness::FRESH };
         self.sockets += 1;
         Ok(Token(i))
     }
@@ -277,6 +282,7 @@ impl Outbound {
         for event in &self.events {
             count += 1;
             let Some(entry) = self.tokens.get_mut(event.token().0).filter(|e| e.registered) else { continue };
+            entry.readiness.note(event);
             match &entry.watcher {
                 Some(waker) => waker.wake_by_ref(),
                 // Input on an idle connection is as bad as a close: bytes
@@ -285,6 +291,35 @@ impl Outbound {
             }
         }
         count
+    }
+
+    /// Reads from the kernel socket registered as `token` into `buf`,
+    /// with no syscall while the socket is known to be drained (it said
+    /// `WouldBlock`, or a read returned less than asked, and no event came
+    /// since): see [`Readiness`].
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` when it is drained; what the read returned.
+    pub fn read_socket(&mut self, token: Token, socket: &mut impl io::Read, buf: &mut [u8]) -> io::Result<usize> {
+        let want = buf.len();
+        match self.tokens.get_mut(token.0).filter(|e| e.registered && !e.link) {
+            Some(entry) => entry.readiness.io(Side::Read, want, || socket.read(buf)),
+            None => socket.read(buf),
+        }
+    }
+
+    /// Writes `data` to the kernel socket registered as `token`, with no
+    /// syscall while its buffer is known to be full.
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` when it is full; what the write returned.
+    pub fn write_socket(&mut self, token: Token, socket: &mut impl io::Write, data: &[u8]) -> io::Result<usize> {
+        match self.tokens.get_mut(token.0).filter(|e| e.registered && !e.link) {
+            Some(entry) => entry.readiness.io(Side::Write, data.len(), || socket.write(data)),
+            None => socket.write(data),
+        }
     }
 
     /// Asks the host for a link to `to`; it opens it at its next turn.
@@ -299,7 +334,7 @@ impl Outbound {
             return Err(io::ErrorKind::Unsupported.into());
         }
         let i = self.token();
-        self.tokens[i] = Entry { registered: true, link: true, watcher: None, hung_up: false };
+        self.tokens[i] = Entry { registered: true, link: true, ..Entry::default() };
         if i >= self.links.len() {
             self.links.resize_with(i + 1, || None);
         }

@@ -59,7 +59,7 @@ pub mod health;
 #[cfg(test)]
 mod tests;
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -160,14 +160,14 @@ enum Stream {
 impl Stream {
     fn read(&mut self, token: Token, outbound: &mut Outbound, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            Stream::Kernel(stream) => stream.read(buf),
+            Stream::Kernel(stream) => outbound.read_socket(token, stream, buf),
             Stream::Link => outbound.read(token, buf),
         }
     }
 
     fn write(&mut self, token: Token, outbound: &mut Outbound, data: &[u8]) -> io::Result<usize> {
         match self {
-            Stream::Kernel(stream) => stream.write(data),
+            Stream::Kernel(stream) => outbound.write_socket(token, stream, data),
             Stream::Link => outbound.write(token, data),
         }
     }

@@ -5,10 +5,11 @@
 //! port's, and the TLS port's when there is one) and its
 //! accepted mio streams in slots named by generational [`KernelConn`]s,
 //! as the stack names its connections by `Handle`. mio is edge-triggered:
-//! a readiness event comes once per change, so each slot remembers whether
-//! its socket may still be readable or writable until a call says
-//! `WouldBlock`, and a call on a socket known to be drained answers
-//! `WouldBlock` without a syscall. That matters because the HTTP layer
+//! a readiness event comes once per change, so each slot keeps its
+//! socket's [`Readiness`] (may it still be readable or writable, until a
+//! call says `WouldBlock` or moves less than asked), and a call on a socket
+//! known to be drained answers `WouldBlock` without a syscall. That
+//! matters because the HTTP layer
 //! stops reading while its output window is full: the bytes left in the
 //! socket are read after the next flush, with no new event to say so.
 //!
@@ -30,6 +31,7 @@ use tracing::{debug, warn};
 
 use crate::host::wake::Notifier;
 use crate::host::{HostEvent, Transport, TransportError};
+use crate::readiness::{Readiness, Side};
 use crate::rt::Shared;
 use crate::runtime::NetIo;
 use crate::tls::Tls;
@@ -72,17 +74,7 @@ pub enum KernelEvent {
 struct StreamSlot {
     stream: Option<TcpStream>,
     generation: u32,
-    /// Not known to be drained since the last readable event.
-    readable: bool,
-    /// Not known to be full since the last writable event.
-    writable: bool,
-}
-
-/// Which way a call on a stream goes.
-#[derive(Clone, Copy)]
-enum Side {
-    Read,
-    Write,
+    readiness: Readiness,
 }
 
 /// One shard's kernel sockets: its listener and its accepted streams, in
@@ -148,7 +140,7 @@ impl KernelSockets {
         let index = match self.free.pop() {
             Some(index) => index,
             None => {
-                self.slots.push(StreamSlot { stream: None, generation: 0, readable: false, writable: false });
+                self.slots.push(StreamSlot { stream: None, generation: 0, readiness: Readiness::default() });
                 (self.slots.len() - 1) as u32
             }
         };
@@ -160,40 +152,26 @@ impl KernelSockets {
         }
         let slot = &mut self.slots[index as usize];
         slot.stream = Some(stream);
-        // The request is often in already: read before waiting for an event.
-        slot.readable = true;
-        slot.writable = true;
+        slot.readiness = Readiness::FRESH;
         Ok(KernelConn { index, generation: slot.generation })
     }
 
-    /// Runs `op` on `conn`'s stream unless that side is known to be
-    /// drained (or full): the count, or `WouldBlock` (noted, so the next
-    /// call makes no syscall until an event), or `Failed`.
+    /// Runs `op`, which moves up to `want` bytes, on `conn`'s stream
+    /// unless that side is known to be drained or full
+    /// ([`Readiness::io`]): the count, or `WouldBlock`, or `Failed`.
     fn io(
         &mut self,
         conn: KernelConn,
         side: Side,
+        want: usize,
         mut op: impl FnMut(&mut TcpStream) -> io::Result<usize>,
     ) -> Result<usize, TransportError> {
-        let StreamSlot { stream, readable, writable, .. } = self.slot(conn).ok_or(TransportError::Failed)?;
-        let ready = match side {
-            Side::Read => readable,
-            Side::Write => writable,
-        };
-        let Some(stream) = stream.as_mut().filter(|_| *ready) else {
-            return Err(TransportError::WouldBlock);
-        };
-        loop {
-            match op(stream) {
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    *ready = false;
-                    return Err(TransportError::WouldBlock);
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return Err(TransportError::Failed),
-            }
-        }
+        let StreamSlot { stream, readiness, .. } = self.slot(conn).ok_or(TransportError::Failed)?;
+        let stream = stream.as_mut().ok_or(TransportError::Failed)?;
+        readiness.io(side, want, || op(stream)).map_err(|e| match e.kind() {
+            ErrorKind::WouldBlock => TransportError::WouldBlock,
+            _ => TransportError::Failed,
+        })
     }
 
     /// Turns mio's event into the host's, noting the readiness it reports.
@@ -205,9 +183,7 @@ impl KernelSockets {
             }
             Token(i) => {
                 let slot = self.slots.get_mut(i).filter(|s| s.stream.is_some())?;
-                // Errors and hang-ups show up as readiness: the next call says what.
-                slot.readable |= event.is_readable() || event.is_read_closed() || event.is_error();
-                slot.writable |= event.is_writable() || event.is_write_closed() || event.is_error();
+                slot.readiness.note(event);
                 Some(KernelEvent::Ready(KernelConn { index: i as u32, generation: slot.generation }))
             }
         }
@@ -282,11 +258,11 @@ impl Transport for KernelSockets {
     }
 
     fn recv(&mut self, conn: KernelConn, buf: &mut [u8]) -> Result<usize, TransportError> {
-        self.io(conn, Side::Read, |stream| stream.read(buf))
+        self.io(conn, Side::Read, buf.len(), |stream| stream.read(buf))
     }
 
     fn send(&mut self, conn: KernelConn, data: &[u8]) -> Result<usize, TransportError> {
-        match self.io(conn, Side::Write, |stream| stream.write(data)) {
+        match self.io(conn, Side::Write, data.len(), |stream| stream.write(data)) {
             Ok(0) if !data.is_empty() => Err(TransportError::Failed),
             sent => sent,
         }
@@ -295,7 +271,7 @@ impl Transport for KernelSockets {
     /// One `writev`: a response's head and body in one syscall.
     fn send_vectored(&mut self, conn: KernelConn, data: &[io::IoSlice<'_>]) -> Result<usize, TransportError> {
         let want: usize = data.iter().map(|s| s.len()).sum();
-        match self.io(conn, Side::Write, |stream| stream.write_vectored(data)) {
+        match self.io(conn, Side::Write, want, |stream| stream.write_vectored(data)) {
             Ok(0) if want > 0 => Err(TransportError::Failed),
             sent => sent,
         }
@@ -311,8 +287,7 @@ impl Transport for KernelSockets {
         let Some(slot) = self.slot(conn) else { return };
         let Some(mut stream) = slot.stream.take() else { return };
         slot.generation = slot.generation.wrapping_add(1);
-        slot.readable = false;
-        slot.writable = false;
+        slot.readiness = Readiness::default();
         let _ = self.registry.deregister(&mut stream);
         drop(stream);
         self.free.push(conn.index);
