@@ -376,7 +376,9 @@ fn a_pooled_connection_the_upstream_closed_is_retried_on_a_fresh_one() {
         std::thread::sleep(Duration::from_millis(150)); // the upstream has closed its side
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 5);
-    assert!(!fw.log().contains("502"), "{}", fw.log());
+    // What a failure logs ("502 to the client: ..."), not "502" alone: the
+    // log names ports, and one may hold those digits.
+    assert!(!fw.log().contains("to the client"), "{}", fw.log());
 }
 
 #[test]

@@ -779,6 +779,9 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> App<T, T::Event> for Host<T, S,
     }
 
     fn on_event(&mut self, t: &mut T, now: Instant, event: T::Event) {
+        // The loop runs: what this event wakes needs no notification, even
+        // when the last turn said it might sleep and then did not.
+        self.wakes.awake();
         match T::classify(event) {
             HostEvent::Acceptable(listener) => self.accept_all(t, now, listener),
             HostEvent::Ready(conn) => {
@@ -813,6 +816,8 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> App<T, T::Event> for Host<T, S,
         if self.drain_until.is_none() && self.stop.load(Ordering::Relaxed) {
             self.begin_drain(t, now);
         }
+        // Before the outbound sockets' readiness wakes their exchanges.
+        self.wakes.awake();
         self.site.dispatch_outbound();
         self.serve_links(t, now);
         self.run_wakes(t, now);
