@@ -85,7 +85,8 @@ pub enum FastStart {
     PathMemory,
     /// Path memory, then careful resume (RFC 9959): once the handshake's RTT agrees with the
     /// path's, jump to half the window the path carried (at most the flow's fairness share),
-    /// paced over one RTT, validate it, and retreat on loss.
+    /// paced over one RTT, validate it, and retreat on loss; a client not seen before, under
+    /// a fairness policy, jumps to its share's worth of one RTT.
     #[default]
     CarefulResume,
 }
@@ -642,7 +643,8 @@ pub struct Options {
     /// Userspace backends: how a connection to a client (its IPv4 address, or its IPv6 /64) seen in the last 10
     /// minutes starts: from scratch, from the path's RTT and ssthresh (path-memory), or with
     /// careful resume's paced jump to half the window the path last carried (no jump into a
-    /// standing queue; a safe retreat on loss) [default: careful-resume]
+    /// standing queue; a safe retreat on loss; with --fairness equal-rate, a new client's jump is
+    /// to its fair share's worth of one RTT) [default: careful-resume]
     #[arg(long, value_enum)]
     pub fast_start: Option<FastStart>,
 

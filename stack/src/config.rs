@@ -255,7 +255,10 @@ pub enum FastStart {
     /// Path memory, and careful resume (RFC 9959): once the handshake's RTT
     /// agrees with the path's, a connection jumps to half the window the
     /// path carried (bounded by its fairness share), paced over one RTT,
-    /// then validates it, and retreats if the jump met loss.
+    /// then validates it, and retreats if the jump met loss. A connection
+    /// to a path not seen before, where a fairness policy gives it a share
+    /// ([`Shard::set_fast_start_share`](crate::Shard::set_fast_start_share)),
+    /// jumps the same way to that share times the handshake's RTT.
     CarefulResume,
 }
 

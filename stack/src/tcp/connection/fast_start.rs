@@ -45,6 +45,17 @@
 //!   (≤ PipeSize × β with β = ½), cwnd does not grow until the last
 //!   unvalidated byte is acknowledged; then normal CC.
 //! - A retransmission timeout ends careful resume at once (§3.6).
+//!
+//! Beyond RFC 9959: a connection with no remembered path, on a shard whose
+//! fairness policy gives a newcomer's share, takes that share as its saved
+//! state: the policy has made room for it (every flow's window is capped
+//! at its share, and the caps follow the number of flows), so the share's
+//! rate times the handshake's RTT is a window the path can carry now. It
+//! jumps there as careful resume would (Reconnaissance waits for data; no
+//! jump after a loss; paced over one RTT; validated; safe retreat on loss
+//! or on an RTT over ten times the handshake's), and a late download
+//! reaches its share in about one round trip instead of slow start's
+//! log₂(share × RTT / IW) of them.
 
 use super::*;
 use crate::config::FastStart;
@@ -73,8 +84,12 @@ pub(crate) enum Phase {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct FastStartState {
     pub phase: Phase,
-    /// The path's saved min-RTT, µs (saved_rtt).
+    /// The path's saved min-RTT, µs (saved_rtt); the handshake's once a
+    /// jump from the fairness share is made.
     saved_rtt_us: u32,
+    /// The jump's window comes from the fairness share, not from a saved
+    /// path (none was known).
+    from_share: bool,
     /// PipeSize, bytes.
     pipe_size: u32,
     /// Unvalidated: the first byte sent in the phase; Validating and Safe
@@ -136,7 +151,14 @@ impl Connection {
         if env.cfg.fast_start == FastStart::Off {
             return;
         }
-        let Some(path) = env.paths.get(now, self.tuple.remote().ip()) else { return };
+        let Some(path) = env.paths.get(now, self.tuple.remote().ip()) else {
+            // No saved state; the fairness policy's share may stand for it.
+            if env.cfg.fast_start == FastStart::CarefulResume && !lost && env.fast_start_share != u64::MAX {
+                self.fs.phase = Phase::Reconnaissance;
+                self.fs.from_share = true;
+            }
+            return;
+        };
         env.counters.path_memory_used += 1;
         if path.record.ssthresh != u32::MAX {
             self.cc.set_window(None, Some(path.record.ssthresh.max(2 * self.mss())));
@@ -161,6 +183,10 @@ impl Connection {
         self.fs.phase = Phase::Normal;
         let saved = self.fs.saved_rtt_us;
         let (Some(min_rtt), Some(srtt)) = (self.min_rtt.get(), self.rtt.srtt()) else { return };
+        if self.fs.from_share {
+            self.jump_to_share(now, min_rtt, srtt, env);
+            return;
+        }
         // §3.2 "Minimum RTT too small" and §4.2.1: under half the saved RTT
         // the saved window would send faster than the path was seen to
         // carry; over ten times it, the path has changed.
@@ -194,7 +220,29 @@ impl Connection {
         if jump <= self.cc.cwnd() || env.paths.claim_window(now, addr).is_none() {
             return;
         }
-        // §3.3 "Initialising PipeSize", "Setting the jump_cwnd".
+        self.enter_unvalidated(now, jump, env);
+    }
+
+    /// The jump of a connection with no saved path: to the fairness share's
+    /// rate times the RTT, unless a loss was seen or that is no more than
+    /// cwnd already (a short path's share may be under the initial
+    /// window). The handshake's RTT stands for the saved one from here on
+    /// (a path change is an RTT over ten times it).
+    fn jump_to_share(&mut self, now: Instant, min_rtt: Duration, srtt: Duration, env: &mut Env) {
+        if env.fast_start_share == u64::MAX || self.totals.retransmits > 0 || self.has(flag::RECOVERY) {
+            return;
+        }
+        let jump = env.fast_start_share.saturating_mul(u64::from(us(srtt))) / 1_000_000;
+        let jump = jump.min(u64::from(u32::MAX)) as u32;
+        if jump <= self.cc.cwnd() {
+            return;
+        }
+        self.fs.saved_rtt_us = us(min_rtt).max(1);
+        self.enter_unvalidated(now, jump, env);
+    }
+
+    /// §3.3 "Initialising PipeSize", "Setting the jump_cwnd".
+    fn enter_unvalidated(&mut self, now: Instant, jump: u32, env: &mut Env) {
         self.fs.pipe_size = self.pipe();
         self.fs.mark = self.snd_nxt;
         self.fs.entered_us = stamp_us(now);

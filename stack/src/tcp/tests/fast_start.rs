@@ -378,6 +378,117 @@ fn an_rtt_far_above_the_saved_one_during_the_jump_retreats() {
 }
 
 // -------------------------------------------------------------------------
+// A first connection under a fairness policy: the share as saved state
+// -------------------------------------------------------------------------
+
+/// A shard in careful-resume mode that has seen no connection, whose
+/// fairness policy gives a newcomer `share` bytes per second (`None`: no
+/// policy).
+fn fresh_with_share(share: Option<u64>) -> T {
+    let mut t = T::listening_with(config(FastStart::CarefulResume));
+    t.shard.set_fast_start_share(share);
+    t
+}
+
+#[test]
+fn a_first_connection_jumps_to_its_fair_share_paced_over_one_rtt_and_validates_it() {
+    let rtt = Duration::from_millis(50);
+    // 1 MB/s of payload: 50 kB in an RTT, 35 segments against IW's 10.
+    let mut t = fresh_with_share(Some(1_000_000));
+    let mut peer = Peer::connect(&mut t, 40001, rtt);
+    assert!(t.shard.paths().get(t.now, REMOTE_IP.into()).is_none(), "no saved path");
+    let start = t.now;
+    let mut written = 0;
+    peer.run(&mut t, BIG, &mut written, Duration::from_millis(1), &mut never);
+    let flow = t.shard.flow(t.h()).unwrap();
+    let srtt = flow.srtt.unwrap().total_micros();
+    assert_eq!(u64::from(flow.cwnd), 1_000_000 * srtt / 1_000_000);
+    assert_eq!((phase(&t), t.shard.counters().fast_start_jumps), (Phase::Unvalidated, 1));
+    // Paced: a fifth of the jump in the first fifth of the RTT, all of it
+    // within the RTT.
+    let jump_segments = flow.cwnd.div_ceil(u32::from(PEER_MSS)) as usize;
+    peer.run(&mut t, BIG, &mut written, rtt - Duration::from_millis(1), &mut never);
+    let early = peer.sent_between(start, start + Duration::from_micros(rtt.total_micros() / 5));
+    assert!(early <= jump_segments / 5 + 2, "{early} of {jump_segments} in the first fifth of the RTT");
+    assert!(peer.sent_between(start, start + rtt) + 2 >= jump_segments);
+    // Validated: normal congestion control, no retreat.
+    peer.run(&mut t, BIG, &mut written, rtt * 3, &mut never);
+    assert_eq!(phase(&t), Phase::Normal);
+    assert_eq!(t.shard.counters().fast_start_retreats, 0);
+}
+
+#[test]
+fn without_a_share_or_when_the_share_is_under_the_initial_window_a_first_connection_starts_at_iw() {
+    let iw = 10 * u32::from(PEER_MSS);
+    // No policy: nothing stands for the missing path.
+    let mut t = fresh_with_share(None);
+    let mut peer = Peer::connect(&mut t, 40001, Duration::from_millis(50));
+    let mut written = 0;
+    peer.run(&mut t, BIG, &mut written, Duration::from_millis(1), &mut never);
+    assert_eq!((t.shard.flow(t.h()).unwrap().cwnd, phase(&t)), (iw, Phase::Normal));
+    // A short path: 1 MB/s for 5 ms is 5 kB, less than IW.
+    let mut t = fresh_with_share(Some(1_000_000));
+    let mut peer = Peer::connect(&mut t, 40001, Duration::from_millis(5));
+    let mut written = 0;
+    peer.run(&mut t, BIG, &mut written, Duration::from_millis(1), &mut never);
+    assert_eq!((t.shard.flow(t.h()).unwrap().cwnd, phase(&t)), (iw, Phase::Normal));
+    assert_eq!(t.shard.counters().fast_start_jumps, 0);
+    // Path memory alone never jumps.
+    let mut t = T::listening_with(config(FastStart::PathMemory));
+    t.shard.set_fast_start_share(Some(1_000_000));
+    let mut peer = Peer::connect(&mut t, 40001, Duration::from_millis(50));
+    let mut written = 0;
+    peer.run(&mut t, BIG, &mut written, Duration::from_millis(1), &mut never);
+    assert_eq!(t.shard.flow(t.h()).unwrap().cwnd, iw);
+}
+
+#[test]
+fn a_loss_in_a_jump_to_the_share_retreats() {
+    let rtt = Duration::from_millis(50);
+    let mut t = fresh_with_share(Some(1_000_000));
+    let mut peer = Peer::connect(&mut t, 40001, rtt);
+    let mut written = 0;
+    let mut n = 0;
+    let mut lose = |_seq: u32| {
+        n += 1;
+        n == 12 // within the jump, beyond the initial window
+    };
+    // Paced, the twelfth segment leaves about a third of an RTT in; the
+    // peer's SACKs of those after it show the loss an RTT later.
+    peer.run(&mut t, BIG, &mut written, rtt * 2, &mut lose);
+    assert_eq!(t.shard.counters().fast_start_retreats, 1);
+    assert_eq!(phase(&t), Phase::SafeRetreat);
+    // Half of what was delivered when the loss showed: a few segments, a
+    // fraction of the 50 kB jump, and ssthresh with it.
+    let flow = t.shard.flow(t.h()).unwrap();
+    assert!(flow.cwnd <= 8 * u32::from(PEER_MSS) && flow.cwnd < 50_000 / 5, "{}", flow.cwnd);
+    assert_eq!(flow.ssthresh, flow.cwnd);
+}
+
+#[test]
+fn a_handshake_that_needed_a_retransmission_does_not_jump_to_the_share() {
+    let rtt = Duration::from_millis(50);
+    let mut t = fresh_with_share(Some(1_000_000));
+    // The SYN-ACK is lost once: its retransmission is what the peer acknowledges.
+    let port = 40001;
+    t.send(t.seg_in().src_port(port).seq(IRS).no_ack().syn().mss(PEER_MSS).window(65535).wscale(PEER_WSCALE).sack_permitted());
+    t.iss = t.expected_iss(port);
+    let _ = t.segments();
+    t.advance(Duration::from_secs(1) + Duration::from_millis(10));
+    let again = t.segments().into_iter().filter(|s| s.dst_port == port && s.syn).count();
+    assert_eq!(again, 1, "the SYN-ACK went again");
+    t.advance(rtt);
+    t.send(t.seg_in().src_port(port).window(u16::MAX));
+    t.events();
+    t.handle = t.shard.accept(t.listener.unwrap());
+    let mut peer = Peer { rtt, port, wire: VecDeque::new(), rcv_nxt: t.iss.wrapping_add(1), ooo: Vec::new(), sent: Vec::new() };
+    let mut written = 0;
+    peer.run(&mut t, BIG, &mut written, Duration::from_millis(1), &mut never);
+    assert_eq!(t.shard.counters().fast_start_jumps, 0);
+    assert_eq!(t.shard.flow(t.h()).unwrap().cwnd, 10 * u32::from(PEER_MSS));
+}
+
+// -------------------------------------------------------------------------
 // A larger initial window
 // -------------------------------------------------------------------------
 
