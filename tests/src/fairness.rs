@@ -81,6 +81,9 @@ pub struct Params {
     pub queue_ms: u64,
     /// Which family the flows speak.
     pub families: Families,
+    /// How the server's connections start (the stack's default, `Off`,
+    /// unless a test asks for careful resume).
+    pub fast_start: fairway_stack::FastStart,
 }
 
 /// Which IP family the flows of a cell speak.
@@ -122,6 +125,7 @@ impl Params {
             trace_every: Duration::from_millis(500),
             queue_ms: 100,
             families: Families::Ipv4,
+            fast_start: fairway_stack::FastStart::Off,
         }
     }
 
@@ -501,6 +505,7 @@ pub fn build_world(seed: u64, cell: &Cell, params: &Params) -> (World, Vec<Durat
     cfg.tcp.congestion = cell.cc;
     cfg.tcp.tx_buffer = server_tx;
     cfg.tcp.rx_buffer = server_rx;
+    cfg.tcp.fast_start = params.fast_start;
     world.add_host(Side::Right, cfg, LinkConfig::ideal());
     let rtts = rtts(cell.n);
     for (i, rtt) in rtts.iter().enumerate() {

@@ -11,9 +11,9 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use fairway_stack::Algorithm;
 use fairway_stack::fairness::{Capacity, Direction, Driver, DriverConfig, Policy};
 use fairway_stack::time::{Duration, Instant};
+use fairway_stack::{Algorithm, FastStart};
 use fairway_tests::fairness::{Cell, CellResult, FairnessApp, Families, Params, build_world, run_cell};
 use fairway_tests::world::Stop;
 use smoltcp::wire::{EthernetFrame, Ipv4Packet, TcpOption, TcpPacket};
@@ -125,6 +125,41 @@ fn a_joining_256_ms_download_gets_its_share_within_2_s() {
     let r = cell(20, 10, Direction::Download, Algorithm::Cubic, "equal-rate");
     let c = r.convergence.expect("the late flow never reached 90 % of its share");
     assert!(c <= Duration::from_secs(2), "{}: {c:?}", r.cell.name());
+}
+
+/// Careful resume on the server: a joining download has no saved path,
+/// and the policy's share stands for one (the stack's jump to share × the
+/// handshake's RTT, paced). It reaches its share sooner than slow start
+/// lets it, the cell keeps its targets, and the bottleneck drops no more.
+#[test]
+fn with_careful_resume_a_joining_256_ms_download_jumps_to_its_share() {
+    for n in [2, 10] {
+        let c =
+            Cell { bandwidth_mbps: 20, n, direction: Direction::Download, cc: Algorithm::Cubic, policy: "equal-rate" };
+        let run = |fast_start| {
+            let r = run_cell(SEED, &c, &Params { fast_start, ..Params::quick() });
+            assert!(r.errors.is_empty(), "{}: {:?}", c.name(), r.errors);
+            assert_eq!(r.stop, Stop::TimeLimit, "{}", c.name());
+            r
+        };
+        let (slow, resumed) = (run(FastStart::Off), run(FastStart::CarefulResume));
+        let join = |r: &CellResult| r.convergence.expect("the late flow never reached 90 % of its share");
+        eprintln!(
+            "{}: join {} with careful resume against {}, J {:.4} / {:.4}, U {:.1} / {:.1} %, drops {} / {}",
+            c.name(),
+            join(&resumed),
+            join(&slow),
+            resumed.jain,
+            slow.jain,
+            resumed.utilisation,
+            slow.utilisation,
+            resumed.drops,
+            slow.drops
+        );
+        assert!(join(&resumed) + Duration::from_millis(200) <= join(&slow), "{}", c.name());
+        assert!(resumed.jain >= 0.99 && resumed.utilisation >= 95.0, "{}", c.name());
+        assert!(resumed.drops <= slow.drops, "{}: {} drops against {}", c.name(), resumed.drops, slow.drops);
+    }
 }
 
 /// The goodput over time that the charts draw agrees with the table: over
