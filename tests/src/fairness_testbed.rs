@@ -313,6 +313,9 @@ pub struct Outcome {
     pub convergence: Option<Duration>,
     /// Whether there was a late flow.
     pub had_late_flow: bool,
+    /// Fairway over AF_XDP: careful resume's jumps and safe retreats in
+    /// the run, from the server's counters (`None` for other servers).
+    pub fast_start: Option<(u64, u64)>,
 }
 
 impl Outcome {
@@ -524,7 +527,7 @@ pub fn run_clients(tb: &Testbed, exp: &Experiment) -> Result<Outcome, String> {
     };
     let late = exp.join_at.is_some() && flows.len() > 1;
     let convergence = if late { convergence(&flows, exp) } else { None };
-    Ok(Outcome { flows, ping_queue_ms, sender_queue_ms, convergence, had_late_flow: late })
+    Ok(Outcome { flows, ping_queue_ms, sender_queue_ms, convergence, had_late_flow: late, fast_start: None })
 }
 
 /// The least RTT of five pings from client 0 over the idle link, ms.
@@ -704,14 +707,24 @@ impl Running {
         Ok(running)
     }
 
-    pub(crate) fn stop(self) {
+    /// Stops the server; for Fairway over AF_XDP, careful resume's jumps
+    /// and safe retreats over its shards.
+    pub(crate) fn stop(self) -> Option<(u64, u64)> {
         match self {
-            Running::Fairway(served) => drop(served.stop()),
+            Running::Fairway(served) => {
+                let reports = served.stop();
+                let sum = |f: fn(&fairway::backend::ShardReport) -> u64| reports.iter().map(f).sum();
+                Some((sum(|r| r.counters.fast_start_jumps), sum(|r| r.counters.fast_start_retreats)))
+            }
             Running::Kernel { stop, thread, .. } => {
                 stop.store(true, Ordering::Relaxed);
                 let _ = thread.join();
+                None
             }
-            Running::Nginx { mut nginx, .. } => drop(nginx.stop()),
+            Running::Nginx { mut nginx, .. } => {
+                drop(nginx.stop());
+                None
+            }
         }
     }
 }
@@ -733,8 +746,8 @@ pub fn run_on_fresh_testbed(prefix: &str, exp: &Experiment, server: LabServer) -
     let tb = Testbed::up(exp.testbed_config(prefix)).map_err(|e| format!("testbed up: {e}"))?;
     let running = Running::start(&tb, server, exp.bottleneck_bps, &exp.server_flags)?;
     let outcome = run_clients(&tb, exp);
-    running.stop();
-    outcome
+    let fast_start = running.stop();
+    outcome.map(|o| Outcome { fast_start, ..o })
 }
 
 /// The kernel senders the testbed grid's uploads run.
@@ -857,7 +870,7 @@ pub fn report(results: &[(GridCell, Result<Outcome, String>)]) -> Vec<String> {
             Ok(o) => {
                 let rates: Vec<String> = o.rates().iter().map(|r| format!("{:.2}", r / 1e6)).collect();
                 format!(
-                    "{head} {} | {:.3} | {:.2} | {:.1} % | {} | {} | {} |",
+                    "{head} {} | {:.3} | {:.2} | {:.1} % | {} | {} | {}{} |",
                     rates.join(" / "),
                     o.jain(),
                     o.max_min_ratio(),
@@ -865,12 +878,23 @@ pub fn report(results: &[(GridCell, Result<Outcome, String>)]) -> Vec<String> {
                     ms_or_dash(o.ping_queue_ms),
                     ms_or_dash(o.sender_queue_ms),
                     o.convergence_text().trim_end_matches(" s"),
+                    fast_start_text(o.fast_start),
                 )
             }
             Err(why) => format!("{head} failed: {} | | | | | | |", why.lines().next().unwrap_or("").replace('|', "/")),
         });
     }
     lines
+}
+
+/// Careful resume's jumps and retreats after the join time, when there
+/// were any: ` (1 j)`, ` (1 j, 1 r)`.
+fn fast_start_text(counts: Option<(u64, u64)>) -> String {
+    match counts {
+        Some((0, 0)) | None => String::new(),
+        Some((j, 0)) => format!(" ({j} j)"),
+        Some((j, r)) => format!(" ({j} j, {r} r)"),
+    }
 }
 
 /// The summary line: Jain's index with `equal-rate` and with `off` (both
@@ -1006,6 +1030,7 @@ mod tests {
             sender_queue_ms: None,
             convergence: None,
             had_late_flow: false,
+            fast_start: None,
         };
         assert!((outcome.max_min_ratio() - 2.0).abs() < 1e-9);
         assert!(outcome.jain() < 1.0 && outcome.jain() > 0.8);
@@ -1125,6 +1150,7 @@ mod tests {
                     sender_queue_ms: None,
                     convergence: None,
                     had_late_flow: true,
+                    fast_start: None,
                 };
                 (cell, Ok(outcome))
             })
@@ -1144,6 +1170,38 @@ mod tests {
         assert!(lines.contains(&"- [N=4 up kernel cubic, nginx](tb-goodput-N4-up-cubic-nginx.png)".to_owned()));
         assert!(chart_lines(&[]).is_empty());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_join_column_says_what_careful_resume_did() {
+        assert_eq!(fast_start_text(None), "");
+        assert_eq!(fast_start_text(Some((0, 0))), "");
+        assert_eq!(fast_start_text(Some((1, 0))), " (1 j)");
+        assert_eq!(fast_start_text(Some((2, 1))), " (2 j, 1 r)");
+        let exp = Experiment {
+            transfer: Transfer::Download,
+            join_at: Some(Duration::from_secs(2)),
+            ..Experiment::uploads(vec![Duration::from_millis(4), Duration::from_millis(256)], "cubic", 20_000_000)
+        };
+        let flow = |client| FlowGoodput {
+            client,
+            rtt: exp.rtts[client],
+            started: exp.start_of(client),
+            bytes: 1_000_000,
+            seconds: 1.0,
+            samples: Vec::new(),
+        };
+        let outcome = Outcome {
+            flows: vec![flow(0), flow(1)],
+            ping_queue_ms: Some(1.0),
+            sender_queue_ms: None,
+            convergence: Some(Duration::from_millis(1980)),
+            had_late_flow: true,
+            fast_start: Some((1, 0)),
+        };
+        let cell = GridCell { experiment: exp, server: LabServer::Afxdp("equal-rate") };
+        let lines = report(&[(cell, Ok(outcome))]);
+        assert!(lines[2].ends_with("| 1.98 (1 j) |"), "{}", lines[2]);
     }
 
     #[test]

@@ -341,7 +341,8 @@ fn testbed_grid(plan: &fairness_testbed::GridPlan, charts_beside: Option<&Path>)
              downloads: sent by the server (Fairway's CUBIC over AF_XDP, the kernel's default `{}` on \
              the kernel backend and nginx). Utilisation counts wire bytes; the ping queue is a ping \
              every 100 ms from the 4-ms client less its idle RTT; SRTT − min-RTT is the uploaders' own \
-             view; join is how long the late client took to reach 90 % of an equal share.",
+             view; join is how long the late client took to reach 90 % of an equal share, with \
+             careful resume's jumps (j) and safe retreats (r) in the run when Fairway made any.",
             today(),
             plan.bottleneck_bps / 1_000_000,
             plan.queue.as_millis(),
