@@ -356,26 +356,27 @@ impl Report {
         lines
     }
 
-    /// When the proxies ran: `bench: proxied keep-alive fairway/afxdp X
-    /// req/s = R × nginx (…)`, the same for the 1 MB file, then the
-    /// proxies' CPU per request in each.
+    /// When the proxies ran: `bench: proxy fairway/afxdp X req/s = R ×
+    /// nginx proxy_pass (keep-alive, 256 connections)` (issue 14's line),
+    /// the same for the 1 MB file, then the proxies' CPU per request in
+    /// each.
     #[must_use]
     pub fn proxy_lines(&self) -> Vec<String> {
         if !self.rows.iter().any(|r| r.server.group() == Group::Proxy) {
             return Vec::new();
         }
-        let nginx = (Subject::ProxyNginx, "nginx");
+        let nginx = (Subject::ProxyNginx, "nginx proxy_pass");
         let mut lines = Vec::new();
         for (ours, label) in [(Subject::ProxyKernel, "fairway/kernel"), (Subject::ProxyAfxdp, "fairway/afxdp")] {
             if self.rows.iter().any(|r| r.server == ours) {
-                let keep_alive = format!("proxied keep-alive {label}");
+                let keep_alive = format!("proxy {label}");
                 lines.push(self.comparison(
                     (ours, &keep_alive),
                     nginx,
                     Case::KeepAlive256,
-                    "plaintext, 256 connections",
+                    "keep-alive, 256 connections",
                 ));
-                let file = format!("proxied static 1MB {label}");
+                let file = format!("proxy static 1MB {label}");
                 lines.push(self.comparison((ours, &file), nginx, Case::StaticFile, "64 connections"));
             }
         }
@@ -646,8 +647,8 @@ mod tests {
         assert_eq!(
             lines[..2],
             [
-                "bench: proxied keep-alive fairway/afxdp 20000 req/s = 1.43 × nginx (plaintext, 256 connections)",
-                "bench: proxied static 1MB fairway/afxdp 200 req/s = 0.80 × nginx (64 connections)",
+                "bench: proxy fairway/afxdp 20000 req/s = 1.43 × nginx proxy_pass (keep-alive, 256 connections)",
+                "bench: proxy static 1MB fairway/afxdp 200 req/s = 0.80 × nginx proxy_pass (64 connections)",
             ]
         );
         assert!(lines[2].starts_with("bench: proxied keepalive-256 proxy CPU per request: "), "{lines:?}");
