@@ -101,105 +101,110 @@ mod tests {
 
     use super::*;
 
-    /// A connected pair: `client` registered in `poll`, and the server's end.
-    fn pair(poll: &Poll) -> (TcpStream, std::net::TcpStream) {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        client.set_nonblocking(true).unwrap();
-        let mut client = TcpStream::from_std(client);
-        poll.registry().register(&mut client, Token(1), Interest::READABLE | Interest::WRITABLE).unwrap();
-        (client, listener.accept().unwrap().0)
+    /// A connected pair on the loopback, the client's end registered in a
+    /// poll whose events feed `state`; `calls` counts what `io` let through.
+    struct Fixture {
+        poll: Poll,
+        events: Events,
+        client: TcpStream,
+        server: std::net::TcpStream,
+        state: Readiness,
+        calls: u32,
     }
 
-    /// Takes the pending events of the poll into `state`; how many.
-    fn settle(poll: &mut Poll, events: &mut Events, state: &mut Readiness) -> usize {
-        poll.poll(events, Some(Duration::from_millis(200))).unwrap();
-        events.iter().map(|e| state.note(e)).count()
-    }
+    impl Fixture {
+        fn new() -> Fixture {
+            let poll = Poll::new().unwrap();
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            client.set_nonblocking(true).unwrap();
+            let mut client = TcpStream::from_std(client);
+            poll.registry().register(&mut client, Token(1), Interest::READABLE | Interest::WRITABLE).unwrap();
+            let server = listener.accept().unwrap().0;
+            Fixture { poll, events: Events::with_capacity(8), client, server, state: Readiness::FRESH, calls: 0 }
+        }
 
-    /// Counts the calls `io` lets through to the socket.
-    fn read(state: &mut Readiness, client: &mut TcpStream, buf: &mut [u8], calls: &mut u32) -> io::Result<usize> {
-        let want = buf.len();
-        state.io(Side::Read, want, || {
-            *calls += 1;
-            client.read(buf)
-        })
+        /// Takes the pending events into the state; how many.
+        fn settle(&mut self) -> usize {
+            self.poll.poll(&mut self.events, Some(Duration::from_millis(200))).unwrap();
+            self.events.iter().map(|e| self.state.note(e)).count()
+        }
+
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let (client, calls) = (&mut self.client, &mut self.calls);
+            self.state.io(Side::Read, buf.len(), || {
+                *calls += 1;
+                client.read(buf)
+            })
+        }
+
+        fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+            let (client, calls) = (&mut self.client, &mut self.calls);
+            self.state.io(Side::Write, data.len(), || {
+                *calls += 1;
+                client.write(data)
+            })
+        }
     }
 
     #[test]
     fn a_short_read_waits_for_the_next_event_without_a_call() {
-        let mut poll = Poll::new().unwrap();
-        let mut events = Events::with_capacity(8);
-        let (mut client, mut server) = pair(&poll);
-        let mut state = Readiness::FRESH;
-        let (mut buf, mut calls) = ([0; 64], 0);
-        assert_eq!(read(&mut state, &mut client, &mut buf, &mut calls).unwrap_err().kind(), io::ErrorKind::WouldBlock);
-        assert_eq!((calls, state.ready(Side::Read)), (1, false), "WouldBlock: drained");
-        assert_eq!(read(&mut state, &mut client, &mut buf, &mut calls).unwrap_err().kind(), io::ErrorKind::WouldBlock);
-        assert_eq!(calls, 1, "a drained side costs no call");
+        let mut f = Fixture::new();
+        let mut buf = [0; 64];
+        assert_eq!(f.read(&mut buf).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        assert_eq!((f.calls, f.state.ready(Side::Read)), (1, false), "WouldBlock: drained");
+        assert_eq!(f.read(&mut buf).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(f.calls, 1, "a drained side costs no call");
 
-        server.write_all(b"hello").unwrap();
-        assert!(settle(&mut poll, &mut events, &mut state) > 0);
-        assert_eq!(read(&mut state, &mut client, &mut buf, &mut calls).unwrap(), 5);
-        assert_eq!((calls, state.ready(Side::Read)), (2, false), "five of 64: all there was");
-        assert!(read(&mut state, &mut client, &mut buf, &mut calls).is_err());
-        assert_eq!(calls, 2);
+        f.server.write_all(b"hello").unwrap();
+        assert!(f.settle() > 0);
+        assert_eq!(f.read(&mut buf).unwrap(), 5);
+        assert_eq!((f.calls, f.state.ready(Side::Read)), (2, false), "five of 64: all there was");
+        assert!(f.read(&mut buf).is_err());
+        assert_eq!(f.calls, 2);
 
         // What arrives after a short read brings its own edge.
-        server.write_all(&[7; 64]).unwrap();
-        assert!(settle(&mut poll, &mut events, &mut state) > 0);
-        assert_eq!(read(&mut state, &mut client, &mut buf, &mut calls).unwrap(), 64);
-        assert!(state.ready(Side::Read), "a full read may have left more");
+        f.server.write_all(&[7; 64]).unwrap();
+        assert!(f.settle() > 0);
+        assert_eq!(f.read(&mut buf).unwrap(), 64);
+        assert!(f.state.ready(Side::Read), "a full read may have left more");
     }
 
     #[test]
     fn data_and_the_close_in_one_event_are_both_read() {
-        let mut poll = Poll::new().unwrap();
-        let mut events = Events::with_capacity(8);
-        let (mut client, mut server) = pair(&poll);
-        let mut state = Readiness::FRESH;
-        settle(&mut poll, &mut events, &mut state);
-        server.write_all(b"last words").unwrap();
-        drop(server);
+        let mut f = Fixture::new();
+        f.settle();
+        f.server.write_all(b"last words").unwrap();
+        f.server.shutdown(std::net::Shutdown::Both).unwrap();
         std::thread::sleep(Duration::from_millis(50));
-        assert!(settle(&mut poll, &mut events, &mut state) > 0);
-        let (mut buf, mut calls) = ([0; 64], 0);
-        assert_eq!(read(&mut state, &mut client, &mut buf, &mut calls).unwrap(), 10);
-        assert!(state.ready(Side::Read), "closed: a short read proves nothing, no edge is left to come");
-        assert_eq!(read(&mut state, &mut client, &mut buf, &mut calls).unwrap(), 0, "the end is read");
+        assert!(f.settle() > 0);
+        let mut buf = [0; 64];
+        assert_eq!(f.read(&mut buf).unwrap(), 10);
+        assert!(f.state.ready(Side::Read), "closed: a short read proves nothing, no edge is left to come");
+        assert_eq!(f.read(&mut buf).unwrap(), 0, "the end is read");
     }
 
     #[test]
     fn a_short_write_waits_for_room() {
-        let mut poll = Poll::new().unwrap();
-        let mut events = Events::with_capacity(8);
-        let (mut client, mut server) = pair(&poll);
-        let mut state = Readiness::FRESH;
+        let mut f = Fixture::new();
         let data = vec![1; 1 << 20];
-        let mut calls = 0;
-        let mut write = |state: &mut Readiness, calls: &mut u32| {
-            state.io(Side::Write, data.len(), || {
-                *calls += 1;
-                client.write(&data)
-            })
-        };
         let mut sent = 0;
-        while let Ok(n) = write(&mut state, &mut calls) {
+        while let Ok(n) = f.write(&data) {
             sent += n;
         }
         assert!(sent > 0);
-        assert!(!state.ready(Side::Write));
-        let before = calls;
-        assert!(write(&mut state, &mut calls).is_err());
-        assert_eq!(calls, before, "a full side costs no call");
+        assert!(!f.state.ready(Side::Write));
+        let before = f.calls;
+        assert!(f.write(&data).is_err());
+        assert_eq!(f.calls, before, "a full side costs no call");
 
         let mut sink = vec![0; 1 << 20];
         let mut drained = 0;
         while drained < sent {
-            drained += server.read(&mut sink).unwrap();
+            drained += f.server.read(&mut sink).unwrap();
         }
-        assert!(settle(&mut poll, &mut events, &mut state) > 0);
-        assert!(state.ready(Side::Write), "room again");
-        assert!(write(&mut state, &mut calls).unwrap() > 0);
+        assert!(f.settle() > 0);
+        assert!(f.state.ready(Side::Write), "room again");
+        assert!(f.write(&data).unwrap() > 0);
     }
 }

@@ -664,7 +664,6 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
 
     /// Drives every woken slot, and hands woken tasks to the service.
     fn run_wakes(&mut self, t: &mut T, now: Instant) {
-        self.wakes.awake();
         let mut woken = std::mem::take(&mut self.woken);
         self.wakes.drain_into(&mut woken);
         for &id in &woken {
@@ -816,7 +815,8 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> App<T, T::Event> for Host<T, S,
         if self.drain_until.is_none() && self.stop.load(Ordering::Relaxed) {
             self.begin_drain(t, now);
         }
-        // Before the outbound sockets' readiness wakes their exchanges.
+        // Awake before the outbound sockets' readiness wakes their
+        // exchanges (and for the drives of what was woken).
         self.wakes.awake();
         self.site.dispatch_outbound();
         self.serve_links(t, now);

@@ -183,6 +183,10 @@ impl Connection {
         self.fs.phase = Phase::Normal;
         let saved = self.fs.saved_rtt_us;
         let (Some(min_rtt), Some(srtt)) = (self.min_rtt.get(), self.rtt.srtt()) else { return };
+        // §3.2 "Detected congestion": any loss ends careful resume.
+        if self.totals.retransmits > 0 || self.has(flag::RECOVERY) {
+            return;
+        }
         if self.fs.from_share {
             self.jump_to_share(now, min_rtt, srtt, env);
             return;
@@ -204,10 +208,6 @@ impl Connection {
         if us(min_rtt) > saved.saturating_add((saved / 4).max(QUEUE_SLACK_US)) {
             return;
         }
-        // §3.2 "Detected congestion": any loss ends careful resume.
-        if self.totals.retransmits > 0 || self.has(flag::RECOVERY) {
-            return;
-        }
         let addr = self.tuple.remote().ip();
         let Some(path) = env.paths.get(now, addr) else { return };
         // §3.3: jump_cwnd ≤ saved_cwnd / 2; and no more than the flow's
@@ -224,12 +224,12 @@ impl Connection {
     }
 
     /// The jump of a connection with no saved path: to the fairness share's
-    /// rate times the RTT, unless a loss was seen or that is no more than
-    /// cwnd already (a short path's share may be under the initial
+    /// rate times the RTT, unless the policy is gone or that is no more
+    /// than cwnd already (a short path's share may be under the initial
     /// window). The handshake's RTT stands for the saved one from here on
     /// (a path change is an RTT over ten times it).
     fn jump_to_share(&mut self, now: Instant, min_rtt: Duration, srtt: Duration, env: &mut Env) {
-        if env.fast_start_share == u64::MAX || self.totals.retransmits > 0 || self.has(flag::RECOVERY) {
+        if env.fast_start_share == u64::MAX {
             return;
         }
         let jump = env.fast_start_share.saturating_mul(u64::from(us(srtt))) / 1_000_000;
