@@ -476,7 +476,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 46] = [
+        let per_shard: [(&str, &str, &str, Get); 47] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -537,6 +537,12 @@ impl MetricsHub {
             ("fairway_tcp_fast_start_retreats_total", "counter", "Careful resume's safe retreats (RFC 9959).", |m| {
                 m.stack.as_ref().map(|c| c.fast_start_retreats)
             }),
+            (
+                "fairway_tcp_segments_not_owned_total",
+                "counter",
+                "TCP segments of a flow another shard owns (none while software steering runs).",
+                |m| m.stack.as_ref().map(|c| c.segments_not_owned),
+            ),
             (
                 "fairway_tcp_orphans_given_up_total",
                 "counter",

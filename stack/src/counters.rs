@@ -214,6 +214,11 @@ pub struct Counters {
     pub fast_start_jumps: u64,
     /// Careful resume's safe retreats (RFC 9959 §3.5).
     pub fast_start_retreats: u64,
+    /// TCP segments of a flow that another shard owns by the steering hash
+    /// ([`Steering`](crate::steering::Steering)); processed all the same.
+    /// None while a steering fabric moves every frame to its owner; with
+    /// steering off, what the hardware's queues placed elsewhere.
+    pub segments_not_owned: u64,
 }
 
 impl Default for Counters {
@@ -234,6 +239,7 @@ impl Default for Counters {
             path_memory_updates: 0,
             fast_start_jumps: 0,
             fast_start_retreats: 0,
+            segments_not_owned: 0,
             resets_sent: 0,
             established: 0,
             established_ipv6: 0,

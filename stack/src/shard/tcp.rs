@@ -42,6 +42,9 @@ impl Shard {
         let seg = Segment::from_repr(&repr, packet.psh());
         let tuple =
             FourTuple { local_ip: local, remote_ip: remote, local_port: seg.dst_port, remote_port: seg.src_port };
+        if self.config.steering.is_some_and(|s| !s.owns(&tuple)) {
+            self.env.0.counters.segments_not_owned += 1;
+        }
         match self.flows.get(&tuple) {
             Some(key) => self.segment_for_connection(now, peer, key, tuple, &seg),
             None => self.segment_without_connection(now, peer, tuple, &seg),

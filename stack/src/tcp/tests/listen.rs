@@ -210,19 +210,27 @@ fn an_ipv6_address_is_not_ours_but_our_ipv4_mapped_one_is() {
 
 /// Without software steering (`--steering off`) a shard gets whatever its
 /// queue brings: a passive flow that another shard owns by the steering
-/// hash is served where it arrives, exactly as one it owns.
+/// hash is served where it arrives, exactly as one it owns, and each of
+/// its segments is counted as not owned (the owned flow's are not).
 #[test]
 fn a_passive_flow_another_shard_owns_is_served_where_it_arrives() {
     use crate::steering::{Steering, owner};
     let mut c = config();
     c.steering = Some(Steering { index: 0, count: 2 });
-    let port = (49152..=u16::MAX).find(|&p| owner((REMOTE_IP, p), (LOCAL_IP, LOCAL_PORT), 2) == 1).unwrap();
+    let port_of = |shard| (49152..=u16::MAX).find(|&p| owner((REMOTE_IP, p), (LOCAL_IP, LOCAL_PORT), 2) == shard);
+    let (theirs, ours) = (port_of(1).unwrap(), port_of(0).unwrap());
     let mut t = T::listening_with(c);
-    t.handshake_from(port);
-    t.send(t.seg_in().src_port(port).data(b"GET /"));
+    t.handshake_from(theirs);
+    t.send(t.seg_in().src_port(theirs).data(b"GET /"));
     let mut buf = [0u8; 16];
     assert_eq!(t.shard.recv(t.h(), &mut buf), Ok(5));
     assert_eq!(&buf[..5], b"GET /");
+    // The SYN, the handshake's ACK and the request.
+    assert_eq!(t.shard.counters().segments_not_owned, 3);
+    while t.event().is_some() {}
+    t.handshake_from(ours);
+    t.send(t.seg_in().src_port(ours).data(b"GET /"));
+    assert_eq!(t.shard.counters().segments_not_owned, 3);
 }
 
 /// With nothing recycled (the ablation's baseline: boxed connection state,
