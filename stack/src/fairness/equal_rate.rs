@@ -25,8 +25,18 @@
 //! ratio-RTT shows a standing queue well beyond δ (the capacity is
 //! overestimated, or traffic we do not control shares the link) and let up
 //! when the link is under-used without a queue. It changes at most once per
-//! two of the longest min-RTT among the flows, so every flow has seen the
-//! previous step.
+//! two of the longest SRTT among the flows, so every flow has seen the
+//! previous step and its effect on the queue: a step down only drains the
+//! queue it answers at the rate it frees, and a queue lengthens the round
+//! trip that tells of it, so steps a min-RTT apart would pull the scale
+//! down again and again while the first step's effect is still on its way.
+//!
+//! Below 1 the scale lets up at least `let_up` per
+//! [`EqualRateConfig::let_up_time`], whatever the RTTs: a step per two
+//! round trips of a 256 ms flow would hold the link a third empty for
+//! seconds after a queue the short flows made, and the newcomer most of all
+//! (it joins under the scale). Back at 1 the windows add up to the
+//! capacity planned with, so nothing queues for the faster climb.
 //!
 //! The queue is *standing* when it never drained: each flow's lowest
 //! queueing delay (SRTT − min-RTT) since the last step, and the median of
@@ -70,6 +80,9 @@ pub struct EqualRateConfig {
     pub pull_down: f64,
     /// The scale's step up when the link is under-used (1.05 = +5 %).
     pub let_up: f64,
+    /// Below 1, the scale lets up by `let_up` at least once per this much
+    /// time (in one step, compounded), however long the RTTs.
+    pub let_up_time: Duration,
     /// The link is under-used when the flows deliver less than this
     /// fraction of the capacity.
     pub under_used: f64,
@@ -114,6 +127,7 @@ impl Default for EqualRateConfig {
             standing_queue: Duration::from_millis(10),
             pull_down: 0.9,
             let_up: 1.05,
+            let_up_time: Duration::from_millis(100),
             under_used: 0.97,
             min_scale: 0.5,
             max_scale: 1.25,
@@ -272,8 +286,9 @@ impl EqualRate {
     /// With an estimated capacity the scale probes above 1 as before: the
     /// estimate only grows by what the probe delivers.
     fn adjust_scale(&mut self, now: Instant, base: f64, max_scale: f64, configured: bool, flows: &[FlowSample]) {
-        let longest = flows.iter().map(|f| f.min_rtt).max().unwrap_or(Duration::ZERO);
-        if self.scale_updated.is_some_and(|at| now.saturating_since(at) < longest.saturating_mul(2)) {
+        let longest = flows.iter().map(|f| f.srtt.max(f.min_rtt)).max().unwrap_or(Duration::ZERO);
+        let since = self.scale_updated.map(|at| now.saturating_since(at));
+        if since.is_some_and(|since| since < longest.saturating_mul(2)) {
             return;
         }
         self.delays.clear();
@@ -311,7 +326,14 @@ impl EqualRate {
             // Above 1 the windows outgrew the link: back to the plan.
             1.0
         } else if queue <= delta && delivered < self.cfg.under_used * base && self.scale < ceiling {
-            (self.scale * self.cfg.let_up).min(ceiling)
+            let up = if self.scale < 1.0 {
+                // Back towards the plan: `let_up` per `let_up_time` at least.
+                let periods = since.map_or(0.0, |s| s.as_secs_f64() / self.cfg.let_up_time.as_secs_f64().max(1e-6));
+                (self.scale * self.cfg.let_up.powf(periods.clamp(1.0, 20.0))).min(1.0)
+            } else {
+                self.scale * self.cfg.let_up
+            };
+            up.min(ceiling)
         } else {
             self.scale
         };
@@ -508,27 +530,71 @@ mod tests {
         }
         let full = decide(&mut p, 0, C100, &flows)[0].rcv_wnd.unwrap();
         assert_eq!(p.scale(), 1.0);
-        // The queue stands at 40 ms: ratio-RTT 5 and 2.
+        // The queue stands at 40 ms: ratio-RTT 5 and 2. Steps wait for two
+        // of the longest SRTT (160 ms), the queue included.
         flows[0].srtt = Duration::from_millis(50);
         flows[1].srtt = Duration::from_millis(80);
         let mut t = 0;
         for _ in 0..3 {
-            t += 80;
+            t += 160;
             decide(&mut p, t, C100, &flows);
+            decide(&mut p, t + 80, C100, &flows);
         }
         assert!((p.scale() - 0.729).abs() < 1e-9, "three steps down: {}", p.scale());
-        let tightened = decide(&mut p, t + 80, C100, &flows)[0].rcv_wnd.unwrap();
+        t += 100;
+        let tightened = decide(&mut p, t, C100, &flows)[0].rcv_wnd.unwrap();
         assert!(tightened < full * 3 / 4, "{tightened} vs {full}");
-        // The queue drains and the flows deliver little: let up, up to 1.
+        assert!((p.scale() - 0.729).abs() < 1e-9, "no step 100 ms after the last: {}", p.scale());
+        // The queue drains and the flows deliver little: let up 5 % per
+        // `let_up_time` (the first step comes 180 ms after the last), 5 % a
+        // step 80 ms apart, up to 1 in six.
         for f in &mut flows {
             f.srtt = f.min_rtt;
             f.delivery_rate = 1.0e6;
         }
-        for _ in 0..20 {
+        for _ in 0..5 {
             t += 80;
             decide(&mut p, t, C100, &flows);
         }
+        assert!((p.scale() - 0.729 * 1.05f64.powf(5.8)).abs() < 1e-9, "{}", p.scale());
+        decide(&mut p, t + 80, C100, &flows);
         assert_eq!(p.scale(), 1.0);
+    }
+
+    /// A 4 ms and a 256 ms download: after a queue the short one made, the
+    /// scale comes back to 1 within about a second, not at 5 % per 512 ms
+    /// (two of the long flow's round trips), which would take seconds.
+    #[test]
+    fn below_one_the_scale_lets_up_by_time_not_by_round_trips() {
+        let mut p = EqualRate::new(EqualRateConfig::default());
+        let mut flows = [flow(1, Direction::Download, 4, 4), flow(2, Direction::Download, 256, 256)];
+        decide(&mut p, 0, C20, &flows);
+        flows[0].srtt = Duration::from_millis(34);
+        flows[1].srtt = Duration::from_millis(286);
+        let mut t = 0;
+        for _ in 0..3 {
+            t += 572;
+            decide(&mut p, t, C20, &flows);
+        }
+        assert!((p.scale() - 0.729).abs() < 1e-9, "{}", p.scale());
+        // The queue drains; the flows deliver what the scale lets them.
+        flows[0].srtt = flows[0].min_rtt;
+        flows[1].srtt = flows[1].min_rtt;
+        for f in &mut flows {
+            f.delivery_rate = 0.729 * 20e6 / 8.0 / 2.0 / wire_factor(1448);
+        }
+        t += 512;
+        decide(&mut p, t, C20, &flows);
+        let first = p.scale();
+        assert!((first - 0.729 * 1.05f64.powf(5.12)).abs() < 1e-6, "one step of 512 ms: {first}");
+        t += 512;
+        decide(&mut p, t, C20, &flows);
+        assert_eq!(p.scale(), 1.0, "back to the plan, and no further");
+        for _ in 0..10 {
+            t += 512;
+            decide(&mut p, t, C20, &flows);
+        }
+        assert_eq!(p.scale(), 1.0, "downloads never above 1");
     }
 
     /// Two settled uploads (past `gain_after`) delivering `fraction` of
@@ -605,18 +671,18 @@ mod tests {
         // to 1 at once, and not below 1 for that.
         flows[0].srtt = Duration::from_millis(15);
         flows[1].srtt = Duration::from_millis(45);
-        t += 80;
+        t += 90;
         decide(&mut p, t, C100, &flows);
         assert_eq!(p.scale(), 1.0);
         for _ in 0..20 {
-            t += 80;
+            t += 90;
             decide(&mut p, t, C100, &flows);
         }
         assert_eq!(p.scale(), 1.0);
         // A queue of 20 ms pulls it under 1.
         flows[0].srtt = Duration::from_millis(30);
         flows[1].srtt = Duration::from_millis(60);
-        t += 80;
+        t += 120;
         decide(&mut p, t, C100, &flows);
         assert!((p.scale() - 0.9).abs() < 1e-9, "{}", p.scale());
     }
@@ -628,11 +694,13 @@ mod tests {
         decide(&mut p, t, C100, &flows);
         // The sample the step is decided on sees 30 ms of queue; the others
         // since the last step saw none.
-        for (i, queue) in [0, 0, 0, 30].into_iter().enumerate() {
+        // (Only the last comes two of the longest SRTT after the last step.)
+        for (at, queue) in [(20, 0), (40, 0), (60, 0), (150, 30)] {
             flows[0].srtt = Duration::from_millis(10 + queue);
             flows[1].srtt = Duration::from_millis(40 + queue);
-            decide(&mut p, t + 20 * (i as u64 + 1), C100, &flows);
+            decide(&mut p, t + at, C100, &flows);
         }
+        assert_eq!(p.scale_updated, Some(Instant::from_millis(t + 150)), "a step was decided");
         assert_eq!(p.scale(), 1.0);
     }
 
