@@ -648,8 +648,10 @@ pub struct Options {
     #[arg(long, value_enum)]
     pub fast_start: Option<FastStart>,
 
-    /// Userspace backends: the initial congestion window, in segments (RFC 6928's 10 keeps its
-    /// 14,600-byte cap; a larger one is paced over the handshake's RTT) [default: 10]
+    /// Userspace backends: the initial congestion window, in segments, paced over the handshake's
+    /// RTT when above 10 (RFC 6928's 10, with its 14,600-byte cap, is the conservative choice; 32
+    /// is what several CDNs run and what a 100 KB download needs to finish in two round trips)
+    /// [default: 32]
     #[arg(long, value_name = "SEGMENTS")]
     pub initial_window: Option<u32>,
 
@@ -1259,7 +1261,7 @@ impl Options {
             challenge_acks: self.challenge_acks.unwrap_or(1000),
             invalid_ack_interval: self.invalid_ack_interval.map_or(Duration::from_millis(500), |s| s.0),
             fast_start: self.fast_start.unwrap_or_default(),
-            initial_window: match self.initial_window.unwrap_or(10) {
+            initial_window: match self.initial_window.unwrap_or(32) {
                 n @ 1..=256 => n,
                 n => return Err(invalid(format!("--initial-window {n} is outside 1..256 segments"))),
             },

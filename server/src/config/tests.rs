@@ -763,9 +763,9 @@ upstream = "web"
 #[test]
 fn fast_start_and_the_initial_window_from_the_command_line_or_the_file() {
     let c = ok(&[]);
-    assert_eq!((c.fast_start, c.initial_window), (FastStart::CarefulResume, 10));
-    let c = ok(&["--fast-start", "careful-resume", "--initial-window", "32"]);
     assert_eq!((c.fast_start, c.initial_window), (FastStart::CarefulResume, 32));
+    let c = ok(&["--fast-start", "careful-resume", "--initial-window", "10"]);
+    assert_eq!((c.fast_start, c.initial_window), (FastStart::CarefulResume, 10));
     let file = TempFile::new("fast-start.toml", "fast-start = \"path-memory\"\ninitial-window = 16\n");
     let c = ok(&["--config", file.path()]);
     assert_eq!((c.fast_start, c.initial_window), (FastStart::PathMemory, 16));
