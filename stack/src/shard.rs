@@ -184,7 +184,7 @@ impl Shard {
                 },
                 config.secret,
             ),
-            fast_start_share: u64::MAX,
+            shares: crate::tcp::connection::FastStartShares::default(),
         };
         let (lo, hi) = config.tcp.ephemeral_ports;
         let mut shard = Shard {

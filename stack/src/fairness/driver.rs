@@ -180,7 +180,8 @@ impl Driver {
             }
         }
         self.policy.decide(now, self.cfg.capacity, &self.samples, &mut self.caps);
-        shard.set_fast_start_share(self.newcomer_share(now));
+        let flows = self.samples.len().try_into().unwrap_or(u32::MAX);
+        shard.set_fast_start_share(self.shared_capacity(now), flows);
         for (&i, &caps) in self.owners.iter().zip(&self.caps) {
             let t = &mut self.tracked[i];
             apply(shard, t.handle, t.applied, caps);
@@ -195,11 +196,11 @@ impl Driver {
 }
 
 impl Driver {
-    /// The payload rate (bytes per second) an equal share would give a
-    /// flow joining the active ones now: what careful resume's jump may
-    /// reach (see [`Shard::set_fast_start_share`]). None without a policy
+    /// The payload rate (bytes per second) the policy divides among the
+    /// active flows, of which careful resume's jump may take a newcomer's
+    /// share (see [`Shard::set_fast_start_share`]). None without a policy
     /// or before the capacity is known.
-    fn newcomer_share(&mut self, now: Instant) -> Option<u64> {
+    fn shared_capacity(&mut self, now: Instant) -> Option<u64> {
         if matches!(self.policy, Policy::Off) {
             return None;
         }
@@ -207,8 +208,7 @@ impl Driver {
             Capacity::Configured(bps) => bytes_per_sec(bps),
             Capacity::Estimated => self.estimate.update(now, &self.samples)?,
         };
-        let payload = wire / wire_factor(DEFAULT_MSS);
-        Some((payload / (self.samples.len() + 1) as f64) as u64)
+        Some((wire / wire_factor(DEFAULT_MSS)) as u64)
     }
 }
 

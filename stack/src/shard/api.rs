@@ -317,19 +317,21 @@ impl Shard {
         &self.env.0.paths
     }
 
-    /// The payload rate, bytes per second, of the fair share a flow joining
-    /// now would get (`None`: no fairness policy, no bound): careful
-    /// resume's jump is at most this rate times the new flow's RTT, so a
-    /// new download reaches its share in about one RTT and no more
-    /// ([`crate::fairness::Driver`] keeps it current).
-    pub fn set_fast_start_share(&mut self, rate: Option<u64>) {
-        self.env.0.fast_start_share = rate.unwrap_or(u64::MAX);
+    /// The payload rate, bytes per second, a fairness policy divides
+    /// equally among `flows` active flows (`None`: no policy, no bound):
+    /// careful resume's jump is at most a newcomer's share of it times the
+    /// new flow's RTT, so a new download reaches its share in about one RTT
+    /// and no more. Each jump counts as one more flow until the next call,
+    /// so flows that join together share the room instead of each taking
+    /// all of it ([`crate::fairness::Driver`] keeps this current).
+    pub fn set_fast_start_share(&mut self, capacity: Option<u64>, flows: u32) {
+        self.env.0.shares = crate::tcp::connection::FastStartShares { capacity, flows, claimed: 0 };
     }
 
-    /// The share [`set_fast_start_share`](Self::set_fast_start_share) set.
+    /// The share a flow joining now would jump to, per second.
     #[cfg(test)]
     pub(crate) fn fast_start_share(&self) -> Option<u64> {
-        (self.env.0.fast_start_share != u64::MAX).then_some(self.env.0.fast_start_share)
+        self.env.0.shares.newcomer()
     }
 
     /// The peer's end of a connection the application holds: what

@@ -153,7 +153,7 @@ impl Connection {
         }
         let Some(path) = env.paths.get(now, self.tuple.remote().ip()) else {
             // No saved state; the fairness policy's share may stand for it.
-            if env.cfg.fast_start == FastStart::CarefulResume && !lost && env.fast_start_share != u64::MAX {
+            if env.cfg.fast_start == FastStart::CarefulResume && !lost && env.shares.capacity.is_some() {
                 self.fs.phase = Phase::Reconnaissance;
                 self.fs.from_share = true;
             }
@@ -213,8 +213,8 @@ impl Connection {
         // §3.3: jump_cwnd ≤ saved_cwnd / 2; and no more than the flow's
         // fair share would carry in the current RTT.
         let mut jump = path.record.window / 2;
-        if env.fast_start_share != u64::MAX {
-            let share = env.fast_start_share.saturating_mul(u64::from(us(srtt))) / 1_000_000;
+        if let Some(rate) = env.shares.newcomer() {
+            let share = rate.saturating_mul(u64::from(us(srtt))) / 1_000_000;
             jump = jump.min(share.min(u64::from(u32::MAX)) as u32);
         }
         if jump <= self.cc.cwnd() || env.paths.claim_window(now, addr).is_none() {
@@ -229,10 +229,8 @@ impl Connection {
     /// window). The handshake's RTT stands for the saved one from here on
     /// (a path change is an RTT over ten times it).
     fn jump_to_share(&mut self, now: Instant, min_rtt: Duration, srtt: Duration, env: &mut Env) {
-        if env.fast_start_share == u64::MAX {
-            return;
-        }
-        let jump = env.fast_start_share.saturating_mul(u64::from(us(srtt))) / 1_000_000;
+        let Some(rate) = env.shares.newcomer() else { return };
+        let jump = rate.saturating_mul(u64::from(us(srtt))) / 1_000_000;
         let jump = jump.min(u64::from(u32::MAX)) as u32;
         if jump <= self.cc.cwnd() {
             return;
@@ -249,6 +247,7 @@ impl Connection {
         self.fs.phase = Phase::Unvalidated;
         self.cc.set_window(Some(jump), None);
         env.counters.fast_start_jumps += 1;
+        env.shares.claim();
     }
 
     /// The pacing rate careful resume (RFC 9959 §4.3.2: jump_cwnd per

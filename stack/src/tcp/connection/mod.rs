@@ -249,9 +249,39 @@ pub(crate) struct Env {
     pub challenge_acks_left: u32,
     /// What recent connections learned about their paths.
     pub paths: crate::tcp::path_cache::PathCache,
-    /// The payload rate (bytes per second) a newly joining flow's fair
-    /// share comes to, bounding careful resume's jump; `u64::MAX`: none.
-    pub fast_start_share: u64,
+    /// What a fairness policy divides, bounding careful resume's jumps
+    /// (see [`FastStartShares`]).
+    pub shares: FastStartShares,
+}
+
+/// The fair shares careful resume's jumps may take: the payload rate
+/// (bytes per second) a fairness policy divides, among how many flows, and
+/// how many jumps took a share since it last said so. Flows that join
+/// together (a page's connections, a grid's clients) would each see the
+/// share the policy last computed without the others and jump into the
+/// same room; counting each jump as a flow gives the next one its share
+/// beside it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct FastStartShares {
+    /// `None`: no policy, no bound.
+    pub capacity: Option<u64>,
+    pub flows: u32,
+    pub claimed: u32,
+}
+
+impl FastStartShares {
+    /// The rate an equal share gives the next flow to join.
+    pub fn newcomer(&self) -> Option<u64> {
+        let among = u64::from(self.flows) + u64::from(self.claimed) + 1;
+        self.capacity.map(|c| c / among)
+    }
+
+    /// A jump took a share.
+    pub fn claim(&mut self) {
+        if self.capacity.is_some() {
+            self.claimed = self.claimed.saturating_add(1);
+        }
+    }
 }
 
 /// Per-connection traffic totals.

@@ -302,7 +302,7 @@ fn the_jump_is_bounded_by_the_flows_fair_share() {
     let rtt = Duration::from_millis(50);
     let mut t = after_one_download(FastStart::CarefulResume, rtt, false);
     // 1 MB/s of payload: 50 kB in an RTT, below half the saved window.
-    t.shard.set_fast_start_share(Some(1_000_000));
+    t.shard.set_fast_start_share(Some(1_000_000), 0);
     let mut peer = Peer::connect(&mut t, 40001, rtt);
     let mut written = 0;
     peer.run(&mut t, BIG, &mut written, Duration::from_millis(1), &mut never);
@@ -386,7 +386,7 @@ fn an_rtt_far_above_the_saved_one_during_the_jump_retreats() {
 /// policy).
 fn fresh_with_share(share: Option<u64>) -> T {
     let mut t = T::listening_with(config(FastStart::CarefulResume));
-    t.shard.set_fast_start_share(share);
+    t.shard.set_fast_start_share(share, 0);
     t
 }
 
@@ -417,6 +417,31 @@ fn a_first_connection_jumps_to_its_fair_share_paced_over_one_rtt_and_validates_i
     assert_eq!(t.shard.counters().fast_start_retreats, 0);
 }
 
+/// Flows that join together share the room: each jump counts as one more
+/// flow until the policy next says how many there are, so a second
+/// newcomer jumps to a third of the capacity, not to the half the first took.
+#[test]
+fn newcomers_that_join_together_share_the_room() {
+    let rtt = Duration::from_millis(50);
+    // 2 MB/s of payload among one active flow: a newcomer's share is 1 MB/s.
+    let mut t = T::listening_with(config(FastStart::CarefulResume));
+    t.shard.set_fast_start_share(Some(2_000_000), 1);
+    let mut first = Peer::connect(&mut t, 40001, rtt);
+    let mut written = 0;
+    first.run(&mut t, BIG, &mut written, Duration::from_millis(1), &mut never);
+    let a = t.shard.flow(t.h()).unwrap();
+    assert_eq!(u64::from(a.cwnd), 1_000_000 * a.srtt.unwrap().total_micros() / 1_000_000);
+    let mut second = Peer::connect(&mut t, 40002, rtt);
+    let mut written = 0;
+    second.run(&mut t, BIG, &mut written, Duration::from_millis(1), &mut never);
+    let b = t.shard.flow(t.h()).unwrap();
+    assert_eq!(u64::from(b.cwnd), 2_000_000 / 3 * b.srtt.unwrap().total_micros() / 1_000_000);
+    assert_eq!(t.shard.counters().fast_start_jumps, 2);
+    // The policy's next word starts the count again.
+    t.shard.set_fast_start_share(Some(2_000_000), 3);
+    assert_eq!(t.shard.fast_start_share(), Some(500_000));
+}
+
 #[test]
 fn without_a_share_or_when_the_share_is_under_the_initial_window_a_first_connection_starts_at_iw() {
     let iw = 10 * u32::from(PEER_MSS);
@@ -435,7 +460,7 @@ fn without_a_share_or_when_the_share_is_under_the_initial_window_a_first_connect
     assert_eq!(t.shard.counters().fast_start_jumps, 0);
     // Path memory alone never jumps.
     let mut t = T::listening_with(config(FastStart::PathMemory));
-    t.shard.set_fast_start_share(Some(1_000_000));
+    t.shard.set_fast_start_share(Some(1_000_000), 0);
     let mut peer = Peer::connect(&mut t, 40001, Duration::from_millis(50));
     let mut written = 0;
     peer.run(&mut t, BIG, &mut written, Duration::from_millis(1), &mut never);
