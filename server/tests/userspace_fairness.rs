@@ -26,7 +26,7 @@ use fairway::metrics::MetricsHub;
 use fairway::runtime::{App, LoopStats};
 use fairway::site::ShardSite;
 use fairway_stack::time::{Duration, Instant};
-use fairway_stack::{Config, FlowStats, Handle, RecvError, Shard};
+use fairway_stack::{Config, FastStart, FlowStats, Handle, RecvError, Shard};
 
 const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -65,7 +65,18 @@ impl Pair {
     /// The pair with the server's window control weighting clients as
     /// `weights` says and sharing `capacity` through `board` as shard 0.
     fn weighted(fairness: Fairness, capacity: Option<u64>, weights: ClientWeights, board: Arc<ShareBoard>) -> Pair {
-        let mut server = Shard::new(Config::new(SERVER_MAC, SERVER_IP, 24));
+        Pair::configured(fairness, capacity, weights, board, Config::new(SERVER_MAC, SERVER_IP, 24))
+    }
+
+    /// The pair with the server's stack configured as `server`.
+    fn configured(
+        fairness: Fairness,
+        capacity: Option<u64>,
+        weights: ClientWeights,
+        board: Arc<ShareBoard>,
+        server: Config,
+    ) -> Pair {
+        let mut server = Shard::new(server);
         let mut client = Shard::new(Config::new(CLIENT_MAC, CLIENT_IP, 24));
         server.add_neighbor(CLIENT_IP, CLIENT_MAC);
         client.add_neighbor(SERVER_IP, SERVER_MAC);
@@ -210,6 +221,31 @@ fn equal_rate_caps_an_uploads_window_and_a_downloads_pacing_rate() {
     assert!(rates.len() == 2 && rates.iter().all(|&(_, r)| r > 0.0), "{text}");
     let j = series(&text, "fairway_fairness_jain_index");
     assert!(j.len() == 1 && j[0].1 > 0.5 && j[0].1 <= 1.0, "{text}");
+}
+
+/// A download that careful resume jumps to its share is under control at
+/// once: the policy counts it (and caps it and its neighbours) within a
+/// few milliseconds of the jump, not once it has had 64 KB acknowledged
+/// and the next look at the connections (every 100 ms) has come.
+#[test]
+fn a_download_that_jumps_to_its_share_is_under_control_at_once() {
+    let mut config = Config::new(SERVER_MAC, SERVER_IP, 24);
+    config.tcp.fast_start = FastStart::CarefulResume;
+    // 10 Gbit/s: a share times the ~1 ms round trip is above the initial window.
+    let capacity = Some(10_000_000_000);
+    let mut pair =
+        Pair::configured(Fairness::EqualRate, capacity, ClientWeights::default(), Arc::new(ShareBoard::new(1)), config);
+    let jumped = |pair: &Pair| pair.server.counters().fast_start_jumps > 0;
+    while !jumped(&pair) {
+        assert!(pair.now < Instant::from_secs(2), "no jump");
+        pair.run(Duration::from_micros(TURN_US));
+    }
+    let down = pair.server_flow(pair.download);
+    assert!(down.fast_start_jump, "{down:?}");
+    pair.run(Duration::from_millis(6));
+    let tracked = pair.app.window_control().map(WindowControl::tracked).unwrap();
+    assert!(tracked >= 1, "the jumping download is a flow");
+    assert!(pair.server_flow(pair.download).pacing_cap.is_some(), "and has its caps");
 }
 
 #[test]

@@ -177,6 +177,9 @@ pub struct FlowStats {
     pub cwnd_cap: Option<u32>,
     /// The cap on the pacing rate (bytes per second), if set.
     pub pacing_cap: Option<u64>,
+    /// Careful resume jumped on this connection (from a saved path or a
+    /// fairness share): it sends a download's worth at once.
+    pub fast_start_jump: bool,
     /// Window scaling in use: (the peer's shift, ours).
     pub window_scaling: Option<(u8, u8)>,
     /// Timestamps in use.

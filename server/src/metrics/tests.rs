@@ -188,6 +188,7 @@ fn flow(port: u16, srtt_us: u64) -> FlowStats {
         rcv_wnd_cap: None,
         cwnd_cap: None,
         pacing_cap: None,
+        fast_start_jump: false,
         window_scaling: Some((7, 7)),
         timestamps: true,
         sack: true,

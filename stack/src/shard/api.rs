@@ -328,6 +328,14 @@ impl Shard {
         self.env.0.shares = crate::tcp::connection::FastStartShares { capacity, flows, claimed: 0 };
     }
 
+    /// Jumps that took a fairness share since the last
+    /// [`set_fast_start_share`](Self::set_fast_start_share): flows the
+    /// policy has not counted yet, whose neighbours still have the room
+    /// they took (run the policy now).
+    pub fn fast_start_claims(&self) -> u32 {
+        self.env.0.shares.claimed
+    }
+
     /// The share a flow joining now would jump to, per second.
     #[cfg(test)]
     pub(crate) fn fast_start_share(&self) -> Option<u64> {

@@ -14,7 +14,11 @@
 //! than `DOMINANCE` times the other decides it, anything else keeps the
 //! last verdict. A connection is handed to the [`Driver`] once it has moved
 //! `BULK_BYTES` its way (scrapes and small requests hold no share), and
-//! handed again, as a new flow, if its direction turns.
+//! handed again, as a new flow, if its direction turns. A download that
+//! careful resume jumped to its share is handed over at once: the shard
+//! reports the share taken ([`Shard::fast_start_claims`]), the connections
+//! are looked at and the policy runs in the same turn, so the flows already
+//! there give up the room the jump takes before its round trip is out.
 //!
 //! The driver then measures each flow's delivery rate and RTTs, runs the
 //! policy at its own cadence ([`DriverConfig`]'s 5 ms; each policy changes
@@ -155,13 +159,17 @@ impl WindowControl {
         let (received, acked) = (stats.bytes_received, stats.bytes_acked);
         let (d_received, d_acked) = (received.saturating_sub(s.mark_received), acked.saturating_sub(s.mark_acked));
         (s.mark_received, s.mark_acked) = (received, acked);
-        s.direction = classify(d_received, d_acked, s.direction);
+        // Careful resume's jump says "download" before any byte is
+        // acknowledged, and takes a share at once: its neighbours must
+        // give theirs up now, not a round trip and a look later.
+        let jumped = stats.fast_start_jump && s.tracked.is_none();
+        s.direction = if jumped { Some(Direction::Download) } else { classify(d_received, d_acked, s.direction) };
         let Some(direction) = s.direction else { return };
         let moved = match direction {
             Direction::Upload => received,
             Direction::Download => acked,
         };
-        if s.tracked == Some(direction) || moved < BULK_BYTES {
+        if s.tracked == Some(direction) || (moved < BULK_BYTES && !jumped) {
             return;
         }
         if s.tracked.is_some() {
@@ -180,10 +188,10 @@ impl WindowControl {
         }
     }
 
-    /// Runs the driver if it is due: its part of the capacity, the policy,
-    /// the caps that changed.
-    pub(super) fn run_if_due(&mut self, now: Instant, shard: &mut Shard) {
-        if now < self.driver.poll_at() {
+    /// Runs the driver if it is due (or `now`): its part of the capacity,
+    /// the policy, the caps that changed.
+    pub(super) fn run_if_due(&mut self, now: Instant, shard: &mut Shard, at_once: bool) {
+        if now < self.driver.poll_at() && !at_once {
             return;
         }
         if let Some(bps) = self.capacity {
@@ -237,7 +245,9 @@ impl Windows<Shard> for WindowControl {
         senses: &mut [StackFlowState],
         _: &mut ShardMetrics,
     ) {
-        if self.sense_due(now) {
+        // A jump took a share the policy has not given out yet.
+        let claimed = shard.fast_start_claims() > 0;
+        if self.sense_due(now) || claimed {
             for (h, sense) in conns.iter().zip(senses.iter_mut()) {
                 if let Some(h) = h {
                     self.sense(now, shard, *h, sense);
@@ -245,7 +255,7 @@ impl Windows<Shard> for WindowControl {
             }
             self.sensed(now);
         }
-        self.run_if_due(now, shard);
+        self.run_if_due(now, shard, claimed);
     }
 
     fn release(&mut self, shard: &mut Shard, h: Handle, sense: &mut StackFlowState) {

@@ -90,6 +90,8 @@ pub(crate) struct FastStartState {
     /// The jump's window comes from the fairness share, not from a saved
     /// path (none was known).
     from_share: bool,
+    /// A jump was made on this connection.
+    pub jumped: bool,
     /// PipeSize, bytes.
     pipe_size: u32,
     /// Unvalidated: the first byte sent in the phase; Validating and Safe
@@ -245,6 +247,7 @@ impl Connection {
         self.fs.mark = self.snd_nxt;
         self.fs.entered_us = stamp_us(now);
         self.fs.phase = Phase::Unvalidated;
+        self.fs.jumped = true;
         self.cc.set_window(Some(jump), None);
         env.counters.fast_start_jumps += 1;
         env.shares.claim();

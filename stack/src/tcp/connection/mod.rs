@@ -1124,6 +1124,7 @@ impl Connection {
             rcv_wnd_cap: (self.rcv_wnd_cap != u32::MAX).then_some(self.rcv_wnd_cap),
             cwnd_cap: (self.cwnd_cap != u32::MAX).then_some(self.cwnd_cap),
             pacing_cap: (self.pacing_cap != u64::MAX).then_some(self.pacing_cap),
+            fast_start_jump: self.fs.jumped,
             window_scaling: self.has(flag::WSCALE).then_some((self.snd_wscale, self.rcv_wscale)),
             timestamps: self.has(flag::TIMESTAMPS),
             sack: self.has(flag::SACK),
