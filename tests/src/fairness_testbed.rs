@@ -887,7 +887,7 @@ pub fn report(results: &[(GridCell, Result<Outcome, String>)]) -> Vec<String> {
     lines
 }
 
-/// Careful resume's jumps and retreats after the join time, when there
+/// Careful resume's jumps and retreats over the whole run, when there
 /// were any: ` (1 j)`, ` (1 j, 1 r)`.
 fn fast_start_text(counts: Option<(u64, u64)>) -> String {
     match counts {

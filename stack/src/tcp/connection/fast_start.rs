@@ -215,9 +215,8 @@ impl Connection {
         // §3.3: jump_cwnd ≤ saved_cwnd / 2; and no more than the flow's
         // fair share would carry in the current RTT.
         let mut jump = path.record.window / 2;
-        if let Some(rate) = env.shares.newcomer() {
-            let share = rate.saturating_mul(u64::from(us(srtt))) / 1_000_000;
-            jump = jump.min(share.min(u64::from(u32::MAX)) as u32);
+        if let Some(share) = env.shares.window(srtt) {
+            jump = jump.min(share);
         }
         if jump <= self.cc.cwnd() || env.paths.claim_window(now, addr).is_none() {
             return;
@@ -231,9 +230,7 @@ impl Connection {
     /// window). The handshake's RTT stands for the saved one from here on
     /// (a path change is an RTT over ten times it).
     fn jump_to_share(&mut self, now: Instant, min_rtt: Duration, srtt: Duration, env: &mut Env) {
-        let Some(rate) = env.shares.newcomer() else { return };
-        let jump = rate.saturating_mul(u64::from(us(srtt))) / 1_000_000;
-        let jump = jump.min(u64::from(u32::MAX)) as u32;
+        let Some(jump) = env.shares.window(srtt) else { return };
         if jump <= self.cc.cwnd() {
             return;
         }

@@ -276,6 +276,12 @@ impl FastStartShares {
         self.capacity.map(|c| c / among)
     }
 
+    /// What the next flow's share carries in `rtt`, bytes.
+    pub fn window(&self, rtt: Duration) -> Option<u32> {
+        let bytes = self.newcomer()?.saturating_mul(rtt.total_micros()) / 1_000_000;
+        Some(bytes.min(u64::from(u32::MAX)) as u32)
+    }
+
     /// A jump took a share.
     pub fn claim(&mut self) {
         if self.capacity.is_some() {
