@@ -522,9 +522,9 @@ Runs these steps in order, stopping at the first failure:
 2. clippy  cargo clippy --workspace --all-targets --all-features -- -D warnings
 3. linkem  cargo build --release -p fairway-nic --bin fairway-linkem
 4. test    cargo test --workspace --all-features [<CARGO TEST ARGS>...]
-5. all-off cargo test --all-features -p fairway --test kernel_e2e --test
-           kernel_tls --test proxy -p fairway-tests --test server_afxdp --test
-           server_tap --quiet
+5. all-off cargo test --workspace --all-features --test kernel_e2e --test
+           kernel_tls --test proxy --test server_afxdp --test server_tap
+           --quiet
 It prints each step's wall time, and exits with the status of the step that
 failed. Every feature is on, so the AF_XDP backend is built and checked;
 its build needs clang and libelf, and the server's end-to-end tests wrk
