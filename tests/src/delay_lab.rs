@@ -73,14 +73,16 @@ pub struct DelayPlan {
     pub fast_start: Vec<&'static str>,
     /// The same for `--initial-window` (segments).
     pub initial_windows: Vec<u32>,
+    /// The same for `--socket-buffer` (MiB).
+    pub socket_buffers: Vec<u32>,
 }
 
 /// The fast-start modes the server takes.
 pub const FAST_START_MODES: [&str; 3] = ["off", "path-memory", "careful-resume"];
 
 /// One row of the report: a server, and for Fairway over AF_XDP the
-/// `--fast-start` mode and `--initial-window` it ran with (`None`: not
-/// given, the server's default).
+/// `--fast-start` mode, `--initial-window` and `--socket-buffer` it ran
+/// with (`None`: not given, the server's default).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Row {
     /// Who serves.
@@ -89,13 +91,15 @@ pub struct Row {
     pub fast_start: Option<&'static str>,
     /// `--initial-window`.
     pub initial_window: Option<u32>,
+    /// `--socket-buffer`, MiB.
+    pub socket_buffer: Option<u32>,
 }
 
 impl Row {
     /// `server` with its defaults.
     #[must_use]
     pub fn plain(server: LabServer) -> Row {
-        Row { server, fast_start: None, initial_window: None }
+        Row { server, fast_start: None, initial_window: None, socket_buffer: None }
     }
 
     /// `fairway/afxdp off, fast-start careful-resume, IW 32`, …
@@ -108,6 +112,9 @@ impl Row {
         if let Some(iw) = self.initial_window {
             label.push_str(&format!(", IW {iw}"));
         }
+        if let Some(mib) = self.socket_buffer {
+            label.push_str(&format!(", buffer {mib} MiB"));
+        }
         label
     }
 
@@ -119,6 +126,9 @@ impl Row {
         }
         if let Some(iw) = self.initial_window {
             flags.extend(["--initial-window".to_owned(), iw.to_string()]);
+        }
+        if let Some(mib) = self.socket_buffer {
+            flags.extend(["--socket-buffer".to_owned(), format!("{mib}MiB")]);
         }
         flags
     }
@@ -147,6 +157,7 @@ impl DelayPlan {
             bound: Duration::from_secs(60),
             fast_start: Vec::new(),
             initial_windows: Vec::new(),
+            socket_buffers: Vec::new(),
         }
     }
 
@@ -163,26 +174,29 @@ impl DelayPlan {
             bound: Duration::from_secs(600),
             fast_start: Vec::new(),
             initial_windows: Vec::new(),
+            socket_buffers: Vec::new(),
         }
     }
 
     /// The report's rows, in the order they run: each server, Fairway over
-    /// AF_XDP once per fast-start mode and initial window asked for.
+    /// AF_XDP once per fast-start mode, initial window and socket buffer
+    /// asked for.
     #[must_use]
     pub fn rows(&self) -> Vec<Row> {
-        let modes: Vec<Option<&'static str>> =
-            if self.fast_start.is_empty() { vec![None] } else { self.fast_start.iter().copied().map(Some).collect() };
-        let windows: Vec<Option<u32>> = if self.initial_windows.is_empty() {
-            vec![None]
-        } else {
-            self.initial_windows.iter().copied().map(Some).collect()
-        };
+        // Each setting asked for, or once the server's default (`None`).
+        fn each<T: Copy>(asked: &[T]) -> Vec<Option<T>> {
+            if asked.is_empty() { vec![None] } else { asked.iter().copied().map(Some).collect() }
+        }
+        let (modes, windows, buffers) =
+            (each(&self.fast_start), each(&self.initial_windows), each(&self.socket_buffers));
         let mut rows = Vec::new();
         for &server in &self.servers {
             if matches!(server, LabServer::Afxdp(_)) {
                 for &fast_start in &modes {
                     for &initial_window in &windows {
-                        rows.push(Row { server, fast_start, initial_window });
+                        for &socket_buffer in &buffers {
+                            rows.push(Row { server, fast_start, initial_window, socket_buffer });
+                        }
                     }
                 }
             } else {
@@ -665,6 +679,22 @@ mod tests {
         assert!(!Row::plain(LabServer::Kernel("off")).fresh_per_try() && !rows[0].fresh_per_try());
         assert_eq!(rows[5], Row::plain(LabServer::Kernel("off")));
         assert_eq!(DelayPlan::default_subset().rows().len(), 3);
+    }
+
+    #[test]
+    fn socket_buffers_make_rows_of_fairway_over_afxdp_alone() {
+        let plan = DelayPlan {
+            servers: vec![LabServer::Nginx, LabServer::Afxdp("off")],
+            initial_windows: vec![32],
+            socket_buffers: vec![1, 4],
+            ..DelayPlan::default_subset()
+        };
+        let rows = plan.rows();
+        assert_eq!(rows.len(), 1 + 2);
+        assert_eq!(rows[0], Row::plain(LabServer::Nginx));
+        assert_eq!(rows[2].label(), "fairway/afxdp off, IW 32, buffer 4 MiB");
+        assert_eq!(rows[2].flags(), ["--initial-window", "32", "--socket-buffer", "4MiB"]);
+        assert_eq!(rows[1].flags(), ["--initial-window", "32", "--socket-buffer", "1MiB"]);
     }
 
     #[test]

@@ -589,9 +589,9 @@ Experiments:
              KB-300 MB, 10 tries 10 s apart: hours). Writes
              benches/results/delay-DATE.md and two PNG charts beside it;
              takes --delays 0,5, --sizes 100000, --tries N, --servers, --bound
-             S, --fast-start off,careful-resume and --initial-window 10,32
-             (Fairway over AF_XDP once per mode and window, rows side by
-             side), --out, --no-plots.
+             S, --fast-start off,careful-resume, --initial-window 10,32 and
+             --socket-buffer 1,4 (MiB; Fairway over AF_XDP once per mode,
+             window and buffer, rows side by side), --out, --no-plots.
   ablation   The receive-path ablation (root; builds the server with
              afxdp; needs wrk and nginx): Fairway over AF_XDP with each of
              steering, interrupt moderation and frame, buffer, handle and

@@ -130,6 +130,12 @@ enum Experiment {
         /// comma-separated), each a row of its own [default: the server's].
         #[arg(long, value_delimiter = ',')]
         initial_window: Vec<u32>,
+        /// Run Fairway over AF_XDP once per --socket-buffer (MiB,
+        /// comma-separated: each connection's send and receive buffer, which
+        /// bounds a flow's rate to the buffer over its RTT), each a row of
+        /// its own [default: the server's, 1 MiB].
+        #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=1024))]
+        socket_buffer: Vec<u32>,
         /// Where the Markdown goes [default: benches/results/delay-DATE.md];
         /// the charts go beside it (`STEM-by-delay.png`, `STEM-by-size.png`).
         #[arg(long)]
@@ -142,7 +148,19 @@ enum Experiment {
 
 fn main() -> ExitCode {
     match Cli::parse().experiment {
-        Experiment::Delay { full, delays, sizes, tries, servers, bound, fast_start, initial_window, out, no_plots } => {
+        Experiment::Delay {
+            full,
+            delays,
+            sizes,
+            tries,
+            servers,
+            bound,
+            fast_start,
+            initial_window,
+            socket_buffer,
+            out,
+            no_plots,
+        } => {
             let mut plan = if full { DelayPlan::full() } else { DelayPlan::default_subset() };
             if !delays.is_empty() {
                 plan.delays = delays.into_iter().map(Duration::from_millis).collect();
@@ -161,6 +179,7 @@ fn main() -> ExitCode {
             }
             plan.fast_start = fast_start;
             plan.initial_windows = initial_window;
+            plan.socket_buffers = socket_buffer;
             let out = out.unwrap_or_else(|| PathBuf::from(format!("benches/results/delay-{}.md", today())));
             if !no_plots && let Err(why) = plot::check_font() {
                 eprintln!("fairway-lab: {why} (or pass --no-plots)");
