@@ -465,3 +465,48 @@ fn with_kernel_busy_poll_an_empty_receive_polls_the_driver_and_pings_are_answere
     assert!(stats.rx_busy_polls > 0, "{stats:?}");
     assert_eq!(stats.rx_wakeups, 0, "busy polls replace the fill-ring wakeups: {stats:?}");
 }
+
+#[test]
+fn copy_mode_sends_a_burst_in_one_wakeup_where_the_kernel_allows() {
+    require_root();
+    let pair = VethPair::new(1);
+    let burst = 512;
+    // What the kernel's end has received: it counts a frame when our
+    // sendto hands it over.
+    let received = || -> u64 {
+        let out = pair.kernel.exec(&["cat", &format!("/sys/class/net/{KERNEL_IF}/statistics/rx_packets")]);
+        String::from_utf8_lossy(&out.stdout).trim().parse().expect("rx_packets")
+    };
+    let (sent, arrived, stats, tx_batch, warnings) = drive(
+        &pair.driven,
+        Bpffs::Absent,
+        |flags| {
+            let mut socket = AfXdp::open(&AfXdpConfig::new(DRIVEN_IF, 0)).expect("open AF_XDP on the veth");
+            flags.set_ready();
+            let frame = arp_reply(pair.kernel_mac(), KERNEL_IP);
+            let before = received();
+            let sent = socket.transmit(burst, |buf| {
+                buf[..frame.len()].copy_from_slice(&frame);
+                Some(frame.len())
+            });
+            // No wait or transmit after it: what the one call's kicks sent.
+            let arrived = received() - before;
+            (sent, arrived, socket.stats(), socket.tx_batch(), socket.warnings().to_vec())
+        },
+        || {},
+    );
+    assert_eq!(sent, burst, "{stats:?}");
+    assert!(arrived >= burst as u64, "the call sent the whole burst: {arrived} of {burst} arrived; {stats:?}");
+    let limited = warnings.iter().any(|w| matches!(w, AfXdpWarning::TxBatchLimited { frames: 32, .. }));
+    if tx_batch == 32 {
+        // A kernel before 6.17: a sendto per 32 frames, and a warning.
+        assert!(limited, "{warnings:?}");
+        assert!(stats.tx_wakeups >= (burst / 32) as u64, "{stats:?}");
+    } else {
+        assert!(!limited, "{warnings:?}");
+        assert_eq!(tx_batch, AfXdpConfig::new(DRIVEN_IF, 0).tx_ring_size, "the whole TX ring per wake-up");
+        assert!(stats.tx_wakeups <= 2, "one sendto for the burst, not one per 32 frames: {stats:?}");
+    }
+    let kernel = stats.kernel.expect("XDP_STATISTICS");
+    assert_eq!(kernel.tx_invalid_descs, 0, "{kernel:?}");
+}

@@ -202,4 +202,18 @@ pub enum AfXdpWarning {
         /// What the kernel said.
         reason: String,
     },
+
+    /// The kernel refused to let one wake-up of the copy-mode transmit path
+    /// send more than its default batch (`XDP_MAX_TX_SKB_BUDGET`, which
+    /// Linux 6.17 added): a burst of frames then takes a `sendto` per
+    /// `frames` frames.
+    #[error(
+        "the kernel sends at most {frames} frames per transmit wake-up ({reason}; XDP_MAX_TX_SKB_BUDGET needs Linux 6.17): bursts take more system calls"
+    )]
+    TxBatchLimited {
+        /// Frames per wake-up.
+        frames: u32,
+        /// What the kernel said.
+        reason: String,
+    },
 }

@@ -35,10 +35,6 @@ use super::tx_slots::TxSlots;
 /// arrays. Budgets above it are served in several rounds.
 const BATCH: usize = 64;
 
-/// Frames the kernel's copy-mode transmit path sends per `sendto` before it
-/// answers `EAGAIN` (`TX_BATCH_SIZE` in `net/xdp/xsk.c`).
-const KERNEL_TX_BATCH: usize = 32;
-
 /// The UMEM's memory, for writing frames into transmit slots in place.
 struct UmemArea {
     base: NonNull<u8>,
@@ -102,6 +98,9 @@ pub(super) struct Rings {
     need_wakeup: bool,
     zero_copy: bool,
     kernel_busy_poll: bool,
+    /// Frames the kernel's copy-mode transmit path sends per wake-up before
+    /// it answers `EAGAIN`.
+    kernel_tx_batch: usize,
     /// Scratch for descriptors taken off the RX ring.
     rx_batch: Vec<FrameDesc>,
     /// Scratch for descriptors taken off the completion ring.
@@ -140,6 +139,8 @@ pub(super) struct Shape {
     /// Whether the socket busy-polls the driver (`SO_PREFER_BUSY_POLL` is
     /// set): an empty receive then drives the driver's receive processing.
     pub(super) kernel_busy_poll: bool,
+    /// Frames one wake-up of the kernel's copy-mode transmit path sends.
+    pub(super) kernel_tx_batch: u32,
 }
 
 impl Shape {
@@ -178,6 +179,7 @@ impl Rings {
             need_wakeup: shape.need_wakeup,
             zero_copy: shape.zero_copy,
             kernel_busy_poll: shape.kernel_busy_poll,
+            kernel_tx_batch: (shape.kernel_tx_batch as usize).max(1),
             rx_batch: vec![FrameDesc::default(); BATCH],
             completed: vec![FrameDesc::default(); BATCH],
             refill: Vec::with_capacity(rx_frames),
@@ -330,13 +332,14 @@ impl Rings {
     }
 
     /// Wakes the kernel to send what is on the TX ring. Copy mode sends a
-    /// bounded batch per call and says `EAGAIN` while more remains, so this
+    /// bounded batch per call (`kernel_tx_batch`: the whole ring where the
+    /// kernel lets us say so) and says `EAGAIN` while more remains, so this
     /// kicks until the ring is drained, a bounded number of times.
     fn kick_tx(&mut self, queued: usize) {
         if !self.tx_needs_kick() {
             return;
         }
-        for _ in 0..queued / KERNEL_TX_BATCH + 2 {
+        for _ in 0..queued / self.kernel_tx_batch + 2 {
             self.stats.tx_wakeups += 1;
             match sys::kick_tx(self.fd) {
                 Kick::Done | Kick::Stop => return,

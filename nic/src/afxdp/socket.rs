@@ -33,6 +33,10 @@ const QUEUE_RELEASE_WAIT: Duration = Duration::from_secs(1);
 /// (`XDP_PACKET_HEADROOM`).
 const XDP_HEADROOM: usize = 256;
 
+/// Frames the kernel's copy-mode transmit path sends per wake-up unless
+/// told otherwise (`TX_BATCH_SIZE` in `net/xdp/xsk.c`).
+const KERNEL_TX_BATCH: u32 = 32;
+
 /// The most UMEM frames one frame may span with multi-buffer: the kernel's
 /// copy-mode transmit builds one fragment per descriptor after the first,
 /// and an skb has at most 17 (`MAX_SKB_FRAGS`).
@@ -64,6 +68,7 @@ pub struct AfXdp {
     warnings: Vec<AfXdpWarning>,
     max_frame_len: usize,
     multi_buffer: bool,
+    tx_batch: u32,
     fd: RawFd,
 }
 
@@ -116,6 +121,16 @@ impl AfXdp {
     /// frame. Only asked for when the interface's MTU needs it.
     pub fn multi_buffer(&self) -> bool {
         self.multi_buffer
+    }
+
+    /// The most frames one wake-up of the kernel's transmit path sends. In
+    /// copy mode the kernel sends 32 per `sendto` unless told it may send
+    /// more (`XDP_MAX_TX_SKB_BUDGET`, Linux 6.17), which the socket asks for
+    /// up to the TX ring's size; on an older kernel it stays 32
+    /// ([`AfXdpWarning::TxBatchLimited`]). In zero-copy mode the driver
+    /// takes the whole ring by itself.
+    pub fn tx_batch(&self) -> u32 {
+        self.tx_batch
     }
 
     /// What works, but not as well as it could; for the runtime to log.
@@ -506,6 +521,19 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         }
         None => false,
     };
+    // Copy mode: one wake-up sends the whole ring rather than 32 frames
+    // (`kick_tx` otherwise makes a `sendto` per 32 frames of a burst).
+    let tx_batch = if zero_copy {
+        config.tx_ring_size
+    } else {
+        match sys::set_tx_budget(fd, config.tx_ring_size) {
+            Ok(()) => config.tx_ring_size,
+            Err(refusal) => {
+                warnings.push(AfXdpWarning::TxBatchLimited { frames: KERNEL_TX_BATCH, reason: refusal.to_string() });
+                KERNEL_TX_BATCH
+            }
+        }
+    };
     let shape = Shape {
         frame_size: config.frame_size as usize,
         frame_count: config.frame_count as usize,
@@ -515,6 +543,7 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         need_wakeup: config.need_wakeup,
         zero_copy,
         kernel_busy_poll,
+        kernel_tx_batch: tx_batch,
     };
     let rings = Rings::new((umem, frames), socket, tx_ring, fd, shape);
     registry.add(netns, ifindex);
@@ -532,6 +561,7 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         warnings,
         max_frame_len,
         multi_buffer,
+        tx_batch,
         fd,
     })
 }

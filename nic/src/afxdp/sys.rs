@@ -178,20 +178,37 @@ const SO_BUSY_POLL: libc::c_int = 46;
 const SO_PREFER_BUSY_POLL: libc::c_int = 69;
 const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
 
-/// One `SOL_SOCKET` integer option.
-fn set_socket_option(fd: RawFd, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
+/// `XDP_MAX_TX_SKB_BUDGET` from `linux/if_xdp.h` (Linux 6.17; the libc
+/// crate lacks it).
+const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
+
+/// One integer socket option at `level` (`SOL_SOCKET`, `SOL_XDP`).
+fn set_option(fd: RawFd, level: libc::c_int, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
     // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from `value`,
     // which lives for the call.
     let result = unsafe {
         libc::setsockopt(
             fd,
-            libc::SOL_SOCKET,
+            level,
             option,
             ptr::from_ref(&value).cast(),
             mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
     if result < 0 { Err(last_error()) } else { Ok(()) }
+}
+
+fn set_socket_option(fd: RawFd, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    set_option(fd, libc::SOL_SOCKET, option, value)
+}
+
+/// Lets one wake-up of a copy-mode socket's transmit path send up to
+/// `frames` frames (`XDP_MAX_TX_SKB_BUDGET`, at most the TX ring's size);
+/// without it the kernel sends 32 (`TX_BATCH_SIZE`) and answers `EAGAIN`.
+/// Kernels before 6.17 say `ENOPROTOOPT`.
+pub(super) fn set_tx_budget(fd: RawFd, frames: u32) -> io::Result<()> {
+    let frames = libc::c_int::try_from(frames).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    set_option(fd, libc::SOL_XDP, XDP_MAX_TX_SKB_BUDGET, frames)
 }
 
 /// Asks the kernel to let the socket's thread drive the driver's receive
