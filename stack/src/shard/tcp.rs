@@ -34,12 +34,19 @@ impl Shard {
         if !sum_ok {
             return self.drop(DropReason::TcpBadChecksum);
         }
-        let caps = ChecksumCapabilities::ignored();
-        let (src, dst) = (remote.to_canonical().into(), local.to_canonical().into());
-        let Ok(repr) = TcpRepr::parse(&packet, &src, &dst, &caps) else {
-            return self.drop(DropReason::TcpMalformed);
+        // Most segments of a connection are plain ACKs with timestamps:
+        // those skip the general parse.
+        let seg = match Segment::parse_predicted(bytes) {
+            Some(seg) => seg,
+            None => {
+                let caps = ChecksumCapabilities::ignored();
+                let (src, dst) = (remote.to_canonical().into(), local.to_canonical().into());
+                let Ok(repr) = TcpRepr::parse(&packet, &src, &dst, &caps) else {
+                    return self.drop(DropReason::TcpMalformed);
+                };
+                Segment::from_repr(&repr, packet.psh())
+            }
         };
-        let seg = Segment::from_repr(&repr, packet.psh());
         let tuple =
             FourTuple { local_ip: local, remote_ip: remote, local_port: seg.dst_port, remote_port: seg.src_port };
         if self.config.steering.is_some_and(|s| !s.owns(&tuple)) {
