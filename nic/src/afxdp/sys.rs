@@ -198,6 +198,7 @@ fn set_option(fd: RawFd, level: libc::c_int, option: libc::c_int, value: libc::c
     if result < 0 { Err(last_error()) } else { Ok(()) }
 }
 
+/// One `SOL_SOCKET` integer option.
 fn set_socket_option(fd: RawFd, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
     set_option(fd, libc::SOL_SOCKET, option, value)
 }

@@ -74,13 +74,14 @@ impl<'a> Segment<'a> {
         }
     }
 
-    /// The segments of an established connection, parsed without the
-    /// general option walk of `TcpRepr::parse` (header prediction, as RFC
-    /// 7323 Appendix A lays the options out for it): an ACK, perhaps with
-    /// PSH or FIN, whose options are either none or exactly NOP, NOP,
-    /// timestamps. `None` for anything else (SYN, RST, URG or any other
-    /// flag, other options, a zero port), which `TcpRepr::parse` takes; where
-    /// this returns a segment it is the one that path would give.
+    /// What most segments of an established connection are, parsed
+    /// without the general option walk of `TcpRepr::parse` (header
+    /// prediction, with the options laid out as RFC 7323 Appendix A
+    /// suggests): an ACK, perhaps with PSH or FIN, whose options are either
+    /// none or exactly NOP, NOP, timestamps. `None` for anything else (SYN,
+    /// RST, URG or any other flag, other options, a zero port), which
+    /// `TcpRepr::parse` takes; where this returns a segment it is the one
+    /// that path would give.
     ///
     /// `bytes` is the whole TCP segment; its checksum is not looked at.
     pub fn parse_predicted(bytes: &'a [u8]) -> Option<Segment<'a>> {
