@@ -436,6 +436,11 @@ impl Rings {
         self.rx.poll(timeout_ms).map(drop)
     }
 
+    /// Frames one wake-up of the kernel's copy-mode transmit path sends.
+    pub(super) fn kernel_tx_batch(&self) -> u32 {
+        self.kernel_tx_batch as u32
+    }
+
     pub(super) fn stats(&self) -> AfXdpStats {
         let kernel = self.rx.fd().xdp_statistics().ok().map(|k| KernelXdpStats {
             rx_dropped: k.rx_dropped(),

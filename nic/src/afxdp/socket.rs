@@ -68,7 +68,6 @@ pub struct AfXdp {
     warnings: Vec<AfXdpWarning>,
     max_frame_len: usize,
     multi_buffer: bool,
-    tx_batch: u32,
     fd: RawFd,
 }
 
@@ -130,7 +129,7 @@ impl AfXdp {
     /// ([`AfXdpWarning::TxBatchLimited`]). In zero-copy mode the driver
     /// takes the whole ring by itself.
     pub fn tx_batch(&self) -> u32 {
-        self.tx_batch
+        self.rings.as_ref().map_or(KERNEL_TX_BATCH, Rings::kernel_tx_batch)
     }
 
     /// What works, but not as well as it could; for the runtime to log.
@@ -561,7 +560,6 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         warnings,
         max_frame_len,
         multi_buffer,
-        tx_batch,
         fd,
     })
 }

@@ -36,7 +36,7 @@ impl Shard {
         }
         // Most segments of a connection are plain ACKs with timestamps:
         // those skip the general parse.
-        let seg = match Segment::parse_predicted(bytes) {
+        let seg = match Segment::parse_predicted(&packet) {
             Some(seg) => seg,
             None => {
                 let caps = ChecksumCapabilities::ignored();

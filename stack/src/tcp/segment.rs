@@ -1,6 +1,6 @@
 //! An incoming TCP segment, as the state machine sees it.
 
-use smoltcp::wire::{TcpControl, TcpRepr};
+use smoltcp::wire::{TcpControl, TcpPacket, TcpRepr};
 
 use crate::tcp::seq::SeqNumber;
 use crate::wire::Flags;
@@ -79,49 +79,38 @@ impl<'a> Segment<'a> {
     /// prediction, with the options laid out as RFC 7323 Appendix A
     /// suggests): an ACK, perhaps with PSH or FIN, whose options are either
     /// none or exactly NOP, NOP, timestamps. `None` for anything else (SYN,
-    /// RST, URG or any other flag, other options, a zero port), which
+    /// RST, URG, ECN or NS flags, other options, a zero port), which
     /// `TcpRepr::parse` takes; where this returns a segment it is the one
     /// that path would give.
     ///
-    /// `bytes` is the whole TCP segment; its checksum is not looked at.
-    pub fn parse_predicted(bytes: &'a [u8]) -> Option<Segment<'a>> {
-        const FIN: u8 = 0x01;
-        const PSH: u8 = 0x08;
-        const ACK: u8 = 0x10;
-        let header: &[u8; 20] = bytes.first_chunk()?;
-        let word = |at: usize| u32::from_be_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]]);
-        let (src_port, dst_port) = (u16::from_be_bytes([header[0], header[1]]), u16::from_be_bytes([header[2], header[3]]));
-        // The reserved bits and AE (byte 12's low nibble) clear; of the flags
-        // only ACK, PSH and FIN, and ACK set.
-        let flags = header[13];
-        if header[12] & 0x0f != 0 || flags & !(ACK | PSH | FIN) != 0 || flags & ACK == 0 || src_port == 0 || dst_port == 0
-        {
+    /// `packet` has passed `TcpPacket::new_checked`; its checksum is not
+    /// looked at.
+    pub fn parse_predicted(packet: &TcpPacket<&'a [u8]>) -> Option<Segment<'a>> {
+        let plain_ack = packet.ack()
+            && !(packet.syn() || packet.rst() || packet.urg() || packet.ece() || packet.cwr() || packet.ns());
+        if !plain_ack || packet.src_port() == 0 || packet.dst_port() == 0 {
             return None;
         }
-        let header_len = usize::from(header[12] >> 4) * 4;
-        let timestamp = match header_len {
-            20 => None,
-            32 => match bytes.get(20..32)? {
-                [1, 1, 8, 10, v0, v1, v2, v3, e0, e1, e2, e3] => {
-                    Some((u32::from_be_bytes([*v0, *v1, *v2, *v3]), u32::from_be_bytes([*e0, *e1, *e2, *e3])))
-                }
-                _ => return None,
-            },
+        let timestamp = match packet.options() {
+            [] => None,
+            [1, 1, 8, 10, v0, v1, v2, v3, e0, e1, e2, e3] => {
+                Some((u32::from_be_bytes([*v0, *v1, *v2, *v3]), u32::from_be_bytes([*e0, *e1, *e2, *e3])))
+            }
             _ => return None,
         };
         Some(Segment {
-            src_port,
-            dst_port,
-            seq: SeqNumber::new(word(4)),
-            ack: Some(SeqNumber::new(word(8))),
-            flags: Flags { syn: false, fin: flags & FIN != 0, rst: false, psh: flags & PSH != 0 },
-            window: u16::from_be_bytes([header[14], header[15]]),
+            src_port: packet.src_port(),
+            dst_port: packet.dst_port(),
+            seq: packet.seq_number().into(),
+            ack: Some(packet.ack_number().into()),
+            flags: Flags { syn: false, fin: packet.fin(), rst: false, psh: packet.psh() },
+            window: packet.window_len(),
             mss: None,
             wscale: None,
             sack_permitted: false,
             timestamp,
             sack: [None; 3],
-            payload: bytes.get(header_len..)?,
+            payload: packet.payload(),
             acks: 1,
         })
     }
@@ -161,6 +150,12 @@ mod tests {
 
     use super::Segment;
 
+    /// The prediction for `bytes`, or `None` where they are no TCP header
+    /// at all (which `handle_tcp` drops before).
+    fn predicted(bytes: &[u8]) -> Option<Segment<'_>> {
+        Segment::parse_predicted(&TcpPacket::new_checked(bytes).ok()?)
+    }
+
     /// What the general path makes of `bytes`: smoltcp's parse, or `None`
     /// where it refuses the segment.
     fn general(bytes: &[u8]) -> Option<Segment<'_>> {
@@ -192,7 +187,7 @@ mod tests {
         fields[14..16].copy_from_slice(&512u16.to_be_bytes());
         let options = [1, 1, 8, 10, 0, 0, 0, 7, 0, 0, 0, 9];
         let bytes = segment(fields, 32, &options, b"hello");
-        let seg = Segment::parse_predicted(&bytes).expect("predicted");
+        let seg = predicted(&bytes).expect("predicted");
         assert_eq!(Some(seg), general(&bytes));
         assert_eq!((seg.timestamp, seg.payload, seg.window), (Some((7, 9)), &b"hello"[..], 512));
         assert!(seg.flags.psh && !seg.flags.fin);
@@ -205,25 +200,25 @@ mod tests {
         let ts = [1, 1, 8, 10, 0, 0, 0, 7, 0, 0, 0, 9];
         for flags in [0x02, 0x12, 0x04, 0x14, 0x30, 0x50, 0x90, 0x08, 0x00] {
             fields[13] = flags; // SYN, SYN-ACK, RST, RST-ACK, ACK+URG, ECE, CWR, PSH alone, none
-            assert_eq!(Segment::parse_predicted(&segment(fields, 32, &ts, &[])), None, "flags {flags:#04x}");
+            assert_eq!(predicted(&segment(fields, 32, &ts, &[])), None, "flags {flags:#04x}");
         }
         fields[13] = 0x10;
         let sack = [1, 1, 5, 10, 0, 0, 0, 1, 0, 0, 0, 2];
-        assert_eq!(Segment::parse_predicted(&segment(fields, 32, &sack, &[])), None, "a SACK block");
+        assert_eq!(predicted(&segment(fields, 32, &sack, &[])), None, "a SACK block");
         let ts_then_sack = [1, 1, 8, 10, 0, 0, 0, 7, 0, 0, 0, 9, 1, 1, 5, 10, 0, 0, 0, 1, 0, 0, 0, 2];
-        assert_eq!(Segment::parse_predicted(&segment(fields, 44, &ts_then_sack, &[])), None, "timestamps and SACK");
-        assert_eq!(Segment::parse_predicted(&segment(fields, 24, &[2, 4, 5, 180], &[])), None, "an MSS option");
+        assert_eq!(predicted(&segment(fields, 44, &ts_then_sack, &[])), None, "timestamps and SACK");
+        assert_eq!(predicted(&segment(fields, 24, &[2, 4, 5, 180], &[])), None, "an MSS option");
         let ended = [1, 0, 8, 10, 0, 0, 0, 7, 0, 0, 0, 9];
-        assert_eq!(Segment::parse_predicted(&segment(fields, 32, &ended, &[])), None, "an end of options first");
+        assert_eq!(predicted(&segment(fields, 32, &ended, &[])), None, "an end of options first");
         assert_eq!(general(&segment(fields, 32, &ended, &[])).map(|s| s.timestamp), Some(None), "no timestamps then");
         fields[0..2].copy_from_slice(&[0, 0]);
-        assert_eq!(Segment::parse_predicted(&segment(fields, 20, &[], &[])), None, "source port 0");
+        assert_eq!(predicted(&segment(fields, 20, &[], &[])), None, "source port 0");
         assert_eq!(general(&segment(fields, 20, &[], &[])), None, "which the general path refuses too");
         // The prediction's own layouts, for contrast: taken.
         fields[0..2].copy_from_slice(&[0, 80]);
-        assert!(Segment::parse_predicted(&segment(fields, 20, &[], &[])).is_some());
+        assert!(predicted(&segment(fields, 20, &[], &[])).is_some());
         fields[13] = 0x11; // FIN-ACK
-        assert!(Segment::parse_predicted(&segment(fields, 32, &ts, &[])).is_some_and(|s| s.flags.fin));
+        assert!(predicted(&segment(fields, 32, &ts, &[])).is_some_and(|s| s.flags.fin));
     }
 
     proptest! {
@@ -252,7 +247,7 @@ mod tests {
             if truncate > 0 {
                 bytes.truncate(bytes.len().saturating_sub(payload.len() + truncate));
             }
-            match Segment::parse_predicted(&bytes) {
+            match predicted(&bytes) {
                 Some(predicted) => prop_assert_eq!(Some(predicted), general(&bytes)),
                 // Not predicted: the general path alone decides.
                 None => prop_assume!(false),
