@@ -42,6 +42,14 @@ pub struct Config {
     pub steering: Option<crate::steering::Steering>,
     /// IPv6 beside IPv4; off (`None`) by default.
     pub ipv6: Option<Ipv6Config>,
+    /// Leave TCP checksums for the device to finish: every TCP segment the
+    /// shard emits carries in its checksum field only the pseudo-header
+    /// sum (folded, not complemented, as Linux's `CHECKSUM_PARTIAL`), and
+    /// payloads are copied into frames without being summed. Set it only
+    /// when the device says it finishes them (`Device::tx_checksum_offload`
+    /// in fairway-nic; [`crate::partial_checksum`] says where). Off by
+    /// default: every frame leaves complete.
+    pub tx_checksum_offload: bool,
 }
 
 /// What a shard takes from pools and gives back, rather than allocating
@@ -136,6 +144,7 @@ impl Config {
             recycle: Recycle::ALL,
             steering: None,
             ipv6: None,
+            tx_checksum_offload: false,
         }
     }
 

@@ -153,6 +153,9 @@ pub struct Counters {
     pub segments_out: u64,
     /// TCP segments sent again (timeout, fast retransmit, probe).
     pub retransmits: u64,
+    /// TCP segments sent with their checksum left for the device to finish
+    /// ([`Config::tx_checksum_offload`](crate::Config::tx_checksum_offload)).
+    pub checksums_offloaded: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
     /// Loss recoveries entered (SACK, RACK or three duplicate ACKs).
@@ -230,6 +233,7 @@ impl Default for Counters {
             segments_in: 0,
             segments_out: 0,
             retransmits: 0,
+            checksums_offloaded: 0,
             timeouts: 0,
             fast_recoveries: 0,
             sack_reneging: 0,

@@ -185,6 +185,7 @@ impl Shard {
                 config.secret,
             ),
             shares: crate::tcp::connection::FastStartShares::default(),
+            partial_checksums: config.tx_checksum_offload,
         };
         let (lo, hi) = config.tcp.ephemeral_ports;
         let mut shard = Shard {

@@ -240,6 +240,50 @@ pub(crate) fn emit_tcp_headers(
     }
 }
 
+/// Where a device finishes the TCP checksum of `frame` that a shard with
+/// [`Config::tx_checksum_offload`](crate::Config::tx_checksum_offload)
+/// left partial: `(start, offset)`, the sum running from `start` bytes into
+/// the frame to its end and the result going `offset` bytes after `start`
+/// (the fields of Linux's `CHECKSUM_PARTIAL` and of AF_XDP's transmit
+/// metadata). `None` for a frame that is not TCP over IPv4 or IPv6 (ARP,
+/// ICMP, Neighbor Discovery: the shard completes those), or too short.
+pub fn partial_checksum(frame: &[u8]) -> Option<(u16, u16)> {
+    const CHECKSUM_OFFSET: u16 = 16;
+    let ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+    let start = match ethertype {
+        0x0800 => {
+            let ip = frame.get(ETHERNET_HEADER_LEN..)?;
+            let header_len = usize::from(ip.first()? & 0x0f) * 4;
+            (*ip.get(9)? == u8::from(IpProtocol::Tcp) && header_len >= 20).then_some(ETHERNET_HEADER_LEN + header_len)?
+        }
+        0x86dd => {
+            let ip = frame.get(ETHERNET_HEADER_LEN..)?;
+            (*ip.get(6)? == u8::from(IpProtocol::Tcp)).then_some(ETHERNET_HEADER_LEN + 40)?
+        }
+        _ => return None,
+    };
+    // The checksum field must lie in the frame.
+    (frame.len() >= start + usize::from(CHECKSUM_OFFSET) + 2).then_some((start as u16, CHECKSUM_OFFSET))
+}
+
+/// Finishes in software the checksum a shard with
+/// [`Config::tx_checksum_offload`](crate::Config::tx_checksum_offload) left
+/// partial in `frame`, as a NIC would: sums from the start
+/// [`partial_checksum`] gives to the frame's end (the field holds the
+/// pseudo-header sum) and writes the complement. Returns `false`, leaving the
+/// frame alone, for a frame with no partial checksum (not TCP). For devices
+/// without the offload that still want the shard's partial frames (a
+/// simulated network's NIC, tests).
+pub fn finish_partial_checksum(frame: &mut [u8]) -> bool {
+    let Some((start, offset)) = partial_checksum(frame) else {
+        return false;
+    };
+    let (start, field) = (usize::from(start), usize::from(start) + usize::from(offset));
+    let sum = checksum::Sum::new().add_bytes(&frame[start..]).finish();
+    frame[field..field + 2].copy_from_slice(&sum.to_be_bytes());
+    true
+}
+
 /// Fills the checksum of the TCP segment `segment` (header and payload).
 pub(crate) fn fill_tcp_checksum(segment: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr) {
     let sum = tcp_pseudo_header(src, dst, segment.len()).add_bytes(segment).finish();
@@ -263,18 +307,122 @@ pub(crate) fn tcp_checksum_ok(segment: &[u8], src: Ipv6Addr, dst: Ipv6Addr) -> b
 }
 
 /// Writes a whole TCP frame with an empty payload from `src` to `dst` (of
-/// either family, IPv4 addresses IPv4-mapped); returns its length.
+/// either family, IPv4 addresses IPv4-mapped); returns its length. With
+/// `partial`, the checksum field holds only the pseudo-header sum, for the
+/// device to finish ([`crate::Config::tx_checksum_offload`]).
 pub(crate) fn emit_tcp_frame(
     frame: &mut [u8],
-    src_mac: [u8; 6],
-    dst_mac: [u8; 6],
+    (src_mac, dst_mac): ([u8; 6], [u8; 6]),
     src: Ipv6Addr,
     dst: Ipv6Addr,
     header: &TcpHeader,
+    partial: bool,
 ) -> usize {
     let offset = tcp_offset(dst);
     let tcp_len = header.emit(&mut frame[offset..]);
-    fill_tcp_checksum(&mut frame[offset..offset + tcp_len], src, dst);
+    let segment = &mut frame[offset..offset + tcp_len];
+    if partial {
+        set_tcp_checksum(segment, tcp_pseudo_header(src, dst, tcp_len).fold());
+    } else {
+        fill_tcp_checksum(segment, src, dst);
+    }
     emit_tcp_headers(frame, src_mac, dst_mac, src, dst, tcp_len);
     offset + tcp_len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn v4(last: u8) -> Ipv6Addr {
+        Ipv4Addr::new(10, 0, 0, last).to_ipv6_mapped()
+    }
+
+    /// A TCP frame with `payload`, from `src` to `dst`, its checksum
+    /// complete or left partial.
+    fn frame(src: Ipv6Addr, dst: Ipv6Addr, payload: &[u8], partial: bool) -> Vec<u8> {
+        let mut frame = vec![0u8; 1600];
+        let header = TcpHeader {
+            src_port: 80,
+            dst_port: 40000,
+            seq: SeqNumber::new(7),
+            ack: Some(SeqNumber::new(9)),
+            window: 512,
+            timestamp: Some((1, 2)),
+            flags: Flags { psh: true, ..Flags::default() },
+            ..TcpHeader::default()
+        };
+        let offset = tcp_offset(dst);
+        let len = emit_tcp_frame(&mut frame, ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]), src, dst, &header, partial);
+        let header_len = len - offset;
+        // Append the payload after the header and redo the checksum and the
+        // IP header for the longer segment.
+        frame[len..len + payload.len()].copy_from_slice(payload);
+        let tcp_len = header_len + payload.len();
+        let segment = &mut frame[offset..offset + tcp_len];
+        if partial {
+            set_tcp_checksum(segment, tcp_pseudo_header(src, dst, tcp_len).fold());
+        } else {
+            set_tcp_checksum(segment, 0);
+            fill_tcp_checksum(segment, src, dst);
+        }
+        emit_tcp_headers(&mut frame, [2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], src, dst, tcp_len);
+        frame.truncate(offset + tcp_len);
+        frame
+    }
+
+    #[test]
+    fn the_partial_checksum_is_found_in_tcp_frames_of_both_families_only() {
+        let v4_frame = frame(v4(1), v4(2), b"hello", true);
+        assert_eq!(partial_checksum(&v4_frame), Some((34, 16)));
+        let (a, b) = ("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap());
+        let v6_frame = frame(a, b, b"hello", true);
+        assert_eq!(partial_checksum(&v6_frame), Some((54, 16)));
+        // Not TCP: an ICMP packet (protocol 1) in the same IPv4 frame.
+        let mut icmp = v4_frame.clone();
+        icmp[ETHERNET_HEADER_LEN + 9] = 1;
+        assert_eq!(partial_checksum(&icmp), None);
+        // ARP; and frames cut short before the checksum field.
+        let mut arp = v4_frame.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(partial_checksum(&arp), None);
+        assert_eq!(partial_checksum(&v4_frame[..34 + 17]), None);
+        assert_eq!(partial_checksum(&v4_frame[..10]), None);
+        assert_eq!(partial_checksum(&[]), None);
+    }
+
+    #[test]
+    fn finishing_leaves_a_frame_without_a_partial_checksum_alone() {
+        let mut arp = frame(v4(1), v4(2), b"", true);
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let before = arp.clone();
+        assert!(!finish_partial_checksum(&mut arp));
+        assert_eq!(arp, before);
+    }
+
+    proptest! {
+        /// A partial frame finished as a NIC does is byte for byte the frame
+        /// the shard writes when it sums everything itself, for any payload
+        /// (odd lengths too) and either family.
+        #[test]
+        fn a_finished_partial_frame_is_the_complete_frame(
+            payload in proptest::collection::vec(any::<u8>(), 0..1400),
+            six in any::<bool>(),
+            host in 1u8..255,
+        ) {
+            let (src, dst) = if six {
+                (format!("2001:db8::{host:x}").parse().unwrap(), "2001:db8::ffff".parse().unwrap())
+            } else {
+                (v4(host), v4(0))
+            };
+            let complete = frame(src, dst, &payload, false);
+            let mut partial = frame(src, dst, &payload, true);
+            prop_assert_ne!(&partial, &complete, "the partial field differs before finishing");
+            prop_assert!(finish_partial_checksum(&mut partial));
+            prop_assert_eq!(&partial, &complete);
+            let offset = tcp_offset(dst);
+            prop_assert!(tcp_checksum_ok(&partial[offset..], src, dst));
+        }
+    }
 }

@@ -259,6 +259,10 @@ pub struct IntegrityParams {
     /// Every host speaks IPv6 too (its address [`ipv6_of`] its IPv4 one),
     /// and the transfers run over IPv6.
     pub ipv6: bool,
+    /// Every host's shard leaves TCP checksums for its device to finish
+    /// ([`fairway_stack::Config::tx_checksum_offload`]), and the simulated
+    /// NIC finishes them before the link (which may then corrupt them).
+    pub checksum_offload: bool,
 }
 
 impl IntegrityParams {
@@ -274,6 +278,7 @@ impl IntegrityParams {
             duplicate: 0.01,
             corrupt: 0.01,
             ipv6: false,
+            checksum_offload: false,
         }
     }
 }
@@ -304,6 +309,7 @@ pub fn integrity(seed: u64, p: &IntegrityParams) -> Report {
         .with_corrupt(p.corrupt);
     let mut world = World::new(seed, 1500, link, link);
     let dual = |mut cfg: fairway_stack::Config| {
+        cfg.tx_checksum_offload = p.checksum_offload;
         if p.ipv6 {
             let ip6 = ipv6_of(cfg.ip);
             cfg.ipv6 =

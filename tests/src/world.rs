@@ -53,6 +53,10 @@ pub struct Host {
     pub ip: Ipv4Addr,
     /// Set for a host whose frames bypass its shard.
     raw: Option<SharedRawHost>,
+    /// Whether its shard leaves TCP checksums partial
+    /// ([`Config::tx_checksum_offload`]), for its port to finish as a NIC
+    /// with the offload would.
+    finishes_checksums: bool,
 }
 
 /// Why [`World::run`] returned.
@@ -162,9 +166,9 @@ impl World {
 
     /// Adds a host with `config` on `side`, reached through `access`.
     pub fn add_host(&mut self, side: Side, config: Config, access: LinkConfig) -> usize {
-        let ip = config.ip;
+        let (ip, finishes_checksums) = (config.ip, config.tx_checksum_offload);
         let id = self.net.add_host(side, config.mac, access);
-        self.hosts.push(Host { shard: Shard::new(config), id, ip, raw: None });
+        self.hosts.push(Host { shard: Shard::new(config), id, ip, raw: None, finishes_checksums });
         self.hosts.len() - 1
     }
 
@@ -267,11 +271,17 @@ impl World {
                 shard.handle_timeout(now);
             }
             app.on_host(i, shard, now);
+            let finish = host.finishes_checksums;
             match self.tap.as_mut() {
-                None => port.transmit(usize::MAX, |buf| shard.poll_transmit(now, buf)),
-                Some(tap) => port.transmit(usize::MAX, |buf| {
+                None if !finish => port.transmit(usize::MAX, |buf| shard.poll_transmit(now, buf)),
+                mut tap => port.transmit(usize::MAX, |buf| {
                     let len = shard.poll_transmit(now, buf)?;
-                    tap(i, now, &buf[..len]);
+                    if finish {
+                        fairway_stack::finish_partial_checksum(&mut buf[..len]);
+                    }
+                    if let Some(tap) = tap.as_mut() {
+                        tap(i, now, &buf[..len]);
+                    }
                     Some(len)
                 }),
             };

@@ -256,11 +256,12 @@ impl Shard {
             timestamp,
             ..TcpHeader::default()
         };
-        let our_mac = self.config.mac;
+        let (our_mac, partial) = (self.config.mac, self.config.tx_checksum_offload);
         let (local, remote) = (tuple.local_ip, tuple.remote_ip);
-        if self.push_control(|frame| wire::emit_tcp_frame(frame, our_mac, peer, local, remote, &header)) {
+        if self.push_control(|frame| wire::emit_tcp_frame(frame, (our_mac, peer), local, remote, &header, partial)) {
             self.env.0.counters.syn_cookies_sent += 1;
             self.env.0.counters.segments_out += 1;
+            self.env.0.counters.checksums_offloaded += u64::from(partial);
         }
     }
 
@@ -302,10 +303,11 @@ impl Shard {
     /// connection's send path.
     pub(super) fn queue_tcp_control(&mut self, mac: [u8; 6], tuple: &FourTuple, header: &TcpHeader) {
         let (local, remote) = (tuple.local_ip, tuple.remote_ip);
-        let our_mac = self.config.mac;
-        if self.push_control(|frame| wire::emit_tcp_frame(frame, our_mac, mac, local, remote, header)) {
+        let (our_mac, partial) = (self.config.mac, self.config.tx_checksum_offload);
+        if self.push_control(|frame| wire::emit_tcp_frame(frame, (our_mac, mac), local, remote, header, partial)) {
             self.env.0.counters.resets_sent += 1;
             self.env.0.counters.segments_out += 1;
+            self.env.0.counters.checksums_offloaded += u64::from(partial);
         }
     }
 }

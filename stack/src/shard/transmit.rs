@@ -235,8 +235,14 @@ pub(super) fn write_segment(
         Some((local, remote)) => checksum::pseudo_header(local, remote, IpProtocol::Tcp.into(), tcp_len as u16),
         None => checksum::pseudo_header_v6(local, remote, IpProtocol::Tcp.into(), tcp_len as u32),
     };
-    let sum = pseudo.add_bytes(&segment[..emitted.header_len]).add_sum(emitted.payload_sum);
-    wire::set_tcp_checksum(segment, sum.finish());
+    let checksum = if config.tx_checksum_offload {
+        // The device sums the header and payload in.
+        env.counters.checksums_offloaded += 1;
+        pseudo.fold()
+    } else {
+        pseudo.add_bytes(&segment[..emitted.header_len]).add_sum(emitted.payload_sum).finish()
+    };
+    wire::set_tcp_checksum(segment, checksum);
     match v4 {
         Some((local, remote)) => {
             wire::emit_ipv4(&mut frame[ETHERNET_HEADER_LEN..], local, remote, IpProtocol::Tcp, tcp_len);

@@ -252,6 +252,9 @@ pub(crate) struct Env {
     /// What a fairness policy divides, bounding careful resume's jumps
     /// (see [`FastStartShares`]).
     pub shares: FastStartShares,
+    /// Whether the device finishes checksums ([`crate::Config::tx_checksum_offload`]):
+    /// payloads are then copied into frames without being summed.
+    pub partial_checksums: bool,
 }
 
 /// The fair shares careful resume's jumps may take: the payload rate

@@ -250,7 +250,7 @@ impl Connection {
         let flags = Flags { fin: send_fin, psh: len > 0 && offset + len == queued, ..Flags::default() };
         let header = self.header(now, env, seq, flags);
         let hlen = header.emit(out);
-        let (copied, payload_sum) = self.tx.copy_out_summed(offset, &mut out[hlen..hlen + len], Sum::new());
+        let (copied, payload_sum) = self.copy_payload(env, offset, &mut out[hlen..hlen + len]);
         debug_assert_eq!(copied, len);
 
         if len > 0 {
@@ -309,7 +309,7 @@ impl Connection {
         let flags = Flags { fin, psh: len > 0 && offset + len == queued, ..Flags::default() };
         let header = self.header(now, env, start, flags);
         let hlen = header.emit(out);
-        let (copied, payload_sum) = self.tx.copy_out_summed(offset, &mut out[hlen..hlen + len], Sum::new());
+        let (copied, payload_sum) = self.copy_payload(env, offset, &mut out[hlen..hlen + len]);
         debug_assert_eq!(copied, len);
         self.sentq.on_retransmit(start, now);
         env.counters.retransmits += 1;
@@ -319,6 +319,18 @@ impl Connection {
         }
         self.after_data_sent(now, len, hlen, paced, eff_mss);
         Emitted { len: hlen + len, header_len: hlen, payload_sum }
+    }
+
+    /// Copies `out.len()` queued bytes from `offset` into a segment's
+    /// payload, summing them on the way unless the device finishes the
+    /// checksum ([`Env::partial_checksums`]).
+    #[inline]
+    fn copy_payload(&self, env: &Env, offset: usize, out: &mut [u8]) -> (usize, Sum) {
+        if env.partial_checksums {
+            (self.tx.copy_out(offset, out), Sum::new())
+        } else {
+            self.tx.copy_out_summed(offset, out, Sum::new())
+        }
     }
 
     /// Timers and the pacer after a data segment went out.
