@@ -61,4 +61,17 @@ pub trait Device {
     /// returns `None`, nor when the device has no free transmit buffer, so a
     /// caller never loses a frame it produced.
     fn transmit<F: FnMut(&mut [u8]) -> Option<usize>>(&mut self, budget: usize, fill: F) -> usize;
+
+    /// Asks the device to finish the TCP checksums of the frames it sends
+    /// from now on; returns whether it will. If it will, every TCP segment
+    /// in a frame `fill` writes afterwards must carry in its checksum field
+    /// only the pseudo-header sum (folded, not complemented: what Linux
+    /// calls `CHECKSUM_PARTIAL`; a shard with
+    /// [`fairway_stack::Config::tx_checksum_offload`] does this), and the
+    /// device completes it at [`fairway_stack::partial_checksum`]'s offsets
+    /// before the frame leaves. Until asked, and where it answers `false`
+    /// (the default), frames leave as written and must be complete.
+    fn offload_tx_checksums(&mut self) -> bool {
+        false
+    }
 }

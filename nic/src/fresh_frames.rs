@@ -80,6 +80,10 @@ impl<D: Device> Device for FreshFrames<D> {
             Some(len)
         })
     }
+
+    fn offload_tx_checksums(&mut self) -> bool {
+        self.device.offload_tx_checksums()
+    }
 }
 
 impl<D: Wait> Wait for FreshFrames<D> {

@@ -203,6 +203,13 @@ impl<D: Device, W: Write> Device for Pcap<D, W> {
             Some(len)
         })
     }
+
+    /// As the wrapped device: the capture then shows transmitted TCP frames
+    /// with the partial checksums the device finishes (as a capture on a
+    /// Linux host with offloads does).
+    fn offload_tx_checksums(&mut self) -> bool {
+        self.device.offload_tx_checksums()
+    }
 }
 
 impl<D: Wait, W: Write> Wait for Pcap<D, W> {

@@ -466,6 +466,10 @@ impl<D: Device> Device for Steered<D> {
     fn transmit<F: FnMut(&mut [u8]) -> Option<usize>>(&mut self, budget: usize, fill: F) -> usize {
         self.device.transmit(budget, fill)
     }
+
+    fn offload_tx_checksums(&mut self) -> bool {
+        self.device.offload_tx_checksums()
+    }
 }
 
 impl<D: Wait + AsRawFd> Wait for Steered<D> {

@@ -510,3 +510,188 @@ fn copy_mode_sends_a_burst_in_one_wakeup_where_the_kernel_allows() {
     let kernel = stats.kernel.expect("XDP_STATISTICS");
     assert_eq!(kernel.tx_invalid_descs, 0, "{kernel:?}");
 }
+
+/// A TCP segment from the driven end to the kernel's, `payload` after a
+/// 20-byte header, in an IPv4 frame: with its checksum complete (by
+/// smoltcp), and the same frame with the field holding only the
+/// pseudo-header sum, as a shard that leaves checksums to the device
+/// writes it.
+fn tcp_frames(kernel_mac: smoltcp::wire::EthernetAddress, payload: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    use smoltcp::phy::ChecksumCapabilities;
+    use smoltcp::wire::{
+        EthernetFrame, EthernetProtocol, EthernetRepr, IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, TcpPacket,
+    };
+    let tcp_len = 20 + payload.len();
+    let eth = EthernetRepr { src_addr: DRIVEN_MAC, dst_addr: kernel_mac, ethertype: EthernetProtocol::Ipv4 };
+    let ip = Ipv4Repr {
+        src_addr: DRIVEN_IP,
+        dst_addr: KERNEL_IP,
+        next_header: IpProtocol::Tcp,
+        payload_len: tcp_len,
+        hop_limit: 64,
+    };
+    let mut frame = vec![0; 14 + 20 + tcp_len];
+    let mut view = EthernetFrame::new_unchecked(&mut frame[..]);
+    eth.emit(&mut view);
+    let mut packet = Ipv4Packet::new_unchecked(view.payload_mut());
+    ip.emit(&mut packet, &ChecksumCapabilities::default());
+    let mut tcp = TcpPacket::new_unchecked(packet.payload_mut());
+    tcp.set_src_port(80);
+    tcp.set_dst_port(40_000);
+    tcp.set_seq_number(smoltcp::wire::TcpSeqNumber(1));
+    tcp.set_ack_number(smoltcp::wire::TcpSeqNumber(1));
+    tcp.set_header_len(20);
+    tcp.set_ack(true);
+    tcp.set_psh(true);
+    tcp.set_window_len(1000);
+    tcp.payload_mut().copy_from_slice(payload);
+    tcp.fill_checksum(&IpAddress::Ipv4(DRIVEN_IP), &IpAddress::Ipv4(KERNEL_IP));
+    let complete = frame.clone();
+    // The pseudo-header sum: addresses, protocol, TCP length.
+    let addresses = [DRIVEN_IP.octets(), KERNEL_IP.octets()];
+    let words = addresses
+        .iter()
+        .flat_map(|o| [u16::from_be_bytes([o[0], o[1]]), u16::from_be_bytes([o[2], o[3]])])
+        .chain([6, tcp_len as u16]);
+    let mut sum: u32 = words.map(u32::from).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let mut partial = complete.clone();
+    partial[34 + 16..34 + 18].copy_from_slice(&(sum as u16).to_be_bytes());
+    (complete, partial)
+}
+
+/// What a packet socket with `PACKET_VNET_HDR` on the kernel's end saw of
+/// one frame: the `virtio_net_hdr` flags, checksum start and offset, and the
+/// frame.
+struct Arrived {
+    needs_checksum: bool,
+    csum_start: u16,
+    csum_offset: u16,
+    frame: Vec<u8>,
+}
+
+/// A packet socket on `KERNEL_IF` (opened in the kernel's namespace) that
+/// puts the kernel's `virtio_net_hdr` in front of each frame: it says
+/// whether the frame's skb carries a checksum still to be finished
+/// (`CHECKSUM_PARTIAL`) and where.
+fn vnet_receiver(pair: &VethPair) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    pair.kernel.enter(Bpffs::Absent, || {
+        let name = std::ffi::CString::new(KERNEL_IF).expect("no NUL");
+        // SAFETY: a NUL-terminated name that outlives the call.
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        assert!(ifindex > 0, "the kernel's end: {}", std::io::Error::last_os_error());
+        // SAFETY: plain socket(2); the descriptor is ours alone.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from((libc::ETH_P_ALL as u16).to_be())) };
+        assert!(fd >= 0, "packet socket: {}", std::io::Error::last_os_error());
+        // SAFETY: just returned by socket(2), owned by no one else.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let set = |level, option, value: &[u8]| {
+            // SAFETY: setsockopt reads `value`, which lives for the call.
+            let rc = unsafe { libc::setsockopt(fd_raw(&fd), level, option, value.as_ptr().cast(), value.len() as u32) };
+            assert_eq!(rc, 0, "setsockopt {option}: {}", std::io::Error::last_os_error());
+        };
+        set(libc::SOL_PACKET, libc::PACKET_VNET_HDR, &1i32.to_ne_bytes());
+        let timeout = libc::timeval { tv_sec: 2, tv_usec: 0 };
+        // SAFETY: a timeval is plain data; viewed as its bytes for the call.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(std::ptr::from_ref(&timeout).cast::<u8>(), size_of::<libc::timeval>())
+        };
+        set(libc::SOL_SOCKET, libc::SO_RCVTIMEO, bytes);
+        // SAFETY: sockaddr_ll is plain data; all-zero is valid.
+        let mut address: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        address.sll_family = libc::AF_PACKET as u16;
+        address.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        address.sll_ifindex = ifindex as i32;
+        // SAFETY: bind reads the sockaddr_ll, which lives for the call.
+        let rc = unsafe {
+            libc::bind(fd_raw(&fd), std::ptr::from_ref(&address).cast(), size_of::<libc::sockaddr_ll>() as u32)
+        };
+        assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
+        fd
+    })
+}
+
+fn fd_raw(fd: &std::os::fd::OwnedFd) -> i32 {
+    use std::os::fd::AsRawFd;
+    fd.as_raw_fd()
+}
+
+/// The next IPv4 TCP frame the receiver sees (other frames, the kernel's
+/// own IPv6 chatter say, are passed over), or `None` after its timeout.
+fn next_tcp_frame(fd: &std::os::fd::OwnedFd) -> Option<Arrived> {
+    let mut buf = vec![0u8; 10 + 2048];
+    loop {
+        // SAFETY: recv writes at most `buf.len()` bytes into `buf`.
+        let n = unsafe { libc::recv(fd_raw(fd), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            return None;
+        }
+        let (header, frame) = buf[..n as usize].split_at(10);
+        if frame.len() > 34 && frame[12..14] == [0x08, 0x00] && frame[23] == 6 {
+            let word = |i: usize| u16::from_ne_bytes([header[i], header[i + 1]]);
+            return Some(Arrived {
+                needs_checksum: header[0] & 1 != 0,
+                csum_start: word(6),
+                csum_offset: word(8),
+                frame: frame.to_vec(),
+            });
+        }
+    }
+}
+
+#[test]
+fn tcp_checksums_left_partial_are_finished_by_the_kernel_once_asked() {
+    require_root();
+    let pair = VethPair::new(1);
+    let receiver = vnet_receiver(&pair);
+    let payload: Vec<u8> = (0..1001u32).map(|i| (i * 7 + 3) as u8).collect();
+    let (complete, partial) = tcp_frames(pair.kernel_mac(), &payload);
+    assert_ne!(complete, partial);
+    let send = |socket: &mut AfXdp, frame: &[u8]| {
+        let sent = socket.transmit(1, |buf| {
+            buf[..frame.len()].copy_from_slice(frame);
+            Some(frame.len())
+        });
+        assert_eq!(sent, 1);
+        let _ = socket.wait(Some(Duration::ZERO));
+    };
+    let (offloaded, stats, warnings) = pair.driven.enter(Bpffs::Absent, || {
+        let mut socket = AfXdp::open(&AfXdpConfig::new(DRIVEN_IF, 0)).expect("open AF_XDP on the veth");
+        // Until asked, a frame leaves as written: a complete one.
+        send(&mut socket, &complete);
+        let offloaded = socket.offload_tx_checksums();
+        if offloaded {
+            send(&mut socket, &partial);
+        }
+        (offloaded, socket.stats(), socket.warnings().to_vec())
+    });
+    let as_written = next_tcp_frame(&receiver).expect("the complete frame arrived");
+    assert!(!as_written.needs_checksum, "not asked: no checksum request");
+    assert_eq!(as_written.frame, complete);
+    // Transmit metadata (XDP_UMEM_TX_METADATA_LEN) came with Linux 6.11.
+    let release = run("uname", &["-r"]);
+    let mut version = release.trim().split(['.', '-']).map(|part| part.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (version.next().unwrap_or(0), version.next().unwrap_or(0));
+    if (major, minor) < (6, 11) {
+        assert!(!offloaded);
+        assert!(warnings.iter().any(|w| matches!(w, AfXdpWarning::ChecksumOffloadUnavailable { .. })), "{warnings:?}");
+        return;
+    }
+    assert!(offloaded, "copy mode on Linux {major}.{minor} takes checksum requests: {warnings:?}");
+    assert_eq!(stats.tx_checksum_offloaded, 1, "{stats:?}");
+    assert_eq!(stats.kernel.expect("XDP_STATISTICS").tx_invalid_descs, 0, "{stats:?}");
+    let arrived = next_tcp_frame(&receiver).expect("the partial frame arrived");
+    // The kernel took the request: the skb carries a partial checksum at
+    // the TCP header, for the next device to finish (or a local stack to
+    // trust), and the frame is as written.
+    assert!(arrived.needs_checksum, "the frame left with a checksum request");
+    assert_eq!((arrived.csum_start, arrived.csum_offset), (34, 16));
+    assert_eq!(arrived.frame, partial);
+    // Finished where the kernel says, it is the complete frame.
+    let mut finished = arrived.frame;
+    assert!(fairway_stack::finish_partial_checksum(&mut finished));
+    assert_eq!(finished, complete);
+}

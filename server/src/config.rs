@@ -526,6 +526,14 @@ pub struct Options {
     #[serde(default)]
     pub no_multi_buffer: bool,
 
+    /// AF_XDP backend: compute every TCP checksum in the shard instead of leaving it to the kernel
+    /// through AF_XDP transmit metadata (Linux 6.11, copy mode, frames of one UMEM frame), which
+    /// saves a pass over each payload byte here and, on a veth, the peer's verification. Where the
+    /// kernel cannot take it, the shard computes them anyway, logged as a warning
+    #[arg(long, action = ArgAction::SetTrue)]
+    #[serde(default)]
+    pub no_tx_checksum_offload: bool,
+
     /// AF_XDP backend: while a shard busy-polls, let it also run the driver's receive processing
     /// (its NAPI poll) instead of leaving that to softirqs on whichever core they land:
     /// SO_PREFER_BUSY_POLL, with SO_BUSY_POLL = --busy-poll-us and SO_BUSY_POLL_BUDGET = --batch,
@@ -737,6 +745,7 @@ impl Options {
             no_adaptive_batch: self.no_adaptive_batch || file.no_adaptive_batch,
             no_adaptive_busy_poll: self.no_adaptive_busy_poll || file.no_adaptive_busy_poll,
             no_multi_buffer: self.no_multi_buffer || file.no_multi_buffer,
+            no_tx_checksum_offload: self.no_tx_checksum_offload || file.no_tx_checksum_offload,
             prefer_busy_poll: self.prefer_busy_poll || file.prefer_busy_poll,
             // One of --recycle and --no-recycle on the command line wins
             // over either in the file.
@@ -892,6 +901,9 @@ pub struct Config {
     /// AF_XDP backend: whether frames may span several UMEM frames
     /// (multi-buffer), for MTUs above what one holds.
     pub multi_buffer: bool,
+    /// AF_XDP backend: whether the kernel is asked to finish TCP checksums
+    /// (transmit metadata) where it can.
+    pub tx_checksum_offload: bool,
     /// AF_XDP backend: whether a busy-polling shard also busy-polls the
     /// driver (`SO_PREFER_BUSY_POLL`).
     pub prefer_busy_poll: bool,
@@ -1222,6 +1234,7 @@ impl Options {
             gateway6,
             queues,
             multi_buffer: !self.no_multi_buffer,
+            tx_checksum_offload: !self.no_tx_checksum_offload,
             prefer_busy_poll: self.prefer_busy_poll,
             tap_name: self.tap_name.unwrap_or_else(|| "fwtap0".to_owned()),
             shards,

@@ -476,7 +476,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 47] = [
+        let per_shard: [(&str, &str, &str, Get); 48] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -513,6 +513,12 @@ impl MetricsHub {
             ("fairway_tcp_mss_raised_total", "counter", "SYNs whose MSS was below 48 bytes, raised to 48.", |m| {
                 m.stack.as_ref().map(|c| c.mss_raised)
             }),
+            (
+                "fairway_tcp_checksums_offloaded_total",
+                "counter",
+                "TCP segments sent with their checksum left for the NIC (AF_XDP transmit metadata) to finish.",
+                |m| m.stack.as_ref().map(|c| c.checksums_offloaded),
+            ),
             (
                 "fairway_tcp_acks_coalesced_total",
                 "counter",

@@ -75,6 +75,10 @@ fn kernel_clients_get_every_endpoint_files_uploads_and_a_graceful_shutdown() {
     assert_eq!(report.requests, requests + 2, "{report:?}");
     assert_eq!(report.refused, 0);
     assert!(report.counters.dropped(DropReason::TcpNoConnection) > 0, "the SYN after the stop found no listener");
+    // The kernel finished every TCP checksum (transmit metadata, copy mode):
+    // the shard left each segment's partial, resets and SYN-ACKs included.
+    let c = &report.counters;
+    assert!(c.segments_out > 100_000 && c.checksums_offloaded == c.segments_out, "{c:?}");
     // The XDP program was detached when the device was dropped.
     let link = testbed::exec(&tb.server_ns(), &["ip", "link", "show", SERVER_IF]).unwrap();
     assert!(!link.stdout_text().contains("xdp"), "{}", link.stdout_text());
@@ -113,6 +117,9 @@ fn at_mtu_9000_a_1_gb_file_crosses_in_jumbo_frames_byte_exact_and_jumbo_pings_ar
     let most = 1_000_000_000 / 8_948 + 20_000;
     let frames_out = sum(|r| r.counters.frames_out);
     assert!(frames_out < most, "{frames_out} frames out: not jumbo segments");
+    // A frame in several UMEM frames has no room for a checksum request:
+    // the shards compute their checksums.
+    assert_eq!(sum(|r| r.counters.checksums_offloaded), 0);
 }
 
 /// Without multi-buffer (`--no-multi-buffer`, as when the kernel refuses
@@ -208,6 +215,7 @@ fn with_every_receive_path_technique_off_kernel_clients_still_get_everything() {
         "--batch",
         "1",
         "--no-adaptive-batch",
+        "--no-tx-checksum-offload",
     ];
     let served = Served::start(&tb, &flags(&tb, "10.77.0.1/24", &off));
     assert_eq!(served.config.recycle, fairway::config::Recycling::NONE);
@@ -221,6 +229,7 @@ fn with_every_receive_path_technique_off_kernel_clients_still_get_everything() {
     let [report] = reports.as_slice() else { panic!("one shard: {reports:?}") };
     assert!(report.requests >= requests, "{report:?}");
     assert_eq!(report.refused, 0);
+    assert_eq!(report.counters.checksums_offloaded, 0, "every checksum computed in the shard");
 }
 
 #[test]

@@ -12,7 +12,7 @@ use std::process::Command;
 use crate::cargo::Invocation;
 use crate::error::Failure;
 
-/// What xsk-rs needs to build libxdp and libbpf from source (the AF_XDP
+/// What libxdp-sys needs to build libxdp and libbpf from source (the AF_XDP
 /// backend, `fairway-nic`'s `afxdp` feature).
 pub const AFXDP_BUILD_PACKAGES: &[&str] =
     &["clang", "llvm", "libelf-dev", "zlib1g-dev", "libpcap-dev", "m4", "gcc-multilib", "pkg-config"];

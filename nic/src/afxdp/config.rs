@@ -116,6 +116,16 @@ pub struct AfXdpConfig {
     /// [`Device::receive`](crate::Device::receive) finds the RX ring empty.
     /// Default `None` (off).
     pub kernel_busy_poll: Option<KernelBusyPoll>,
+    /// Have the kernel finish the TCP checksum of every frame sent: the
+    /// UMEM is registered with room for transmit metadata
+    /// (`XDP_UMEM_TX_METADATA_LEN`, Linux 6.11) and each TCP frame asks for
+    /// its checksum there, so the stack only writes the pseudo-header sum
+    /// ([`Device::tx_checksum_offload`](crate::Device::tx_checksum_offload)).
+    /// Taken in copy mode; where the kernel refuses it, or in zero-copy
+    /// mode, the stack computes checksums itself
+    /// ([`AfXdpWarning::ChecksumOffloadUnavailable`](super::AfXdpWarning::ChecksumOffloadUnavailable)).
+    /// Default `true`.
+    pub tx_checksum_offload: bool,
 }
 
 /// How [`AfXdpConfig::kernel_busy_poll`] busy-polls the driver.
@@ -132,7 +142,7 @@ pub struct KernelBusyPoll {
 impl AfXdpConfig {
     /// The defaults for queue `queue_id` of `interface`: 4096 frames of
     /// 2048 bytes (8 MiB of UMEM), 2048-entry rings, automatic bind and XDP
-    /// modes, need_wakeup and multi-buffer on.
+    /// modes, need_wakeup, multi-buffer and checksum offload on.
     pub fn new(interface: impl Into<String>, queue_id: u32) -> AfXdpConfig {
         AfXdpConfig {
             interface: interface.into(),
@@ -148,6 +158,7 @@ impl AfXdpConfig {
             need_wakeup: true,
             multi_buffer: true,
             kernel_busy_poll: None,
+            tx_checksum_offload: true,
         }
     }
 

@@ -216,4 +216,13 @@ pub enum AfXdpWarning {
         /// What the kernel said.
         reason: String,
     },
+    /// [`AfXdpConfig::tx_checksum_offload`](super::AfXdpConfig::tx_checksum_offload)
+    /// asked the kernel to finish TCP checksums, and it will not: the stack
+    /// computes them (one more pass over each payload byte, on the server
+    /// and, through a veth, on the peer that verifies them).
+    #[error("the kernel does not finish TCP checksums for this socket ({reason}): the stack computes them")]
+    ChecksumOffloadUnavailable {
+        /// Why not.
+        reason: String,
+    },
 }

@@ -1,9 +1,11 @@
 //! The AF_XDP backend: [`AfXdp`], a [`Device`](crate::Device) and
 //! [`Wait`](crate::Wait) over one AF_XDP socket bound to one queue of one
-//! interface (Linux, feature `afxdp`, built on xsk-rs and libxdp).
+//! interface (Linux, feature `afxdp`).
 //!
-//! This module owns the socket, its UMEM and rings, the XDP program that
-//! steers the queue's frames to it, and the cleanup of that program.
+//! This module owns the socket, its UMEM and rings (set up with the raw
+//! AF_XDP system calls, [`sys`] and [`ring`]), the XDP program that steers
+//! the queue's frames to it (libxdp's, attached through libxdp), and the
+//! cleanup of that program.
 //!
 //! # Frames
 //!
@@ -114,11 +116,11 @@ mod chain;
 mod config;
 mod error;
 mod program;
+mod ring;
 mod rings;
 mod socket;
 mod stats;
 mod sys;
-mod tx_ring;
 mod tx_slots;
 
 pub use config::{AfXdpConfig, BindMode, KernelBusyPoll, XdpMode};

@@ -2,16 +2,17 @@
 //! interface, removing it, and the process-wide count of open sockets per
 //! interface that decides when to remove it.
 //!
-//! libxdp attaches its default AF_XDP program (`xsk_def_prog`) when the
-//! first socket of an interface is created and keeps a reference count in
-//! the program itself, so the last socket to close detaches it. That count
-//! can be wrong: a process killed with sockets open never decrements it,
-//! and a socket that asked for another mode than the attached program's
-//! fails to detach it. So when this process closes its last socket on an
-//! interface, it checks, and removes the program if it is still there.
+//! The first socket of an interface attaches libxdp's default AF_XDP
+//! program (`xsk_def_prog`, built into libxdp), and every socket puts
+//! itself in that program's socket map under its queue. libxdp's own
+//! socket set-up keeps a reference count in the program; ours does not use
+//! it (a process killed with sockets open never decrements it anyway).
+//! Instead, when this process closes its last socket on an interface, it
+//! removes the program.
 
 use std::ffi::{CStr, c_int};
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::{self, NonNull};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
@@ -187,16 +188,12 @@ fn libxdp_error<T>(pointer: *mut T) -> Option<io::Error> {
 }
 
 /// Attaches libxdp's own AF_XDP program to `ifindex` (in the calling
-/// thread's namespace) in `mode`, loaded as one that handles multi-buffer
-/// frames (`BPF_F_XDP_HAS_FRAGS`), with room for `queues` sockets.
-///
-/// libxdp loads that program without the flag, and a driver then keeps
-/// frames to one page: a veth refuses the program when its peer's MTU is
-/// larger. Attached first by us, it is the program libxdp finds and joins
-/// when the socket is created (it looks it up by name, and counts one
-/// reference more, which [`remove_if_unused`] makes up for when our last
-/// socket closes).
-pub(super) fn attach_xsk_with_frags(ifindex: u32, mode: XdpMode, queues: u32) -> io::Result<()> {
+/// thread's namespace) in `mode`, with room for `queues` sockets; with
+/// `frags`, loaded as one that handles multi-buffer frames
+/// (`BPF_F_XDP_HAS_FRAGS`), which a driver needs before it passes frames
+/// longer than a page (a veth refuses a program without it when its peer's
+/// MTU is larger).
+pub(super) fn attach_xsk(ifindex: u32, mode: XdpMode, queues: u32, frags: bool) -> io::Result<()> {
     let ifindex = c_int::try_from(ifindex).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: a plain call with a NUL-terminated name and NULL defaults; it
     // returns a program we own, NULL or an encoded error (checked).
@@ -207,7 +204,7 @@ pub(super) fn attach_xsk_with_frags(ifindex: u32, mode: XdpMode, queues: u32) ->
     let program = Program(NonNull::new(raw).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?);
     // SAFETY: `program` is live and not loaded yet, as setting the flag
     // requires.
-    let result = unsafe { libxdp_sys::xdp_program__set_xdp_frags_support(program.0.as_ptr(), true) };
+    let result = unsafe { libxdp_sys::xdp_program__set_xdp_frags_support(program.0.as_ptr(), frags) };
     if result < 0 {
         return Err(io::Error::from_raw_os_error(-result));
     }
@@ -237,6 +234,75 @@ pub(super) fn attach_xsk_with_frags(ifindex: u32, mode: XdpMode, queues: u32) ->
         return Err(io::Error::from_raw_os_error(-result));
     }
     Ok(())
+}
+
+/// A file descriptor libbpf returned (non-negative), or the error it
+/// encoded (negative errno).
+fn owned_fd(result: c_int) -> io::Result<OwnedFd> {
+    if result < 0 {
+        return Err(io::Error::from_raw_os_error(-result));
+    }
+    // SAFETY: libbpf returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(result) })
+}
+
+/// The socket map (`BPF_MAP_TYPE_XSKMAP`) of the AF_XDP program attached
+/// to `ifindex`, or `ENOENT` when there is none.
+fn xsk_map(ifindex: u32) -> io::Result<OwnedFd> {
+    let not_found = || io::Error::from_raw_os_error(libc::ENOENT);
+    let mp = Multiprog::of(ifindex)?.ok_or_else(not_found)?;
+    let program = mp.programs().into_iter().find(|&p| is_xsk_program(p)).ok_or_else(not_found)?;
+    // SAFETY: `program` belongs to `mp`, which is live; the descriptor is
+    // the program's own (not ours to close) and stays open while `mp` does.
+    let program_fd = unsafe { libxdp_sys::xdp_program__fd(program.as_ptr()) };
+    if program_fd < 0 {
+        return Err(not_found());
+    }
+    let mut map_ids = [0u32; 16];
+    // SAFETY: `bpf_prog_info` is plain integers; all-zero is valid.
+    let mut info: libxdp_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+    info.nr_map_ids = map_ids.len() as u32;
+    info.map_ids = map_ids.as_mut_ptr() as u64;
+    let mut len = std::mem::size_of::<libxdp_sys::bpf_prog_info>() as u32;
+    // SAFETY: the kernel writes at most `len` bytes into `info` and at most
+    // `nr_map_ids` ids into `map_ids`; both outlive the call.
+    let result = unsafe { libxdp_sys::bpf_prog_get_info_by_fd(program_fd, &mut info, &mut len) };
+    if result < 0 {
+        return Err(io::Error::from_raw_os_error(-result));
+    }
+    let count = (info.nr_map_ids as usize).min(map_ids.len());
+    for &id in &map_ids[..count] {
+        // SAFETY: a plain call; it returns a new descriptor or an error.
+        let Ok(map) = owned_fd(unsafe { libxdp_sys::bpf_map_get_fd_by_id(id) }) else { continue };
+        // SAFETY: as for the program's info above.
+        let mut map_info: libxdp_sys::bpf_map_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libxdp_sys::bpf_map_info>() as u32;
+        // SAFETY: the kernel writes at most `len` bytes into `map_info`.
+        let result = unsafe { libxdp_sys::bpf_map_get_info_by_fd(map.as_raw_fd(), &mut map_info, &mut len) };
+        if result == 0 && map_info.type_ == libxdp_sys::bpf_map_type_BPF_MAP_TYPE_XSKMAP {
+            return Ok(map);
+        }
+    }
+    Err(not_found())
+}
+
+/// Puts the bound AF_XDP socket `socket` in the socket map of the program
+/// on `ifindex`, under `queue_id`: from then on the program redirects that
+/// queue's frames to it. Closing the socket takes it out again.
+pub(super) fn insert_socket(ifindex: u32, queue_id: u32, socket: RawFd) -> io::Result<()> {
+    let map = xsk_map(ifindex)?;
+    let value: c_int = socket;
+    // SAFETY: the key and value are a u32 and an int that live for the call,
+    // the sizes the socket map is declared with.
+    let result = unsafe {
+        libxdp_sys::bpf_map_update_elem(
+            map.as_raw_fd(),
+            ptr::from_ref(&queue_id).cast(),
+            ptr::from_ref(&value).cast(),
+            0,
+        )
+    };
+    if result < 0 { Err(io::Error::from_raw_os_error(-result)) } else { Ok(()) }
 }
 
 /// One interface this process has open sockets on.

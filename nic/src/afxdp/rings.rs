@@ -18,77 +18,74 @@
 //! frame may come in several parts ([`Chain`]).
 
 use std::io;
-use std::os::fd::RawFd;
-use std::ptr::NonNull;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use fairway_stack::ETHERNET_HEADER_LEN;
-use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, TxQueue, Umem};
 
 use super::chain::{Chain, Step};
+use super::ring::{Consumer, Desc, Producer};
+use super::socket::{Socket, TX_METADATA_LEN};
 use super::stats::{AfXdpStats, KernelXdpStats};
-use super::sys::{self, Kick};
-use super::tx_ring::{Desc, TxRing};
+use super::sys::{self, Kick, Mapping};
 use super::tx_slots::TxSlots;
 
 /// Frames moved per ring operation: the size of the scratch descriptor
 /// arrays. Budgets above it are served in several rounds.
 const BATCH: usize = 64;
 
-/// The UMEM's memory, for writing frames into transmit slots in place.
+/// The UMEM's memory: received frames are read and transmit slots written
+/// where they lie.
 struct UmemArea {
-    base: NonNull<u8>,
-    len: usize,
+    mapping: Mapping,
 }
 
-// SAFETY: the area is memory of the UMEM the `Rings` owns; which parts of
-// it may be written is decided by the slot bookkeeping that moves with it.
-unsafe impl Send for UmemArea {}
-
 impl UmemArea {
-    /// Where `umem` starts, from its first frame: xsk-rs maps a UMEM as one
-    /// anonymous mapping of `len` bytes and puts frame `i`'s data at
-    /// `i × frame_size` plus the headroom, so the first frame's data less
-    /// its offset is the mapping's start.
-    fn of(umem: &Umem, first: FrameDesc, len: usize) -> UmemArea {
-        let mut first = first;
-        let offset = first.addr();
-        // SAFETY: `first` is a frame of this UMEM that is in no ring yet (the
-        // caller has not handed out any frame); the view is dropped at once.
-        let data = unsafe { umem.data_mut(&mut first) }.contents_mut().as_mut_ptr();
-        let base = NonNull::new(data.wrapping_sub(offset)).expect("a mapping does not start at address 0");
-        UmemArea { base, len }
+    /// The `len` bytes at UMEM offset `offset`, to read.
+    ///
+    /// # Safety
+    ///
+    /// The range must be a received frame we hold (taken off the RX ring,
+    /// not yet given back to the fill ring) for as long as the slice lives.
+    unsafe fn slice(&self, offset: u64, len: usize) -> &[u8] {
+        let offset = self.check(offset, len);
+        // SAFETY: inside the UMEM mapping (checked), which lives as long as
+        // the `Rings`; the kernel does not write the range meanwhile (this
+        // function's contract).
+        unsafe { std::slice::from_raw_parts(self.mapping.base().as_ptr().add(offset), len) }
     }
 
-    /// The `len` bytes at UMEM offset `offset`.
+    /// The `len` bytes at UMEM offset `offset`, to write.
     ///
     /// # Safety
     ///
     /// The range must be a transmit slot (or part of one) that we hold: on
     /// no ring, and not lent out elsewhere, for as long as the slice lives.
     unsafe fn slice_mut(&mut self, offset: u64, len: usize) -> &mut [u8] {
-        let offset = offset as usize;
-        assert!(offset <= self.len && len <= self.len - offset, "{offset} + {len} outside a {}-byte UMEM", self.len);
-        // SAFETY: inside the UMEM mapping (checked above), which lives as
-        // long as the `Rings`; nothing else touches the range meanwhile
-        // (this function's contract). The pointer is derived from the
-        // mapping's own through the first frame's data (see `of`).
-        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(offset), len) }
+        let offset = self.check(offset, len);
+        // SAFETY: inside the UMEM mapping (checked), which lives as long as
+        // the `Rings`; nothing else touches the range meanwhile (this
+        // function's contract).
+        unsafe { std::slice::from_raw_parts_mut(self.mapping.base().as_ptr().add(offset), len) }
+    }
+
+    fn check(&self, offset: u64, len: usize) -> usize {
+        let (offset, size) = (offset as usize, self.mapping.len());
+        assert!(offset <= size && len <= size - offset, "{offset} + {len} outside a {size}-byte UMEM");
+        offset
     }
 }
 
 /// The socket's rings and the UMEM they index, with the bookkeeping of
 /// which frame is where.
 pub(super) struct Rings {
-    umem: Umem,
-    fill: FillQueue,
-    completion: CompQueue,
-    /// xsk-rs's handle on the TX ring: it holds the socket; `tx_ring`
-    /// produces.
-    _tx: TxQueue,
-    tx_ring: TxRing,
-    rx: RxQueue,
-    fd: RawFd,
+    fill: Producer<u64>,
+    completion: Consumer<u64>,
+    rx: Consumer<Desc>,
+    tx_ring: Producer<Desc>,
+    /// Closed after the rings are unmapped and before the UMEM is.
+    fd: OwnedFd,
+    area: UmemArea,
     /// Bytes per UMEM frame (a power of two).
     frame_size: usize,
     /// Bytes of UMEM.
@@ -101,27 +98,50 @@ pub(super) struct Rings {
     /// Frames the kernel's copy-mode transmit path sends per wake-up before
     /// it answers `EAGAIN`.
     kernel_tx_batch: usize,
+    /// Whether TCP frames can go out with a checksum request in their
+    /// transmit metadata (their slots keep room for it).
+    checksum_requests: bool,
+    /// Whether they do: the device was asked to finish checksums.
+    tx_checksum_offload: bool,
     /// Scratch for descriptors taken off the RX ring.
-    rx_batch: Vec<FrameDesc>,
-    /// Scratch for descriptors taken off the completion ring.
-    completed: Vec<FrameDesc>,
+    rx_batch: Vec<Desc>,
+    /// Scratch for addresses taken off the completion ring.
+    completed: Vec<u64>,
+    /// Scratch for the frames of `rx_batch` going back to the fill ring.
+    returned: Vec<u64>,
     /// Receive frames waiting for fill-ring room; its capacity is every
     /// receive frame.
-    refill: Vec<FrameDesc>,
+    refill: Vec<u64>,
     /// A received frame in several parts, being put together.
     chain: Chain,
     /// The transmit slots: which are free, which the kernel still holds.
     slots: TxSlots,
-    area: UmemArea,
     stats: AfXdpStats,
 }
 
 /// Whether `desc` lies inside one frame of a UMEM of `umem_len` bytes cut
 /// in `frame_size`-byte frames.
-fn describes_frame(desc: &FrameDesc, frame_size: usize, umem_len: usize) -> bool {
-    let addr = desc.addr();
+fn describes_frame(desc: &Desc, frame_size: usize, umem_len: usize) -> bool {
+    let addr = desc.addr as usize;
     let frame_end = (addr & !(frame_size - 1)) + frame_size;
-    addr < umem_len && desc.lengths().data() <= frame_end - addr
+    addr < umem_len && desc.len as usize <= frame_end - addr
+}
+
+/// Fills `meta` (the [`TX_METADATA_LEN`] bytes before a transmit frame) with
+/// an `xsk_tx_metadata` that asks the kernel to finish the checksum whose
+/// sum starts `start` bytes into the frame and goes `offset` bytes after
+/// that.
+fn write_checksum_request(meta: &mut [u8], start: u16, offset: u16) {
+    meta.fill(0);
+    meta[..8].copy_from_slice(&u64::from(libc::XDP_TXMD_FLAGS_CHECKSUM).to_ne_bytes());
+    meta[8..10].copy_from_slice(&start.to_ne_bytes());
+    meta[10..12].copy_from_slice(&offset.to_ne_bytes());
+}
+
+/// The UMEM frame a descriptor's address lies in: what goes back on the
+/// fill ring.
+fn frame_of(addr: u64, frame_size: usize) -> u64 {
+    addr & !(frame_size as u64 - 1)
 }
 
 /// The sizes and modes [`Rings::new`] needs besides the queues.
@@ -141,12 +161,25 @@ pub(super) struct Shape {
     pub(super) kernel_busy_poll: bool,
     /// Frames one wake-up of the kernel's copy-mode transmit path sends.
     pub(super) kernel_tx_batch: u32,
+    /// Whether transmit slots keep room for metadata before each frame, so
+    /// that TCP frames can go out with a checksum request.
+    pub(super) checksum_requests: bool,
 }
 
 impl Shape {
+    /// Bytes before a transmit frame's data in its slot: room for the
+    /// transmit metadata.
+    pub(super) fn tx_headroom(&self) -> usize {
+        if self.checksum_requests { TX_METADATA_LEN as usize } else { 0 }
+    }
+
     /// UMEM frames a transmit slot spans: enough for the largest frame.
     pub(super) fn frames_per_slot(&self) -> u32 {
-        if self.multi_buffer { self.max_frame_len.div_ceil(self.frame_size).max(1) as u32 } else { 1 }
+        if self.multi_buffer {
+            (self.tx_headroom() + self.max_frame_len).div_ceil(self.frame_size).max(1) as u32
+        } else {
+            1
+        }
     }
 }
 
@@ -154,25 +187,25 @@ impl Rings {
     /// Takes over a freshly created socket: hands its first
     /// `shape.rx_frames` frames to the fill ring and groups the rest into
     /// transmit slots. Every buffer it will ever need is allocated here.
-    pub(super) fn new(
-        (umem, frames): (Umem, Vec<FrameDesc>),
-        (tx, rx, fill, completion): (TxQueue, RxQueue, FillQueue, CompQueue),
-        tx_ring: TxRing,
-        fd: RawFd,
-        shape: Shape,
-    ) -> Rings {
-        let rx_frames = shape.rx_frames.min(frames.len());
-        let umem_len = shape.frame_count * shape.frame_size;
-        let area = UmemArea::of(&umem, frames[0], umem_len);
-        let slots = TxSlots::new(rx_frames, frames.len() - rx_frames, shape.frame_size, shape.frames_per_slot());
+    pub(super) fn new(socket: Socket, shape: Shape) -> Rings {
+        let Socket { fill, completion, rx, tx, fd, umem } = socket;
+        let frame_count = shape.frame_count;
+        let rx_frames = shape.rx_frames.min(frame_count);
+        let umem_len = frame_count * shape.frame_size;
+        let slots = TxSlots::new(
+            rx_frames,
+            frame_count - rx_frames,
+            shape.frame_size,
+            shape.frames_per_slot(),
+            shape.tx_headroom(),
+        );
         let mut rings = Rings {
-            umem,
             fill,
             completion,
-            _tx: tx,
-            tx_ring,
             rx,
+            tx_ring: tx,
             fd,
+            area: UmemArea { mapping: umem },
             frame_size: shape.frame_size,
             umem_len,
             max_frame_len: shape.max_frame_len,
@@ -180,29 +213,39 @@ impl Rings {
             zero_copy: shape.zero_copy,
             kernel_busy_poll: shape.kernel_busy_poll,
             kernel_tx_batch: (shape.kernel_tx_batch as usize).max(1),
-            rx_batch: vec![FrameDesc::default(); BATCH],
-            completed: vec![FrameDesc::default(); BATCH],
+            checksum_requests: shape.checksum_requests,
+            tx_checksum_offload: false,
+            rx_batch: vec![Desc { addr: 0, len: 0, options: 0 }; BATCH],
+            completed: vec![0; BATCH],
+            returned: vec![0; BATCH],
             refill: Vec::with_capacity(rx_frames),
             chain: Chain::new(shape.max_frame_len),
             slots,
-            area,
             stats: AfXdpStats::default(),
         };
-        let rx = &frames[..rx_frames];
-        // SAFETY: these frames belong to this UMEM and are in no ring yet;
-        // they leave our hands until the RX ring gives them back.
-        let given = unsafe { rings.fill.produce(rx) };
-        if given == 0 {
-            rings.refill.extend_from_slice(rx);
-        }
+        // The receive side's frames, in order, to the fill ring (it has a
+        // slot for each: `AfXdpConfig::check` sees to that).
+        rings.refill.extend((0..rx_frames).map(|i| (i * shape.frame_size) as u64));
+        rings.flush_refill();
         rings.wake_fill_if_asked();
         rings
+    }
+
+    /// From now on, TCP frames go out asking the kernel to finish their
+    /// checksum, if their slots have room for the request; returns whether.
+    pub(super) fn offload_tx_checksums(&mut self) -> bool {
+        self.tx_checksum_offload = self.checksum_requests;
+        self.tx_checksum_offload
+    }
+
+    fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
     }
 
     fn wake_fill_if_asked(&mut self) {
         if self.need_wakeup && self.fill.needs_wakeup() {
             self.stats.rx_wakeups += 1;
-            sys::wake_rx(self.fd);
+            sys::wake_rx(self.raw_fd());
         }
     }
 
@@ -211,10 +254,9 @@ impl Rings {
         if self.refill.is_empty() {
             return;
         }
-        // SAFETY: `refill` holds receive frames of this UMEM that came off
-        // the RX ring and are in no ring now.
-        let given = unsafe { self.fill.produce(&self.refill) };
-        if given > 0 {
+        // `refill` holds receive frames of this UMEM that came off the RX
+        // ring (or were never handed out) and are in no ring now.
+        if self.fill.produce(&self.refill) > 0 {
             self.refill.clear();
         }
     }
@@ -227,20 +269,17 @@ impl Rings {
         let mut handed = 0;
         while handed < budget {
             let want = (budget - handed).min(BATCH);
-            // SAFETY: the RX ring only carries frames of this UMEM, which
-            // is the one it was created with; consume overwrites the
-            // scratch descriptors.
-            let taken = unsafe { self.rx.consume(&mut self.rx_batch[..want]) };
+            let taken = self.rx.consume(&mut self.rx_batch[..want]);
             if taken == 0 {
                 break;
             }
             let mut kept = 0;
             for i in 0..taken {
                 let desc = self.rx_batch[i];
-                let ours = desc.addr() < self.umem_len;
+                let ours = (desc.addr as usize) < self.umem_len;
                 if ours {
                     // Any frame of ours goes back to the fill ring, used or not.
-                    self.rx_batch[kept] = desc;
+                    self.returned[kept] = frame_of(desc.addr, self.frame_size);
                     kept += 1;
                 }
                 let part = if ours && describes_frame(&desc, self.frame_size, self.umem_len) {
@@ -249,14 +288,14 @@ impl Rings {
                     // after the callback's borrow has ended, so nothing
                     // writes it meanwhile; `describes_frame` checked it lies
                     // in the UMEM.
-                    Some(unsafe { self.umem.data(&desc) }.contents())
+                    Some(unsafe { self.area.slice(desc.addr, desc.len as usize) })
                 } else {
                     // Not ours, or not inside one frame: not expected from a
                     // correct kernel.
                     self.stats.rx_invalid_descs += 1;
                     None
                 };
-                let more = desc.options() & libc::XDP_PKT_CONTD != 0;
+                let more = desc.options & libc::XDP_PKT_CONTD != 0;
                 let frame = match self.chain.push(part, more) {
                     Step::Whole => part,
                     Step::Assembled => {
@@ -276,11 +315,11 @@ impl Rings {
                     handed += 1;
                 }
             }
-            // SAFETY: these frames came off this socket's RX ring, belong
-            // to this UMEM, and no borrow of them is left.
-            let given = unsafe { self.fill.produce(&self.rx_batch[..kept]) };
+            // These frames came off this socket's RX ring, belong to this
+            // UMEM, and no borrow of them is left.
+            let given = self.fill.produce(&self.returned[..kept]);
             if given == 0 && kept > 0 {
-                self.refill.extend_from_slice(&self.rx_batch[..kept]);
+                self.refill.extend_from_slice(&self.returned[..kept]);
             }
             if taken < want {
                 break;
@@ -292,7 +331,7 @@ impl Rings {
                 // thread (the socket prefers busy polling); what it brings
                 // is on the RX ring for the next call.
                 self.stats.rx_busy_polls += 1;
-                sys::wake_rx(self.fd);
+                sys::wake_rx(self.raw_fd());
             } else {
                 self.wake_fill_if_asked();
             }
@@ -307,11 +346,9 @@ impl Rings {
             if want == 0 {
                 return;
             }
-            // SAFETY: the completion ring only carries addresses of this
-            // UMEM that we put on the TX ring; consume overwrites the scratch.
-            let done = unsafe { self.completion.consume(&mut self.completed[..want]) };
-            for desc in &self.completed[..done] {
-                if !self.slots.complete(desc.addr() as u64) {
+            let done = self.completion.consume(&mut self.completed[..want]);
+            for &addr in &self.completed[..done] {
+                if !self.slots.complete(addr) {
                     self.stats.tx_foreign_completions += 1;
                 }
             }
@@ -341,7 +378,7 @@ impl Rings {
         }
         for _ in 0..queued / self.kernel_tx_batch + 2 {
             self.stats.tx_wakeups += 1;
-            match sys::kick_tx(self.fd) {
+            match sys::kick_tx(self.raw_fd()) {
                 Kick::Done | Kick::Stop => return,
                 Kick::Again => self.reap_completions(),
             }
@@ -368,16 +405,26 @@ impl Rings {
                 self.stats.tx_frames_exhausted += 1;
                 break;
             };
-            let written = {
+            let data = self.slots.addr(slot);
+            let (written, checksum) = {
                 // SAFETY: the slot came off the free list, so none of its
                 // frames is on a ring or lent out: nothing reads or writes
                 // these bytes until its descriptors go on the TX ring below.
-                // A slot spans at least `max` bytes.
-                let buf = unsafe { self.area.slice_mut(self.slots.addr(slot), max) };
-                fill(buf).map(|len| {
-                    debug_assert!(len <= max, "Device::transmit: fill returned {len} bytes for a {max}-byte buffer");
-                    len.min(max)
-                })
+                // A slot spans at least `max` bytes after its headroom.
+                let buf = unsafe { self.area.slice_mut(data, max) };
+                match fill(buf) {
+                    None => (None, None),
+                    Some(len) => {
+                        debug_assert!(
+                            len <= max,
+                            "Device::transmit: fill returned {len} bytes for a {max}-byte buffer"
+                        );
+                        let len = len.min(max);
+                        let partial =
+                            if self.tx_checksum_offload { fairway_stack::partial_checksum(&buf[..len]) } else { None };
+                        (Some(len), partial)
+                    }
+                }
             };
             match written {
                 None => {
@@ -390,12 +437,23 @@ impl Rings {
                     accepted += 1;
                 }
                 Some(len) => {
+                    let mut first_options = 0;
+                    if let Some((start, offset)) = checksum {
+                        let at = data - u64::from(TX_METADATA_LEN);
+                        // SAFETY: the metadata room before the frame is part
+                        // of the same slot, held as above.
+                        let meta = unsafe { self.area.slice_mut(at, TX_METADATA_LEN as usize) };
+                        write_checksum_request(meta, start, offset);
+                        first_options = libc::XDP_TX_METADATA;
+                        self.stats.tx_checksum_offloaded += 1;
+                    }
                     let parts = self.slots.send(slot, len);
                     if parts.len() > 1 {
                         self.stats.tx_chained += 1;
                     }
                     for (addr, len, options) in parts {
-                        self.tx_ring.write(Desc { addr, len, options });
+                        self.tx_ring.write(Desc { addr, len, options: options | first_options });
+                        first_options = 0;
                     }
                     self.stats.tx_frames += 1;
                     self.stats.tx_bytes += len as u64;
@@ -422,7 +480,7 @@ impl Rings {
         if queued > 0 {
             self.kick_tx(queued);
         }
-        if self.rx.nb_avail(1) > 0 {
+        if self.rx.available(1) > 0 {
             return Ok(());
         }
         let timeout_ms = match timeout {
@@ -432,8 +490,7 @@ impl Rings {
         };
         // poll(2) on the socket: returns on received frames, and in
         // zero-copy mode wakes a driver that asked for it on the fill ring.
-        // EINTR comes back as Ok(false).
-        self.rx.poll(timeout_ms).map(drop)
+        sys::poll_readable(self.raw_fd(), timeout_ms)
     }
 
     /// Frames one wake-up of the kernel's copy-mode transmit path sends.
@@ -442,13 +499,13 @@ impl Rings {
     }
 
     pub(super) fn stats(&self) -> AfXdpStats {
-        let kernel = self.rx.fd().xdp_statistics().ok().map(|k| KernelXdpStats {
-            rx_dropped: k.rx_dropped(),
-            rx_ring_full: k.rx_ring_full(),
-            rx_fill_ring_empty: k.rx_fill_ring_empty_descs(),
-            rx_invalid_descs: k.rx_invalid_descs(),
-            tx_invalid_descs: k.tx_invalid_descs(),
-            tx_ring_empty: k.tx_ring_empty_descs(),
+        let kernel = sys::statistics(self.raw_fd()).ok().map(|k| KernelXdpStats {
+            rx_dropped: k.rx_dropped,
+            rx_ring_full: k.rx_ring_full,
+            rx_fill_ring_empty: k.rx_fill_ring_empty_descs,
+            rx_invalid_descs: k.rx_invalid_descs,
+            tx_invalid_descs: k.tx_invalid_descs,
+            tx_ring_empty: k.tx_ring_empty_descs,
         });
         AfXdpStats { kernel, ..self.stats }
     }

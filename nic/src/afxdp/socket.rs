@@ -3,22 +3,18 @@
 
 use std::fs::File;
 use std::io;
-use std::num::NonZeroU32;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use fairway_stack::ETHERNET_HEADER_LEN;
-use xsk_rs::config::{BindFlags, FrameSize, LibxdpFlags, QueueSize, SocketConfig, UmemConfig, XdpFlags};
-use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
 use super::config::{AfXdpConfig, BindMode, XdpMode};
 use super::error::{AfXdpError, AfXdpWarning};
-use super::program::attach_xsk_with_frags;
 use super::program::{self, Attached, Registry};
+use super::ring::{Consumer, Desc, Producer};
 use super::rings::{Rings, Shape};
 use super::stats::AfXdpStats;
-use super::sys::{self, NetnsId};
-use super::tx_ring::TxRing;
+use super::sys::{self, Mapping, NetnsId, RingKind};
 use crate::{Device, Wait};
 
 /// Where libxdp looks for the BPF filesystem unless `$LIBXDP_BPFFS` says
@@ -36,6 +32,12 @@ const XDP_HEADROOM: usize = 256;
 /// Frames the kernel's copy-mode transmit path sends per wake-up unless
 /// told otherwise (`TX_BATCH_SIZE` in `net/xdp/xsk.c`).
 const KERNEL_TX_BATCH: u32 = 32;
+
+/// Bytes before a transmit frame's data that hold its `xsk_tx_metadata`
+/// (flags, then the checksum request's start and offset, then a launch
+/// time the kernel reads only when asked to): the size of that structure
+/// in Linux 6.15 and later, a multiple of 8 as the kernel requires.
+pub(super) const TX_METADATA_LEN: u32 = 24;
 
 /// The most UMEM frames one frame may span with multi-buffer: the kernel's
 /// copy-mode transmit builds one fragment per descriptor after the first,
@@ -149,6 +151,17 @@ impl Device for AfXdp {
         self.max_frame_len
     }
 
+    /// Yes in copy mode when [`AfXdpConfig::tx_checksum_offload`] asked for
+    /// it and the kernel takes transmit metadata (Linux 6.11): each TCP
+    /// frame then goes out with a request in its metadata, and the kernel
+    /// hands the frame on as a partial-checksum skb (a veth peer's stack
+    /// trusts it without summing; a real NIC finishes it in hardware, or
+    /// the kernel in software). Otherwise [`AfXdpWarning::ChecksumOffloadUnavailable`]
+    /// says why not.
+    fn offload_tx_checksums(&mut self) -> bool {
+        self.rings.as_mut().is_some_and(Rings::offload_tx_checksums)
+    }
+
     fn receive<F: FnMut(&[u8])>(&mut self, budget: usize, on_frame: F) -> usize {
         match self.rings.as_mut() {
             Some(rings) => rings.receive(budget, on_frame),
@@ -226,90 +239,100 @@ enum CreateError {
     Socket(io::Error),
 }
 
-/// The socket's pieces from one successful attempt.
-struct Created {
-    umem: Umem,
-    frames: Vec<FrameDesc>,
-    socket: (TxQueue, RxQueue, FillQueue, CompQueue),
-    /// Our own producer on the socket's TX ring.
-    tx_ring: TxRing,
-    /// Bytes of a frame one UMEM frame holds on receive (after the headroom).
-    data_capacity: usize,
-    /// Whether the socket is bound with `XDP_USE_SG`.
-    multi_buffer: bool,
+/// The socket's pieces from one successful attempt, dropped in this order:
+/// the rings' mappings, then the socket, then the UMEM.
+pub(super) struct Socket {
+    pub(super) fill: Producer<u64>,
+    pub(super) completion: Consumer<u64>,
+    pub(super) rx: Consumer<Desc>,
+    pub(super) tx: Producer<Desc>,
+    pub(super) fd: OwnedFd,
+    pub(super) umem: Mapping,
 }
 
-/// The errno inside one of xsk-rs's errors, or the error's text.
-fn io_error_of(error: &(dyn std::error::Error + 'static)) -> io::Error {
-    match error.source().and_then(|s| s.downcast_ref::<io::Error>()) {
-        Some(inner) => match inner.raw_os_error() {
-            Some(errno) => io::Error::from_raw_os_error(errno),
-            None => io::Error::other(inner.to_string()),
-        },
-        None => io::Error::other(error.to_string()),
-    }
+/// What one successful attempt made.
+struct Created {
+    socket: Socket,
+    /// Whether the socket is bound with `XDP_USE_SG`.
+    multi_buffer: bool,
+    /// Whether the UMEM has room for transmit metadata before each frame
+    /// (`Err`: why not).
+    tx_metadata: Result<(), io::Error>,
 }
 
 fn errno(error: &io::Error) -> i32 {
     error.raw_os_error().unwrap_or(0)
 }
 
-/// Builds a fresh UMEM and socket with these modes. A fresh UMEM each time:
-/// after a failed attach, libxdp leaves the UMEM's socket bound, and a bound
-/// socket cannot be bound again.
-fn create(config: &AfXdpConfig, bind_mode: BindMode, xdp_mode: XdpMode, sg: bool) -> Result<Created, CreateError> {
-    let invalid = |what: String| CreateError::Umem(io::Error::new(io::ErrorKind::InvalidInput, what));
-    let queue = |size: u32| QueueSize::new(size).map_err(|e| invalid(e.to_string()));
-    let umem_config = UmemConfig::builder()
-        .frame_size(FrameSize::new(config.frame_size).map_err(|e| invalid(e.to_string()))?)
-        .fill_queue_size(queue(config.fill_ring_size)?)
-        .comp_queue_size(queue(config.completion_ring_size)?)
-        .frame_headroom(0)
-        .build()
-        .map_err(|e| invalid(e.to_string()))?;
-    let frame_count = NonZeroU32::new(config.frame_count).ok_or_else(|| invalid("frame_count is 0".into()))?;
-    let (umem, frames) = Umem::new(umem_config, frame_count, false).map_err(|e| CreateError::Umem(io_error_of(&e)))?;
-
-    let mut bind_flags = match bind_mode {
-        BindMode::Auto => BindFlags::empty(),
-        BindMode::Copy => BindFlags::XDP_COPY,
-        BindMode::ZeroCopy => BindFlags::XDP_ZEROCOPY,
+/// Builds a fresh UMEM and socket bound to the queue in `bind_mode`. A
+/// fresh socket each time: a bound socket cannot be bound again. With
+/// `tx_metadata`, the UMEM is registered with room for transmit metadata
+/// when the kernel knows how (`Created::tx_metadata` says).
+fn create(
+    config: &AfXdpConfig,
+    ifindex: u32,
+    bind_mode: BindMode,
+    sg: bool,
+    tx_metadata: bool,
+) -> Result<Created, CreateError> {
+    let fd = sys::xdp_socket().map_err(CreateError::Socket)?;
+    let raw = fd.as_raw_fd();
+    let len = config.frame_count as usize * config.frame_size as usize;
+    let umem = sys::map_umem(len).map_err(CreateError::Umem)?;
+    let tx_metadata = if tx_metadata && sg {
+        // An aligned UMEM with metadata room wants every transmit
+        // descriptor to start that far into its UMEM frame, and a frame's
+        // continuation parts start at a UMEM frame's first byte.
+        sys::register_umem(raw, &umem, config.frame_size, 0).map_err(CreateError::Umem)?;
+        Err(io::Error::other(
+            "frames span several UMEM frames (multi-buffer), and only the first has room for metadata",
+        ))
+    } else if tx_metadata {
+        match sys::register_umem(raw, &umem, config.frame_size, TX_METADATA_LEN) {
+            Ok(()) => Ok(()),
+            // Before Linux 6.11 the kernel does not know the flag.
+            Err(refusal) if errno(&refusal) == libc::EINVAL => {
+                sys::register_umem(raw, &umem, config.frame_size, 0).map_err(CreateError::Umem)?;
+                Err(refusal)
+            }
+            Err(error) => return Err(CreateError::Umem(error)),
+        }
+    } else {
+        sys::register_umem(raw, &umem, config.frame_size, 0).map_err(CreateError::Umem)?;
+        Err(io::Error::other("not asked for"))
+    };
+    let sizes = [
+        (RingKind::Rx, config.rx_ring_size),
+        (RingKind::Tx, config.tx_ring_size),
+        (RingKind::Fill, config.fill_ring_size),
+        (RingKind::Completion, config.completion_ring_size),
+    ];
+    for (which, entries) in sizes {
+        sys::size_ring(raw, which, entries).map_err(CreateError::Socket)?;
+    }
+    let [rx, tx, fill, completion] = sys::ring_offsets(raw).map_err(CreateError::Socket)?;
+    let socket = Socket {
+        fill: Producer::map(raw, RingKind::Fill, fill, config.fill_ring_size).map_err(CreateError::Socket)?,
+        completion: Consumer::map(raw, RingKind::Completion, completion, config.completion_ring_size)
+            .map_err(CreateError::Socket)?,
+        rx: Consumer::map(raw, RingKind::Rx, rx, config.rx_ring_size).map_err(CreateError::Socket)?,
+        tx: Producer::map(raw, RingKind::Tx, tx, config.tx_ring_size).map_err(CreateError::Socket)?,
+        fd,
+        umem,
+    };
+    let mut flags = match bind_mode {
+        BindMode::Auto => 0,
+        BindMode::Copy => libc::XDP_COPY,
+        BindMode::ZeroCopy => libc::XDP_ZEROCOPY,
     };
     if config.need_wakeup {
-        bind_flags |= BindFlags::XDP_USE_NEED_WAKEUP;
+        flags |= libc::XDP_USE_NEED_WAKEUP;
     }
     if sg {
-        bind_flags |= BindFlags::XDP_USE_SG;
+        flags |= libc::XDP_USE_SG;
     }
-    let xdp_flags = match xdp_mode {
-        // libxdp reads "no flag" as native; say it.
-        XdpMode::Auto | XdpMode::Native => XdpFlags::XDP_FLAGS_DRV_MODE,
-        XdpMode::Generic => XdpFlags::XDP_FLAGS_SKB_MODE,
-    };
-    let socket_config = SocketConfig::builder()
-        .rx_queue_size(queue(config.rx_ring_size).map_err(|_| invalid("rx_ring_size".into()))?)
-        .tx_queue_size(queue(config.tx_ring_size).map_err(|_| invalid("tx_ring_size".into()))?)
-        .libxdp_flags(LibxdpFlags::empty())
-        .xdp_flags(xdp_flags)
-        .bind_flags(bind_flags)
-        .build();
-    let interface = config.interface.parse().map_err(|_| invalid("interface name has a NUL".into()))?;
-    // SAFETY: the UMEM was created just above and no other socket uses it,
-    // so the shared-UMEM case the contract constrains does not arise.
-    let (tx, rx, rings) = unsafe { Socket::new(socket_config, &umem, &interface, config.queue_id) }
-        .map_err(|e| CreateError::Socket(io_error_of(&e)))?;
-    let Some((fill, completion)) = rings else {
-        return Err(CreateError::Socket(io::Error::other("libxdp returned no fill and completion rings")));
-    };
-    let tx_ring = TxRing::map(tx.fd().as_raw_fd(), config.tx_ring_size).map_err(CreateError::Socket)?;
-    Ok(Created {
-        umem,
-        frames,
-        socket: (tx, rx, fill, completion),
-        tx_ring,
-        data_capacity: umem_config.mtu() as usize,
-        multi_buffer: sg,
-    })
+    sys::bind(raw, ifindex, config.queue_id, flags).map_err(CreateError::Socket)?;
+    Ok(Created { socket, multi_buffer: sg, tx_metadata })
 }
 
 /// [`create`], retried for up to a second while the queue is busy. A socket
@@ -318,14 +341,15 @@ fn create(config: &AfXdpConfig, bind_mode: BindMode, xdp_mode: XdpMode, sg: bool
 /// runs, which `bind` reports as `EBUSY`.
 fn create_when_free(
     config: &AfXdpConfig,
+    ifindex: u32,
     bind_mode: BindMode,
-    xdp_mode: XdpMode,
     sg: bool,
+    tx_metadata: bool,
 ) -> Result<Created, CreateError> {
     let deadline = Instant::now() + QUEUE_RELEASE_WAIT;
     let mut pause = Duration::from_millis(1);
     loop {
-        match create(config, bind_mode, xdp_mode, sg) {
+        match create(config, ifindex, bind_mode, sg, tx_metadata) {
             Err(CreateError::Socket(source)) if errno(&source) == libc::EBUSY && Instant::now() < deadline => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(50));
@@ -411,19 +435,23 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
     let mut result = Err((io::Error::other("no XDP mode was tried"), config.xdp_mode));
     for (i, &mode) in modes.iter().enumerate() {
         let mut attempt = || {
-            if jumbo && attached == Attached::Nothing {
-                attach_xsk_with_frags(ifindex, mode, queue_count.unwrap_or(1)).map_err(CreateError::Socket)?;
+            if attached == Attached::Nothing {
+                program::attach_xsk(ifindex, mode, queue_count.unwrap_or(1), jumbo).map_err(CreateError::Socket)?;
             }
-            match create_when_free(config, config.bind_mode, mode, sg) {
+            let created = match create_when_free(config, ifindex, config.bind_mode, sg, config.tx_checksum_offload) {
                 // Kernels before 6.6 do not know the flag; a zero-copy
                 // driver may not take several buffers per frame.
                 Err(CreateError::Socket(source)) if sg && matches!(errno(&source), libc::EINVAL | libc::EOPNOTSUPP) => {
-                    let created = create_when_free(config, config.bind_mode, mode, false)?;
+                    let created =
+                        create_when_free(config, ifindex, config.bind_mode, false, config.tx_checksum_offload)?;
                     sg_refused = Some(source);
-                    Ok(created)
+                    created
                 }
-                other => other,
-            }
+                other => other?,
+            };
+            program::insert_socket(ifindex, config.queue_id, created.socket.fd.as_raw_fd())
+                .map_err(CreateError::Socket)?;
+            Ok(created)
         };
         match attempt() {
             Ok(created) => {
@@ -448,7 +476,7 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
                 // A copy-mode socket in the same XDP mode tells them apart.
                 if config.bind_mode == BindMode::ZeroCopy
                     && errno(&source) == libc::EOPNOTSUPP
-                    && let Ok(probe) = create_when_free(config, BindMode::Copy, mode, false)
+                    && let Ok(probe) = create_when_free(config, ifindex, BindMode::Copy, false, false)
                 {
                     drop(probe);
                     clean_up_failure(attached, &registry, netns, ifindex);
@@ -473,7 +501,7 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         }
     };
 
-    let zero_copy = match sys::is_zero_copy(created.socket.0.fd().as_raw_fd()) {
+    let zero_copy = match sys::is_zero_copy(created.socket.fd.as_raw_fd()) {
         Ok(zero_copy) => zero_copy,
         Err(source) => {
             drop(created);
@@ -492,10 +520,33 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         warnings.push(AfXdpWarning::GenericXdpFallback { reason: reason.to_string() });
     }
 
-    let Created { umem, frames, socket, tx_ring, data_capacity, multi_buffer } = created;
-    let fd = socket.0.fd().as_raw_fd();
+    let Created { socket, multi_buffer, tx_metadata } = created;
+    let fd = socket.fd.as_raw_fd();
+    // In copy mode the kernel finishes a checksum the metadata asks for in
+    // any driver's stead; a zero-copy driver does it only if it says so
+    // (netdev `xsk-features`), which is not read here.
+    let checksum_requests = match (tx_metadata, zero_copy) {
+        (Ok(()), false) => true,
+        (Ok(()), true) => {
+            warnings.push(AfXdpWarning::ChecksumOffloadUnavailable {
+                reason: "in zero-copy mode the driver's own support is not probed".to_owned(),
+            });
+            false
+        }
+        (Err(refusal), _) if config.tx_checksum_offload => {
+            warnings.push(AfXdpWarning::ChecksumOffloadUnavailable {
+                reason: format!("the kernel refused transmit metadata (XDP_UMEM_TX_METADATA_LEN): {refusal}"),
+            });
+            false
+        }
+        (Err(_), _) => false,
+    };
+    // Transmit frames start after their metadata, in the slot's first UMEM
+    // frame; received ones after the kernel's headroom.
+    let tx_headroom = if checksum_requests { TX_METADATA_LEN as usize } else { 0 };
+    let data_capacity = config.frame_size as usize - XDP_HEADROOM.max(tx_headroom);
     let max_frame_len = if multi_buffer {
-        wire_frame_len.min(MAX_PARTS * config.frame_size as usize)
+        wire_frame_len.min(MAX_PARTS * config.frame_size as usize - tx_headroom)
     } else {
         data_capacity.min(wire_frame_len)
     };
@@ -543,8 +594,9 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         zero_copy,
         kernel_busy_poll,
         kernel_tx_batch: tx_batch,
+        checksum_requests,
     };
-    let rings = Rings::new((umem, frames), socket, tx_ring, fd, shape);
+    let rings = Rings::new(socket, shape);
     registry.add(netns, ifindex);
     drop(registry);
 

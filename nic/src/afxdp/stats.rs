@@ -41,6 +41,10 @@ pub struct AfXdpStats {
     /// Frames sent as several descriptors (multi-buffer); also counted in
     /// `tx_frames`.
     pub tx_chained: u64,
+    /// Frames sent with a checksum request in their transmit metadata
+    /// (the kernel finished their TCP checksum); also counted in
+    /// `tx_frames`.
+    pub tx_checksum_offloaded: u64,
     /// Completion-ring addresses that were no descriptor of ours in flight
     /// (not expected from a correct kernel): ignored.
     pub tx_foreign_completions: u64,

@@ -1,6 +1,6 @@
-//! The raw system calls this backend makes beside xsk-rs: interface
-//! lookups, the AF_XDP probe, wakeups and network namespaces. Every
-//! `unsafe` block of the backend outside the libxdp calls is here.
+//! The raw system calls of this backend: the AF_XDP socket, its UMEM and
+//! rings, interface lookups, wakeups and network namespaces. Every `unsafe`
+//! block of the backend outside the libxdp calls and the rings is here.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -221,11 +221,15 @@ pub(super) fn prefer_busy_poll(fd: RawFd, timeout_us: u32, budget: u16) -> io::R
     set_socket_option(fd, SO_BUSY_POLL_BUDGET, libc::c_int::from(budget))
 }
 
-/// A shared memory mapping of a socket's ring, removed on drop.
+/// A memory mapping (a ring of a socket, or the UMEM), removed on drop.
 pub(super) struct Mapping {
     addr: NonNull<u8>,
     len: usize,
 }
+
+// SAFETY: the mapping is plain memory owned by whoever holds the `Mapping`;
+// moving it to another thread moves that ownership.
+unsafe impl Send for Mapping {}
 
 impl Mapping {
     /// The address `offset` bytes into the mapping. `offset` must lie in it.
@@ -236,14 +240,115 @@ impl Mapping {
         // stays in the same allocation and is not null.
         unsafe { self.addr.add(offset) }
     }
+
+    /// Where the mapping starts.
+    pub(super) fn base(&self) -> NonNull<u8> {
+        self.addr
+    }
+
+    /// Its length in bytes.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: `addr` and `len` are those of a mapping we made and own;
-        // its users (the ring) are gone once this runs.
+        // its users (the ring, the UMEM's frames) are gone once this runs.
         unsafe { libc::munmap(self.addr.as_ptr().cast(), self.len) };
     }
+}
+
+/// `mmap(2)` of `len` bytes with `flags`, of `fd` at `offset` (or anonymous).
+fn map(len: usize, flags: libc::c_int, fd: RawFd, offset: libc::off_t) -> io::Result<Mapping> {
+    // SAFETY: a fresh mapping at an address the kernel picks; for a socket's
+    // ring the kernel checks the length against the ring. Nothing else owns
+    // the new mapping.
+    let addr = unsafe { libc::mmap(ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, offset) };
+    if addr == libc::MAP_FAILED {
+        return Err(last_error());
+    }
+    let addr = NonNull::new(addr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+    Ok(Mapping { addr, len })
+}
+
+/// A new AF_XDP socket.
+pub(super) fn xdp_socket() -> io::Result<OwnedFd> {
+    socket(libc::AF_XDP, libc::SOCK_RAW)
+}
+
+/// Anonymous, zeroed memory for a UMEM of `len` bytes (page-aligned, as
+/// registration requires).
+pub(super) fn map_umem(len: usize) -> io::Result<Mapping> {
+    map(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE, -1, 0)
+}
+
+/// Registers `area` as the UMEM of the AF_XDP socket `fd`, cut in
+/// `frame_size`-byte frames with no headroom. With `tx_metadata_len` > 0,
+/// that many bytes before a transmit descriptor's address hold its
+/// `xsk_tx_metadata` (`XDP_UMEM_TX_METADATA_LEN`, Linux 6.11; older kernels
+/// say `EINVAL`).
+pub(super) fn register_umem(fd: RawFd, area: &Mapping, frame_size: u32, tx_metadata_len: u32) -> io::Result<()> {
+    let registration = libc::xdp_umem_reg {
+        addr: area.base().as_ptr() as u64,
+        len: area.len() as u64,
+        chunk_size: frame_size,
+        headroom: 0,
+        flags: if tx_metadata_len > 0 { libc::XDP_UMEM_TX_METADATA_LEN } else { 0 },
+        tx_metadata_len,
+    };
+    // Without metadata, the layout every AF_XDP kernel knows.
+    let len = if tx_metadata_len > 0 {
+        mem::size_of::<libc::xdp_umem_reg>()
+    } else {
+        mem::size_of::<libc::xdp_umem_reg_v1>()
+    };
+    // SAFETY: setsockopt reads `len` bytes (at most the struct's size) from
+    // `registration`, which lives for the call; the kernel pins the area,
+    // which `area` keeps mapped for the socket's life.
+    let result = unsafe {
+        libc::setsockopt(fd, libc::SOL_XDP, libc::XDP_UMEM_REG, ptr::from_ref(&registration).cast(), len as u32)
+    };
+    if result < 0 { Err(last_error()) } else { Ok(()) }
+}
+
+/// Which of the socket's four rings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RingKind {
+    Rx,
+    Tx,
+    Fill,
+    Completion,
+}
+
+impl RingKind {
+    /// The socket option that sizes the ring.
+    fn size_option(self) -> libc::c_int {
+        match self {
+            RingKind::Rx => libc::XDP_RX_RING,
+            RingKind::Tx => libc::XDP_TX_RING,
+            RingKind::Fill => libc::XDP_UMEM_FILL_RING,
+            RingKind::Completion => libc::XDP_UMEM_COMPLETION_RING,
+        }
+    }
+
+    /// The `mmap` offset that selects the ring.
+    fn page_offset(self) -> libc::off_t {
+        match self {
+            RingKind::Rx => libc::XDP_PGOFF_RX_RING,
+            RingKind::Tx => libc::XDP_PGOFF_TX_RING,
+            RingKind::Fill => libc::XDP_UMEM_PGOFF_FILL_RING as libc::off_t,
+            RingKind::Completion => libc::XDP_UMEM_PGOFF_COMPLETION_RING as libc::off_t,
+        }
+    }
+}
+
+/// Gives ring `which` of the AF_XDP socket `fd` `entries` entries (a power
+/// of two).
+pub(super) fn size_ring(fd: RawFd, which: RingKind, entries: u32) -> io::Result<()> {
+    let entries = libc::c_int::try_from(entries).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    set_option(fd, libc::SOL_XDP, which.size_option(), entries)
 }
 
 /// Where a ring's fields lie in its mapping (`struct xdp_ring_offset`).
@@ -255,9 +360,9 @@ pub(super) struct RingOffsets {
     pub(super) flags: u64,
 }
 
-/// Maps the TX ring of the bound AF_XDP socket `fd` (`size` descriptors of
-/// `desc_size` bytes), as `XDP_MMAP_OFFSETS` lays it out.
-pub(super) fn map_tx_ring(fd: RawFd, size: u32, desc_size: usize) -> io::Result<(Mapping, RingOffsets)> {
+/// Where each ring's fields lie, as `XDP_MMAP_OFFSETS` says, in the order
+/// RX, TX, fill, completion.
+pub(super) fn ring_offsets(fd: RawFd) -> io::Result<[RingOffsets; 4]> {
     // SAFETY: `xdp_mmap_offsets` is plain integers; all-zero is valid.
     let mut offsets: libc::xdp_mmap_offsets = unsafe { mem::zeroed() };
     let mut len = mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
@@ -270,31 +375,74 @@ pub(super) fn map_tx_ring(fd: RawFd, size: u32, desc_size: usize) -> io::Result<
         return Err(last_error());
     }
     if len as usize != mem::size_of::<libc::xdp_mmap_offsets>() {
-        // A kernel from before the flags field (4.x): not one AF_XDP
-        // multi-buffer runs on anyway.
+        // A kernel from before the flags field (4.x): too old for what this
+        // backend needs (need_wakeup, multi-buffer).
         return Err(io::Error::new(io::ErrorKind::Unsupported, "the kernel's XDP ring offsets lack the flags field"));
     }
-    let tx = offsets.tx;
-    let map_len = usize::try_from(tx.desc).unwrap_or(usize::MAX).saturating_add(size as usize * desc_size);
-    // SAFETY: a fresh shared mapping of the socket's TX ring at the offset
-    // the AF_XDP ABI gives it; the kernel checks the length against the
-    // ring. Nothing else owns the new mapping.
-    let addr = unsafe {
-        libc::mmap(
-            ptr::null_mut(),
-            map_len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_POPULATE,
-            fd,
-            libc::XDP_PGOFF_TX_RING,
-        )
+    let of = |r: libc::xdp_ring_offset| RingOffsets {
+        producer: r.producer,
+        consumer: r.consumer,
+        desc: r.desc,
+        flags: r.flags,
     };
-    if addr == libc::MAP_FAILED {
-        return Err(last_error());
+    Ok([of(offsets.rx), of(offsets.tx), of(offsets.fr), of(offsets.cr)])
+}
+
+/// Maps ring `which` of the AF_XDP socket `fd`: its indices and flags, and
+/// `entries_len` bytes of entries from `desc_offset` on.
+pub(super) fn map_ring(fd: RawFd, which: RingKind, desc_offset: u64, entries_len: usize) -> io::Result<Mapping> {
+    let len = usize::try_from(desc_offset).unwrap_or(usize::MAX).saturating_add(entries_len);
+    map(len, libc::MAP_SHARED | libc::MAP_POPULATE, fd, which.page_offset())
+}
+
+/// Binds the AF_XDP socket `fd` to queue `queue_id` of interface `ifindex`,
+/// with `flags` (`XDP_COPY`, `XDP_ZEROCOPY`, `XDP_USE_NEED_WAKEUP`,
+/// `XDP_USE_SG`).
+pub(super) fn bind(fd: RawFd, ifindex: u32, queue_id: u32, flags: u16) -> io::Result<()> {
+    let address = libc::sockaddr_xdp {
+        sxdp_family: libc::AF_XDP as u16,
+        sxdp_flags: flags,
+        sxdp_ifindex: ifindex,
+        sxdp_queue_id: queue_id,
+        sxdp_shared_umem_fd: 0,
+    };
+    // SAFETY: bind reads `size_of::<sockaddr_xdp>()` bytes from `address`,
+    // which lives for the call.
+    let result = unsafe {
+        libc::bind(fd, ptr::from_ref(&address).cast(), mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t)
+    };
+    if result < 0 { Err(last_error()) } else { Ok(()) }
+}
+
+/// The kernel's counters of the AF_XDP socket `fd` (`XDP_STATISTICS`).
+pub(super) fn statistics(fd: RawFd) -> io::Result<libc::xdp_statistics> {
+    // SAFETY: `xdp_statistics` is plain integers; all-zero is valid.
+    let mut stats: libc::xdp_statistics = unsafe { mem::zeroed() };
+    let mut len = mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `stats`, which we
+    // own and which outlives the call (an older kernel writes fewer; the
+    // rest stays zero).
+    let result = unsafe {
+        libc::getsockopt(fd, libc::SOL_XDP, libc::XDP_STATISTICS, ptr::from_mut(&mut stats).cast(), &mut len)
+    };
+    if result < 0 { Err(last_error()) } else { Ok(stats) }
+}
+
+/// Waits up to `timeout_ms` (-1: forever) for `fd` to become readable;
+/// also what wakes a zero-copy driver that asked for it on the fill ring.
+/// An interrupted wait returns `Ok` (the caller's loop looks again).
+pub(super) fn poll_readable(fd: RawFd, timeout_ms: i32) -> io::Result<()> {
+    let mut pollfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: poll reads and writes the one `pollfd` we own for the call.
+    let result = unsafe { libc::poll(&mut pollfd, 1, timeout_ms) };
+    if result < 0 {
+        let error = last_error();
+        if error.raw_os_error() == Some(libc::EINTR) {
+            return Ok(());
+        }
+        return Err(error);
     }
-    let addr = NonNull::new(addr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
-    let offsets = RingOffsets { producer: tx.producer, consumer: tx.consumer, desc: tx.desc, flags: tx.flags };
-    Ok((Mapping { addr, len: map_len }, offsets))
+    Ok(())
 }
 
 /// Whether a BPF filesystem is mounted at `path`, from the calling thread's

@@ -26,6 +26,9 @@ pub(super) struct TxSlots {
     frame_size: u64,
     /// UMEM frames per slot.
     frames_per_slot: u32,
+    /// Bytes at the start of a slot before the frame (room for transmit
+    /// metadata), less than a UMEM frame.
+    headroom: u64,
     /// Free slots; its capacity is every slot.
     free: Vec<u32>,
     /// Per slot, its descriptors on the TX ring or in the kernel, not yet
@@ -38,14 +41,23 @@ pub(super) struct TxSlots {
 impl TxSlots {
     /// Slots over the UMEM frames `first_frame .. first_frame + frames`, of
     /// `frame_size` bytes each, grouped `frames_per_slot` at a time (the
-    /// frames that do not fill a last slot are not used).
-    pub(super) fn new(first_frame: usize, frames: usize, frame_size: usize, frames_per_slot: u32) -> TxSlots {
+    /// frames that do not fill a last slot are not used); each slot's frame
+    /// starts `headroom` bytes into it.
+    pub(super) fn new(
+        first_frame: usize,
+        frames: usize,
+        frame_size: usize,
+        frames_per_slot: u32,
+        headroom: usize,
+    ) -> TxSlots {
         assert!((1..=u32::from(u8::MAX)).contains(&frames_per_slot), "frames_per_slot {frames_per_slot}");
+        assert!(headroom < frame_size, "headroom {headroom} of a {frame_size}-byte frame");
         let count = frames / frames_per_slot as usize;
         TxSlots {
             first: (first_frame * frame_size) as u64,
             frame_size: frame_size as u64,
             frames_per_slot,
+            headroom: headroom as u64,
             // Taken from the end: slot 0 first.
             free: (0..count as u32).rev().collect(),
             outstanding: vec![0; count],
@@ -65,8 +77,13 @@ impl TxSlots {
     }
 
     /// Bytes one slot spans.
-    pub(super) fn slot_len(&self) -> usize {
+    fn slot_len(&self) -> usize {
         (self.frame_size * u64::from(self.frames_per_slot)) as usize
+    }
+
+    /// The longest frame a slot holds (after its headroom).
+    pub(super) fn frame_room(&self) -> usize {
+        self.slot_len() - self.headroom as usize
     }
 
     /// Lends a free slot, if any.
@@ -80,16 +97,16 @@ impl TxSlots {
         self.free.push(slot);
     }
 
-    /// The UMEM offset where `slot` starts.
+    /// The UMEM offset where `slot`'s frame starts (after the headroom).
     pub(super) fn addr(&self, slot: u32) -> u64 {
-        self.first + u64::from(slot) * self.slot_len() as u64
+        self.first + u64::from(slot) * self.slot_len() as u64 + self.headroom
     }
 
-    /// The descriptors of a `len`-byte frame written at the start of `slot`
-    /// (`len` at most [`TxSlots::slot_len`] and above zero), and records
+    /// The descriptors of a `len`-byte frame written at [`TxSlots::addr`]
+    /// (`len` at most [`TxSlots::frame_room`] and above zero), and records
     /// them as outstanding.
     pub(super) fn send(&mut self, slot: u32, len: usize) -> Parts {
-        debug_assert!(len > 0 && len <= self.slot_len(), "a {len}-byte frame in a {}-byte slot", self.slot_len());
+        debug_assert!(len > 0 && len <= self.frame_room(), "a {len}-byte frame in {} bytes", self.frame_room());
         let parts = Parts { at: self.addr(slot), left: len as u64, frame_size: self.frame_size };
         self.outstanding[slot as usize] = parts.len() as u8;
         self.in_flight += parts.len();
@@ -157,7 +174,7 @@ mod tests {
 
     #[test]
     fn a_frame_that_fits_one_umem_frame_is_one_descriptor() {
-        let mut slots = TxSlots::new(2048, 2048, 2048, 1);
+        let mut slots = TxSlots::new(2048, 2048, 2048, 1, 0);
         assert_eq!(slots.count(), 2048);
         let slot = slots.take().expect("a free slot");
         assert_eq!(slot, 0);
@@ -172,7 +189,7 @@ mod tests {
     #[test]
     fn a_jumbo_frame_spans_the_slot_with_every_descriptor_inside_its_umem_frame() {
         // 9014 bytes in 4096-byte frames: three descriptors.
-        let mut slots = TxSlots::new(4, 12, 4096, 3);
+        let mut slots = TxSlots::new(4, 12, 4096, 3, 0);
         assert_eq!((slots.count(), slots.slot_len()), (4, 12288));
         let first = slots.take().expect("slot 0");
         let second = slots.take().expect("slot 1");
@@ -196,7 +213,7 @@ mod tests {
 
     #[test]
     fn a_slot_comes_back_only_when_all_its_descriptors_completed_in_any_order() {
-        let mut slots = TxSlots::new(0, 6, 2048, 3);
+        let mut slots = TxSlots::new(0, 6, 2048, 3, 0);
         let slot = slots.take().expect("slot 0");
         let parts: Vec<Part> = slots.send(slot, 5000).collect();
         assert_eq!(parts.len(), 3);
@@ -212,7 +229,7 @@ mod tests {
 
     #[test]
     fn completions_that_are_not_ours_are_refused() {
-        let mut slots = TxSlots::new(2, 4, 2048, 2);
+        let mut slots = TxSlots::new(2, 4, 2048, 2, 0);
         assert!(!slots.complete(0), "a receive frame's offset");
         assert!(!slots.complete(2 * 2048), "a slot with nothing outstanding");
         assert!(!slots.complete(100 * 2048), "past the last slot");
@@ -220,5 +237,27 @@ mod tests {
         slots.send(slot, 100).for_each(drop);
         assert!(slots.complete(2 * 2048));
         assert!(!slots.complete(2 * 2048), "completed twice");
+    }
+
+    #[test]
+    fn a_headroom_moves_every_frame_and_its_first_descriptor_but_not_the_slots() {
+        // 24 bytes of transmit metadata before each frame.
+        let mut slots = TxSlots::new(2, 6, 4096, 3, 24);
+        assert_eq!(slots.frame_room(), 3 * 4096 - 24);
+        let slot = slots.take().expect("slot 0");
+        let start = 2 * 4096;
+        assert_eq!(slots.addr(slot), start + 24);
+        let parts: Vec<Part> = slots.send(slot, 9014).collect();
+        assert_eq!(
+            parts,
+            vec![(start + 24, 4096 - 24, CONTINUED), (start + 4096, 4096, CONTINUED), (start + 8192, 846, 0)],
+            "the first part ends where its UMEM frame does; the others start at a frame's first byte"
+        );
+        for (addr, _, _) in &parts {
+            assert!(slots.complete(*addr));
+        }
+        assert_eq!(slots.take(), Some(slot), "completed by the addresses it was sent from");
+        let next = slots.take().expect("slot 1");
+        assert_eq!(slots.addr(next), start + 3 * 4096 + 24);
     }
 }

@@ -172,7 +172,7 @@ fn start_afxdp(
     // it; in as few parts as 4096-byte ones allow otherwise.
     let frame_size =
         if frame_len <= SMALL_UMEM_FRAME as usize - XDP_HEADROOM { SMALL_UMEM_FRAME } else { LARGE_UMEM_FRAME };
-    let multi_buffer = config.multi_buffer;
+    let (multi_buffer, tx_checksum_offload) = (config.multi_buffer, config.tx_checksum_offload);
     let kernel_busy_poll = config.prefer_busy_poll.then(|| KernelBusyPoll {
         timeout: config.runtime.busy_poll,
         budget: u16::try_from(config.runtime.batch).unwrap_or(u16::MAX),
@@ -182,9 +182,13 @@ fn start_afxdp(
             frame_size,
             multi_buffer,
             kernel_busy_poll,
+            tx_checksum_offload,
             ..AfXdpConfig::new(iface.as_str(), u32::from(index))
         };
-        let device = AfXdp::open(&afxdp).map_err(|e| io::Error::other(e.to_string()))?;
+        let mut device = AfXdp::open(&afxdp).map_err(|e| io::Error::other(e.to_string()))?;
+        // Asked here to say it; asked again (the same answer) where the
+        // shard is configured to match.
+        let offloaded = tx_checksum_offload && device.offload_tx_checksums();
         for warning in device.warnings() {
             tracing::warn!(shard = index, "{warning}");
         }
@@ -192,11 +196,12 @@ fn start_afxdp(
             .map_err(|e| io::Error::new(e.kind(), format!("reading the MAC address of {iface}: {e}")))?;
         tracing::info!(
             shard = index,
-            "AF_XDP on {iface} queue {index} ({} bind, {} XDP, frames up to {} bytes{})",
+            "AF_XDP on {iface} queue {index} ({} bind, {} XDP, frames up to {} bytes{}, TCP checksums {})",
             device.bind_mode(),
             device.xdp_mode(),
             device.max_frame_len(),
-            if device.multi_buffer() { " in several UMEM frames" } else { "" }
+            if device.multi_buffer() { " in several UMEM frames" } else { "" },
+            if offloaded { "finished by the kernel" } else { "computed here" }
         );
         Ok((device, mac))
     })
@@ -425,7 +430,11 @@ where
             if cfg.steering == SteeringMode::Off {
                 device = device.without_steering();
             }
-            let shard = Shard::new(stack_config(&cfg, ip, mac, device.max_frame_len(), index, count));
+            let mut stack = stack_config(&cfg, ip, mac, device.max_frame_len(), index, count);
+            // The device finishes TCP checksums (AF_XDP's transmit metadata):
+            // the shard leaves them partial and copies payloads unsummed.
+            stack.tx_checksum_offload = device.offload_tx_checksums();
+            let shard = Shard::new(stack);
             let site = ShardSite::new(index, shard_hub, cfg.root.as_deref(), MAX_FLOWS)?;
             let site = if cfg.proxy.is_some() { site.with_outbound_links()? } else { site };
             if let Some(fd) = site.outbound_fd() {

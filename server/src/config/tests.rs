@@ -25,6 +25,7 @@ const KEYS: &[&str] = &[
     "batch",
     "no-adaptive-batch",
     "no-multi-buffer",
+    "no-tx-checksum-offload",
     "prefer-busy-poll",
     "recycle",
     "no-recycle",
@@ -115,6 +116,7 @@ fn defaults() {
     assert_eq!(c.runtime.batch, 64);
     assert!(c.runtime.adaptive_batch && c.runtime.adaptive_busy_poll);
     assert!(c.multi_buffer && !c.prefer_busy_poll, "multi-buffer on, the driver's busy polling off");
+    assert!(c.tx_checksum_offload, "checksum offload asked for by default");
     assert_eq!(c.root, None);
     assert_eq!((c.max_bytes, c.max_body), (1 << 30, 64 << 20));
     assert_eq!((c.max_head, c.max_request_line), (16 << 10, 8 << 10));
@@ -162,6 +164,7 @@ fn every_flag_parses() {
         "--no-adaptive-batch",
         "--no-adaptive-busy-poll",
         "--no-multi-buffer",
+        "--no-tx-checksum-offload",
         "--prefer-busy-poll",
         "--max-bytes",
         "2GiB",
@@ -204,7 +207,7 @@ fn every_flag_parses() {
     assert_eq!(c.runtime.itr, Duration::from_micros(25));
     assert_eq!(c.runtime.batch, 256);
     assert!(!c.runtime.adaptive_batch && !c.runtime.adaptive_busy_poll);
-    assert!(!c.multi_buffer && c.prefer_busy_poll);
+    assert!(!c.multi_buffer && c.prefer_busy_poll && !c.tx_checksum_offload);
     assert_eq!((c.max_bytes, c.max_body, c.max_head, c.max_request_line), (2 << 30, 10_000_000, 32 << 10, 4096));
     assert_eq!(c.header_timeout, Duration::from_millis(500));
     assert_eq!(c.idle_timeout, Duration::from_secs(120));
