@@ -695,3 +695,24 @@ fn tcp_checksums_left_partial_are_finished_by_the_kernel_once_asked() {
     assert!(fairway_stack::finish_partial_checksum(&mut finished));
     assert_eq!(finished, complete);
 }
+
+/// An interface with its transmit checksumming off would have the kernel
+/// compute each requested checksum in a pass of its own: the socket does
+/// not offer the offload there, and says why.
+#[test]
+fn without_the_interfaces_transmit_checksumming_the_offload_is_declined() {
+    require_root();
+    let pair = VethPair::new(1);
+    let out = pair.driven.exec(&["ethtool", "-K", DRIVEN_IF, "tx", "off"]);
+    assert!(out.status.success(), "ethtool: {}", String::from_utf8_lossy(&out.stderr));
+    let (offloaded, warnings) = pair.driven.enter(Bpffs::Absent, || {
+        let mut socket = AfXdp::open(&AfXdpConfig::new(DRIVEN_IF, 0)).expect("open AF_XDP on the veth");
+        (socket.offload_tx_checksums(), socket.warnings().to_vec())
+    });
+    assert!(!offloaded);
+    let reason = warnings.iter().find_map(|w| match w {
+        AfXdpWarning::ChecksumOffloadUnavailable { reason } => Some(reason.clone()),
+        _ => None,
+    });
+    assert!(reason.is_some_and(|r| r.contains("transmit checksumming off")), "{warnings:?}");
+}

@@ -58,11 +58,15 @@
 //! the switch's and theirs, as on separate machines: a server's core does
 //! not run its clients' receive path, nor a client's core its server's.
 //!
-//! Every veth end has `tx off tso off gso off gro off` (ethtool): without
-//! transmit checksum offload the kernel fills in TCP checksums before a frame
-//! leaves a client (otherwise AF_XDP sees partial checksums, and Fairway would
-//! drop every segment as corrupt), and without segmentation offloads no
-//! frame is longer than the MTU (1500 bytes, or [`TestbedConfig::mtu`]).
+//! Every veth end has `tso off gso off gro off` (ethtool), so no frame is
+//! longer than the MTU (1500 bytes, or [`TestbedConfig::mtu`]). Transmit
+//! checksum offload (`tx`) is off too, except on `fw0` and on the switch's
+//! ports toward the clients: a client's kernel, the switch's and the TAP's
+//! fill in TCP checksums before a frame leaves (AF_XDP hands Fairway the raw
+//! frame, and a partial checksum would read as corrupt), while the server,
+//! like a real server's NIC, may leave its checksums to the interface: its
+//! frames reach the clients' kernels marked partial, which they take without
+//! summing (and `fairway-linkem` completes them, as a wire's sender would).
 //! IPv6 is disabled in every namespace (no router solicitations or DAD on
 //! the links).
 //!
@@ -139,8 +143,11 @@ const KILL_GRACE: Duration = Duration::from_secs(1);
 
 /// The offloads every veth end has off (see the module docs).
 const OFFLOADS: [&str; 4] = ["tx", "tso", "gso", "gro"];
-/// Of those, the ones a kernel sender uses.
-const SEND_OFFLOADS: [&str; 3] = ["tx", "tso", "gso"];
+/// Transmit checksum offload, which `fw0` and the switch's ports toward the
+/// clients have on again.
+const CHECKSUM_OFFLOAD: &str = "tx";
+/// The segmentation offloads a kernel sender uses.
+const SEND_OFFLOADS: [&str; 2] = ["tso", "gso"];
 
 /// `ethtool -K dev FEATURE on|off...` in namespace `ns`.
 fn set_offloads(ns: &str, dev: &str, features: &[&str], on: bool) -> Result<(), TestbedError> {
@@ -277,6 +284,7 @@ impl Testbed {
         ip("creating the bridge", &["-n", &sw, "link", "add", "name", BRIDGE, "type", "bridge"])?;
         let mut veths: Vec<(String, String)> = Vec::new();
         let mut bridged: Vec<(String, String, String)> = Vec::new();
+        let mut toward_clients: Vec<(String, String)> = Vec::new();
 
         // The server: multi-queue fw0, its equally multi-queue peer a port.
         let queues = c.queues.to_string();
@@ -387,8 +395,10 @@ impl Testbed {
                     &["-n", &sw, "link", "add", "name", &emulated, "type", "veth", "peer", "name", &bridge_port],
                 )?;
                 veths.extend([(sw.clone(), emulated), (sw.clone(), bridge_port.clone())]);
+                toward_clients.push((sw.clone(), bridge_port.clone()));
                 bridged.push((sw.clone(), bridge_port, BRIDGE.to_owned()));
             } else {
+                toward_clients.push((sw.clone(), port.clone()));
                 bridged.push((sw.clone(), port, BRIDGE.to_owned()));
             }
         }
@@ -401,6 +411,10 @@ impl Testbed {
         }
         for (ns, dev) in &veths {
             set_offloads(ns, dev, &OFFLOADS, false)?;
+        }
+        // A server's NIC and a switch finish checksums (see the module docs).
+        for (ns, dev) in [(srv.clone(), SERVER_IF.to_owned())].iter().chain(&toward_clients) {
+            set_offloads(ns, dev, &[CHECKSUM_OFFLOAD], true)?;
         }
         let mtu = c.mtu.to_string();
         let bridges = [(sw.clone(), BRIDGE.to_owned()), (srv.clone(), TAP_BRIDGE.to_owned())];
@@ -641,9 +655,9 @@ impl Testbed {
         flags
     }
 
-    /// Turns transmit checksum, TSO and GSO on `fw0` on (a kernel server
-    /// then sends segments of up to 64 KB, as deployed on a veth) or off
-    /// again, as [`Testbed::up`] leaves them.
+    /// Turns TSO and GSO on `fw0` on (a kernel server then sends segments
+    /// of up to 64 KB, as deployed on a veth) or off again, as
+    /// [`Testbed::up`] leaves them (transmit checksum offload stays on).
     ///
     /// # Errors
     ///

@@ -588,8 +588,11 @@ fn setup_lines(args: &Args, cores: &Cores, total: usize, programs: &Programs) ->
             kernel.trim()
         ),
         format!(
-            "offloads: tx, tso, gso and gro off on every veth (ethtool -K), so every server's frames are \
-             MTU-sized on the wire; receive processing (RPS): {}",
+            "offloads: tso, gso and gro off on every veth (ethtool -K), so every server's frames are \
+             MTU-sized on the wire; transmit checksum offload (tx) on fw0 and the switch's ports toward the \
+             clients only, so a server may leave its checksums to the interface (nginx does; Fairway through \
+             AF_XDP transmit metadata) and the clients' kernels take them unverified; receive processing \
+             (RPS): {}",
             if args.rx_steering {
                 format!(
                     "in the server's namespace on {}, in the switch's and wrk's on {}",

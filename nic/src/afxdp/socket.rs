@@ -152,7 +152,9 @@ impl Device for AfXdp {
     }
 
     /// Yes in copy mode when [`AfXdpConfig::tx_checksum_offload`] asked for
-    /// it and the kernel takes transmit metadata (Linux 6.11): each TCP
+    /// it, frames fit one UMEM frame, the interface's own transmit
+    /// checksumming is on, and the kernel takes transmit metadata (Linux
+    /// 6.11): each TCP
     /// frame then goes out with a request in its metadata, and the kernel
     /// hands the frame on as a partial-checksum skb (a veth peer's stack
     /// trusts it without summing; a real NIC finishes it in hardware, or
@@ -525,8 +527,23 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
     // In copy mode the kernel finishes a checksum the metadata asks for in
     // any driver's stead; a zero-copy driver does it only if it says so
     // (netdev `xsk-features`), which is not read here.
+    // With the interface's own transmit checksumming off, the kernel
+    // would finish each request in software, a pass of its own over the
+    // frame: the shard's, fused with its copy, costs less.
+    let tx_checksumming = sys::tx_checksumming(&interface);
     let checksum_requests = match (tx_metadata, zero_copy) {
-        (Ok(()), false) => true,
+        (Ok(()), false) if tx_checksumming.as_ref().is_ok_and(|&on| on) => true,
+        (Ok(()), false) => {
+            warnings.push(AfXdpWarning::ChecksumOffloadUnavailable {
+                reason: match tx_checksumming {
+                    Ok(_) => format!(
+                        "{interface} has transmit checksumming off (`ethtool -K {interface} tx on` turns it on), so the kernel would compute each checksum in a pass of its own"
+                    ),
+                    Err(e) => format!("reading {interface}'s transmit checksumming: {e}"),
+                },
+            });
+            false
+        }
         (Ok(()), true) => {
             warnings.push(AfXdpWarning::ChecksumOffloadUnavailable {
                 reason: "in zero-copy mode the driver's own support is not probed".to_owned(),

@@ -12,6 +12,16 @@ use std::ptr::{self, NonNull};
 
 /// `ETHTOOL_GCHANNELS` from `linux/ethtool.h` (libc does not have it).
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
+/// `ETHTOOL_GTXCSUM`: whether any transmit checksum offload is on.
+const ETHTOOL_GTXCSUM: u32 = 0x16;
+
+/// `struct ethtool_value` from `linux/ethtool.h`.
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
 
 /// `struct ethtool_channels` from `linux/ethtool.h`.
 #[repr(C)]
@@ -93,6 +103,24 @@ pub(super) fn queue_count(name: &str) -> io::Result<Option<u32>> {
     let rx = channels.rx_count + channels.combined_count;
     let tx = channels.tx_count + channels.combined_count;
     Ok(Some(rx.max(tx)).filter(|&count| count > 0))
+}
+
+/// Whether interface `name` computes transmit checksums itself (ethtool's
+/// `tx-checksumming`, on for a veth and for almost every NIC unless turned
+/// off): where it does not, the kernel computes a partial checksum in
+/// software before the frame leaves.
+pub(super) fn tx_checksumming(name: &str) -> io::Result<bool> {
+    let fd = socket(libc::AF_INET, libc::SOCK_DGRAM)?;
+    let mut value = EthtoolValue { cmd: ETHTOOL_GTXCSUM, data: 0 };
+    let mut request = ifreq(name);
+    request.ifr_ifru.ifru_data = ptr::from_mut(&mut value).cast();
+    // SAFETY: SIOCETHTOOL with ETHTOOL_GTXCSUM writes one `ethtool_value`
+    // through `ifru_data`, which points at ours; both outlive the call.
+    let result = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL, &mut request) };
+    if result < 0 {
+        return Err(last_error());
+    }
+    Ok(value.data != 0)
 }
 
 /// Whether the bound AF_XDP socket `fd` runs in zero-copy mode
