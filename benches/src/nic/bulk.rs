@@ -10,6 +10,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use fairway_nic::Device;
 use fairway_nic::afxdp::{AfXdp, AfXdpConfig};
 use fairway_stack::Shard;
 use fairway_tests::apps::http_shard::HttpShard;
@@ -60,9 +61,13 @@ impl<'a> Bulk<'a> {
         let tb = self.tb;
         let (mac, ip, len, bytes) = (parse_mac(&tb.server_mac()), tb.server_ip(), tb.prefix_len(), self.bytes);
         let shards = Shards::start(&tb.server_ns(), 1, move |_, _| {
-            let device = AfXdp::open(&AfXdpConfig::new(SERVER_IF, 0)).map_err(io::Error::other)?;
+            let mut device = AfXdp::open(&AfXdpConfig::new(SERVER_IF, 0)).map_err(io::Error::other)?;
             let app = HttpShard::new(HTTP_PORT, bytes.max(1 << 30));
-            Ok((Shard::new(shard_config(mac, ip, len, 0, 1)), device, app))
+            // As the server does: the interface finishes TCP checksums
+            // where it can.
+            let mut config = shard_config(mac, ip, len, 0, 1);
+            config.tx_checksum_offload = device.offload_tx_checksums();
+            Ok((Shard::new(config), device, app))
         })?;
         let downloaded = self.download(|| !shards.any_finished());
         let exit = shards.stop().remove(0);
