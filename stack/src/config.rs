@@ -46,7 +46,7 @@ pub struct Config {
     /// shard emits carries in its checksum field only the pseudo-header
     /// sum (folded, not complemented, as Linux's `CHECKSUM_PARTIAL`), and
     /// payloads are copied into frames without being summed. Set it only
-    /// when the device says it finishes them (`Device::tx_checksum_offload`
+    /// when the device agreed to finish them (`Device::offload_tx_checksums`
     /// in fairway-nic; [`crate::partial_checksum`] says where). Off by
     /// default: every frame leaves complete.
     pub tx_checksum_offload: bool,

@@ -120,7 +120,7 @@ pub struct AfXdpConfig {
     /// UMEM is registered with room for transmit metadata
     /// (`XDP_UMEM_TX_METADATA_LEN`, Linux 6.11) and each TCP frame asks for
     /// its checksum there, so the stack only writes the pseudo-header sum
-    /// ([`Device::tx_checksum_offload`](crate::Device::tx_checksum_offload)).
+    /// ([`Device::offload_tx_checksums`](crate::Device::offload_tx_checksums)).
     /// Taken in copy mode, for frames of one UMEM frame, on an interface
     /// whose own transmit checksumming is on (`ethtool -k`: a veth's and
     /// almost every NIC's; off, the kernel would compute each checksum in a

@@ -3,7 +3,7 @@
 //! interface (Linux, feature `afxdp`).
 //!
 //! This module owns the socket, its UMEM and rings (set up with the raw
-//! AF_XDP system calls, [`sys`] and [`ring`]), the XDP program that steers
+//! AF_XDP system calls, `sys.rs` and `ring.rs`), the XDP program that steers
 //! the queue's frames to it (libxdp's, attached through libxdp), and the
 //! cleanup of that program.
 //!
@@ -41,6 +41,26 @@
 //! [`Device::receive`]: crate::Device::receive
 //! [`Device::transmit`]: crate::Device::transmit
 //!
+//! # Transmit checksum offload
+//!
+//! With [`AfXdpConfig::tx_checksum_offload`] (the default) the UMEM is
+//! registered with room for transmit metadata (`XDP_UMEM_TX_METADATA_LEN`,
+//! Linux 6.11) and each transmit frame starts 24 (`TX_METADATA_LEN`)
+//! bytes into its slot. Once asked through
+//! [`Device::offload_tx_checksums`](crate::Device::offload_tx_checksums),
+//! every TCP frame goes out with an `xsk_tx_metadata` checksum request at
+//! [`fairway_stack::partial_checksum`]'s offsets (option `XDP_TX_METADATA`):
+//! in copy mode the kernel builds a partial-checksum skb, which the
+//! interface finishes (a NIC in hardware; a veth leaves it to the peer's
+//! stack, which trusts it). The offload is declined, with
+//! [`AfXdpWarning::ChecksumOffloadUnavailable`], on an older kernel, in
+//! zero-copy mode (the driver's own support is not probed), with
+//! multi-buffer frames (an aligned UMEM with metadata room wants every
+//! descriptor, continuations too, to start that far into its frame), and
+//! on an interface whose transmit checksumming is off (the kernel would
+//! then compute each checksum in a separate pass, dearer than the stack's
+//! sum fused with its copy).
+//!
 //! # Modes
 //!
 //! [`BindMode`] picks copy or zero-copy and [`XdpMode`] native or generic
@@ -70,11 +90,10 @@
 //! steering the queue's frames away from the kernel. So:
 //!
 //! - dropping the last [`AfXdp`] of this process on an interface removes
-//!   the program (libxdp's reference count normally does; if the program is
-//!   still there, for instance because a killed process left the count
-//!   too high, the drop removes it explicitly). An interface is assumed to
-//!   belong to one process: AF_XDP sockets of another process on it would
-//!   stop receiving.
+//!   the program (this process counts its sockets per interface; the
+//!   reference count libxdp keeps in the program for its own socket set-up
+//!   is not used). An interface is assumed to belong to one process: AF_XDP
+//!   sockets of another process on it would stop receiving.
 //! - [`detach_all`] removes it whatever the count says, for exits that skip
 //!   the drops.
 //!

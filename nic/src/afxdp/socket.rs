@@ -221,8 +221,9 @@ impl Drop for AfXdp {
         };
         {
             let mut registry = program::registry();
-            // Closing the socket is when libxdp drops its reference to the
-            // program, and detaches it if the count says it was the last.
+            // Closing the socket takes it out of the program's socket map;
+            // the program goes with this process's last socket on the
+            // interface.
             drop(self.rings.take());
             registry.remove(self.netns, self.ifindex);
             program::remove_if_unused(&registry, self.netns, self.ifindex);
@@ -426,9 +427,9 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
     };
 
     // A frame longer than one UMEM frame holds on receive needs multi-buffer:
-    // a program the driver lets see such frames (attached here, before
-    // libxdp would attach its own without the flag), and a socket bound
-    // with XDP_USE_SG to take them in several parts.
+    // a program the driver lets see such frames (loaded with the frags
+    // flag), and a socket bound with XDP_USE_SG to take them in several
+    // parts.
     let wire_frame_len = mtu as usize + ETHERNET_HEADER_LEN;
     let jumbo = wire_frame_len > config.frame_size as usize - XDP_HEADROOM;
     let sg = jumbo && config.multi_buffer;
