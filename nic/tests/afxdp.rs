@@ -622,7 +622,7 @@ fn fd_raw(fd: &std::os::fd::OwnedFd) -> i32 {
 /// The next IPv4 TCP frame the receiver sees (other frames, the kernel's
 /// own IPv6 chatter say, are passed over), or `None` after its timeout.
 fn next_tcp_frame(fd: &std::os::fd::OwnedFd) -> Option<Arrived> {
-    let mut buf = vec![0u8; 10 + 2048];
+    let mut buf = vec![0u8; 10 + 16_384];
     loop {
         // SAFETY: recv writes at most `buf.len()` bytes into `buf`.
         let n = unsafe { libc::recv(fd_raw(fd), buf.as_mut_ptr().cast(), buf.len(), 0) };
@@ -715,4 +715,42 @@ fn without_the_interfaces_transmit_checksumming_the_offload_is_declined() {
         _ => None,
     });
     assert!(reason.is_some_and(|r| r.contains("transmit checksumming off")), "{warnings:?}");
+}
+
+/// At MTU 9000 a frame spans three UMEM frames: in copy mode the socket
+/// moves to an unaligned UMEM, where each of its descriptors has the room
+/// for metadata the kernel counts, and the checksum request still goes out
+/// with the first.
+#[test]
+fn a_jumbo_tcp_frame_in_several_descriptors_still_carries_its_checksum_request() {
+    require_root();
+    let pair = VethPair::with_mtu(1, 9000);
+    let receiver = vnet_receiver(&pair);
+    let payload: Vec<u8> = (0..8960u32).map(|i| (i * 13 + 5) as u8).collect();
+    let (complete, partial) = tcp_frames(pair.kernel_mac(), &payload);
+    assert_eq!(complete.len(), 9014);
+    let (offloaded, stats, warnings) = pair.driven.enter(Bpffs::Absent, || {
+        let mut socket = AfXdp::open(&AfXdpConfig { frame_size: 4096, ..AfXdpConfig::new(DRIVEN_IF, 0) })
+            .expect("open AF_XDP on the veth");
+        assert!(socket.multi_buffer(), "{:?}", socket.warnings());
+        let offloaded = socket.offload_tx_checksums();
+        let frame = if offloaded { &partial } else { &complete };
+        let sent = socket.transmit(1, |buf| {
+            buf[..frame.len()].copy_from_slice(frame);
+            Some(frame.len())
+        });
+        assert_eq!(sent, 1);
+        let _ = socket.wait(Some(Duration::ZERO));
+        (offloaded, socket.stats(), socket.warnings().to_vec())
+    });
+    assert!(offloaded, "copy mode takes the request with multi-buffer frames too: {warnings:?}");
+    assert_eq!((stats.tx_chained, stats.tx_checksum_offloaded), (1, 1), "{stats:?}");
+    assert_eq!(stats.kernel.expect("XDP_STATISTICS").tx_invalid_descs, 0, "{stats:?}");
+    let arrived = next_tcp_frame(&receiver).expect("the jumbo frame arrived");
+    assert!(arrived.needs_checksum, "the frame left with a checksum request");
+    assert_eq!((arrived.csum_start, arrived.csum_offset), (34, 16));
+    assert_eq!(arrived.frame.len(), 9014);
+    let mut finished = arrived.frame;
+    assert!(fairway_stack::finish_partial_checksum(&mut finished));
+    assert!(finished == complete, "the finished jumbo frame is the complete one");
 }

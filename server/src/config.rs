@@ -527,8 +527,8 @@ pub struct Options {
     pub no_multi_buffer: bool,
 
     /// AF_XDP backend: compute every TCP checksum in the shard instead of leaving it to the
-    /// interface through AF_XDP transmit metadata (Linux 6.11, copy mode, frames of one UMEM frame,
-    /// the interface's tx-checksumming on), which saves a pass over each payload byte here and, on
+    /// interface through AF_XDP transmit metadata (Linux 6.11, copy mode, the interface's
+    /// tx-checksumming on), which saves a pass over each payload byte here and, on
     /// a veth, the peer's verification. Where that cannot be, the shard computes them anyway,
     /// logged as a warning
     #[arg(long, action = ArgAction::SetTrue)]

@@ -121,12 +121,12 @@ pub struct AfXdpConfig {
     /// (`XDP_UMEM_TX_METADATA_LEN`, Linux 6.11) and each TCP frame asks for
     /// its checksum there, so the stack only writes the pseudo-header sum
     /// ([`Device::offload_tx_checksums`](crate::Device::offload_tx_checksums)).
-    /// Taken in copy mode, for frames of one UMEM frame, on an interface
-    /// whose own transmit checksumming is on (`ethtool -k`: a veth's and
-    /// almost every NIC's; off, the kernel would compute each checksum in a
-    /// pass of its own). Otherwise (an older kernel, multi-buffer frames,
-    /// zero-copy mode, `tx-checksumming: off`) the stack computes checksums
-    /// itself
+    /// Taken in copy mode (with multi-buffer frames, over an unaligned
+    /// UMEM), on an interface whose own transmit checksumming is on
+    /// (`ethtool -k`: a veth's and almost every NIC's; off, the kernel would
+    /// compute each checksum in a pass of its own). Otherwise (an older
+    /// kernel, zero-copy mode, `tx-checksumming: off`) the stack computes
+    /// checksums itself
     /// ([`AfXdpWarning::ChecksumOffloadUnavailable`](super::AfXdpWarning::ChecksumOffloadUnavailable)).
     /// Default `true`.
     pub tx_checksum_offload: bool,

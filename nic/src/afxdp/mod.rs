@@ -54,12 +54,21 @@
 //! interface finishes (a NIC in hardware; a veth leaves it to the peer's
 //! stack, which trusts it). The offload is declined, with
 //! [`AfXdpWarning::ChecksumOffloadUnavailable`], on an older kernel, in
-//! zero-copy mode (the driver's own support is not probed), with
-//! multi-buffer frames (an aligned UMEM with metadata room wants every
-//! descriptor, continuations too, to start that far into its frame), and
-//! on an interface whose transmit checksumming is off (the kernel would
-//! then compute each checksum in a separate pass, dearer than the stack's
-//! sum fused with its copy).
+//! zero-copy mode (the driver's own support is not probed), and on an
+//! interface whose transmit checksumming is off (the kernel would then
+//! compute each checksum in a separate pass, dearer than the stack's sum
+//! fused with its copy).
+//!
+//! Frames of several UMEM frames (multi-buffer) need one more step: an
+//! aligned UMEM with metadata room wants every descriptor, continuation
+//! parts too, to start that far into its UMEM frame, which a frame written
+//! in one piece across neighbouring UMEM frames cannot do. So once a
+//! multi-buffer socket is found to run in copy mode, it is replaced by one
+//! over an unaligned UMEM (`XDP_UMEM_UNALIGNED_CHUNK_FLAG`, bound in copy
+//! mode), where descriptors may start anywhere: a frame is cut every UMEM
+//! frame less 24 bytes, and received addresses carry their data's offset in
+//! their top bits. (In zero-copy mode a descriptor would also have to stay
+//! within DMA-contiguous pages, so there the aligned UMEM stays.)
 //!
 //! # Modes
 //!

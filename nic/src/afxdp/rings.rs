@@ -28,7 +28,7 @@ use super::ring::{Consumer, Desc, Producer};
 use super::socket::{Socket, TX_METADATA_LEN};
 use super::stats::{AfXdpStats, KernelXdpStats};
 use super::sys::{self, Kick, Mapping};
-use super::tx_slots::TxSlots;
+use super::tx_slots::{Cut, TxSlots};
 
 /// Frames moved per ring operation: the size of the scratch descriptor
 /// arrays. Budgets above it are served in several rounds.
@@ -94,6 +94,8 @@ pub(super) struct Rings {
     max_frame_len: usize,
     need_wakeup: bool,
     zero_copy: bool,
+    /// Whether the UMEM is unaligned (see [`Shape::unaligned`]).
+    unaligned: bool,
     kernel_busy_poll: bool,
     /// Frames the kernel's copy-mode transmit path sends per wake-up before
     /// it answers `EAGAIN`.
@@ -138,6 +140,15 @@ fn write_checksum_request(meta: &mut [u8], start: u16, offset: u16) {
     meta[10..12].copy_from_slice(&offset.to_ne_bytes());
 }
 
+/// A received descriptor of an unaligned UMEM with its address made plain:
+/// the kernel puts the data's offset from the buffer it filled in the top
+/// 16 bits (`XSK_UNALIGNED_BUF_OFFSET_SHIFT`).
+fn unaligned_to_plain(desc: Desc) -> Desc {
+    let base = desc.addr & libc::XSK_UNALIGNED_BUF_ADDR_MASK;
+    let offset = desc.addr >> libc::XSK_UNALIGNED_BUF_OFFSET_SHIFT;
+    Desc { addr: base.wrapping_add(offset), ..desc }
+}
+
 /// The UMEM frame a descriptor's address lies in: what goes back on the
 /// fill ring.
 fn frame_of(addr: u64, frame_size: usize) -> u64 {
@@ -164,6 +175,10 @@ pub(super) struct Shape {
     /// Whether transmit slots keep room for metadata before each frame, so
     /// that TCP frames can go out with a checksum request.
     pub(super) checksum_requests: bool,
+    /// Whether the UMEM is unaligned: received addresses carry their
+    /// data's offset in their top bits, and a frame is cut into descriptors
+    /// every UMEM frame's worth less the metadata room.
+    pub(super) unaligned: bool,
 }
 
 impl Shape {
@@ -171,6 +186,11 @@ impl Shape {
     /// transmit metadata.
     pub(super) fn tx_headroom(&self) -> usize {
         if self.checksum_requests { TX_METADATA_LEN as usize } else { 0 }
+    }
+
+    /// How a frame longer than one descriptor is cut.
+    pub(super) fn cut(&self) -> Cut {
+        if self.unaligned { Cut::Every((self.frame_size - self.tx_headroom()) as u64) } else { Cut::AtFrames }
     }
 
     /// UMEM frames a transmit slot spans: enough for the largest frame.
@@ -197,7 +217,7 @@ impl Rings {
             frame_count - rx_frames,
             shape.frame_size,
             shape.frames_per_slot(),
-            shape.tx_headroom(),
+            (shape.tx_headroom(), shape.cut()),
         );
         let mut rings = Rings {
             fill,
@@ -211,6 +231,7 @@ impl Rings {
             max_frame_len: shape.max_frame_len,
             need_wakeup: shape.need_wakeup,
             zero_copy: shape.zero_copy,
+            unaligned: shape.unaligned,
             kernel_busy_poll: shape.kernel_busy_poll,
             kernel_tx_batch: (shape.kernel_tx_batch as usize).max(1),
             checksum_requests: shape.checksum_requests,
@@ -276,6 +297,7 @@ impl Rings {
             let mut kept = 0;
             for i in 0..taken {
                 let desc = self.rx_batch[i];
+                let desc = if self.unaligned { unaligned_to_plain(desc) } else { desc };
                 let ours = (desc.addr as usize) < self.umem_len;
                 if ours {
                     // Any frame of ours goes back to the fill ring, used or not.

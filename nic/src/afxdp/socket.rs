@@ -152,10 +152,8 @@ impl Device for AfXdp {
     }
 
     /// Yes in copy mode when [`AfXdpConfig::tx_checksum_offload`] asked for
-    /// it, frames fit one UMEM frame, the interface's own transmit
-    /// checksumming is on, and the kernel takes transmit metadata (Linux
-    /// 6.11): each TCP
-    /// frame then goes out with a request in its metadata, and the kernel
+    /// it, the interface's own transmit checksumming is on, and the kernel
+    /// takes transmit metadata (Linux 6.11): each TCP frame then goes out with a request in its metadata, and the kernel
     /// hands the frame on as a partial-checksum skb (a veth peer's stack
     /// trusts it without summing; a real NIC finishes it in hardware, or
     /// the kernel in software). Otherwise [`AfXdpWarning::ChecksumOffloadUnavailable`]
@@ -261,48 +259,59 @@ struct Created {
     /// Whether the UMEM has room for transmit metadata before each frame
     /// (`Err`: why not).
     tx_metadata: Result<(), io::Error>,
+    /// Whether the UMEM is unaligned.
+    unaligned: bool,
 }
 
 fn errno(error: &io::Error) -> i32 {
     error.raw_os_error().unwrap_or(0)
 }
 
-/// Builds a fresh UMEM and socket bound to the queue in `bind_mode`. A
-/// fresh socket each time: a bound socket cannot be bound again. With
-/// `tx_metadata`, the UMEM is registered with room for transmit metadata
-/// when the kernel knows how (`Created::tx_metadata` says).
-fn create(
-    config: &AfXdpConfig,
-    ifindex: u32,
+/// What one attempt at a socket asks of the kernel.
+#[derive(Clone, Copy, Debug)]
+struct Attempt {
     bind_mode: BindMode,
+    /// Bind with `XDP_USE_SG` (multi-buffer).
     sg: bool,
+    /// Register the UMEM with room for transmit metadata, when the kernel
+    /// knows how (`Created::tx_metadata` says).
     tx_metadata: bool,
-) -> Result<Created, CreateError> {
+    /// Register it unaligned (`XDP_UMEM_UNALIGNED_CHUNK_FLAG`), which is
+    /// what lets a frame of several UMEM frames carry metadata (only for a
+    /// copy-mode bind: a zero-copy driver would want each descriptor within
+    /// DMA-contiguous pages).
+    unaligned: bool,
+}
+
+/// Builds a fresh UMEM and socket bound to the queue as `attempt` says. A
+/// fresh socket each time: a bound socket cannot be bound again.
+fn create(config: &AfXdpConfig, ifindex: u32, attempt: Attempt) -> Result<Created, CreateError> {
+    let Attempt { bind_mode, sg, tx_metadata, unaligned } = attempt;
     let fd = sys::xdp_socket().map_err(CreateError::Socket)?;
     let raw = fd.as_raw_fd();
     let len = config.frame_count as usize * config.frame_size as usize;
     let umem = sys::map_umem(len).map_err(CreateError::Umem)?;
-    let tx_metadata = if tx_metadata && sg {
+    let plain = |umem: &Mapping| sys::register_umem(raw, umem, config.frame_size, 0, false).map_err(CreateError::Umem);
+    let (tx_metadata, unaligned) = if tx_metadata && sg && !unaligned {
         // An aligned UMEM with metadata room wants every transmit
         // descriptor to start that far into its UMEM frame, and a frame's
         // continuation parts start at a UMEM frame's first byte.
-        sys::register_umem(raw, &umem, config.frame_size, 0).map_err(CreateError::Umem)?;
-        Err(io::Error::other(
-            "frames span several UMEM frames (multi-buffer), and only the first has room for metadata",
-        ))
+        plain(&umem)?;
+        let why = "frames span several UMEM frames (multi-buffer), which only an unaligned UMEM lets carry metadata, and that only in copy mode";
+        (Err(io::Error::other(why)), false)
     } else if tx_metadata {
-        match sys::register_umem(raw, &umem, config.frame_size, TX_METADATA_LEN) {
-            Ok(()) => Ok(()),
+        match sys::register_umem(raw, &umem, config.frame_size, TX_METADATA_LEN, unaligned) {
+            Ok(()) => (Ok(()), unaligned),
             // Before Linux 6.11 the kernel does not know the flag.
             Err(refusal) if errno(&refusal) == libc::EINVAL => {
-                sys::register_umem(raw, &umem, config.frame_size, 0).map_err(CreateError::Umem)?;
-                Err(refusal)
+                plain(&umem)?;
+                (Err(refusal), false)
             }
             Err(error) => return Err(CreateError::Umem(error)),
         }
     } else {
-        sys::register_umem(raw, &umem, config.frame_size, 0).map_err(CreateError::Umem)?;
-        Err(io::Error::other("not asked for"))
+        plain(&umem)?;
+        (Err(io::Error::other("not asked for")), false)
     };
     let sizes = [
         (RingKind::Rx, config.rx_ring_size),
@@ -335,24 +344,18 @@ fn create(
         flags |= libc::XDP_USE_SG;
     }
     sys::bind(raw, ifindex, config.queue_id, flags).map_err(CreateError::Socket)?;
-    Ok(Created { socket, multi_buffer: sg, tx_metadata })
+    Ok(Created { socket, multi_buffer: sg, tx_metadata, unaligned })
 }
 
 /// [`create`], retried for up to a second while the queue is busy. A socket
 /// closed just before on this queue (an earlier attempt, or a socket the
 /// program dropped) keeps the queue until the kernel's deferred release
 /// runs, which `bind` reports as `EBUSY`.
-fn create_when_free(
-    config: &AfXdpConfig,
-    ifindex: u32,
-    bind_mode: BindMode,
-    sg: bool,
-    tx_metadata: bool,
-) -> Result<Created, CreateError> {
+fn create_when_free(config: &AfXdpConfig, ifindex: u32, attempt: Attempt) -> Result<Created, CreateError> {
     let deadline = Instant::now() + QUEUE_RELEASE_WAIT;
     let mut pause = Duration::from_millis(1);
     loop {
-        match create(config, ifindex, bind_mode, sg, tx_metadata) {
+        match create(config, ifindex, attempt) {
             Err(CreateError::Socket(source)) if errno(&source) == libc::EBUSY && Instant::now() < deadline => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(50));
@@ -360,6 +363,27 @@ fn create_when_free(
             result => return result,
         }
     }
+}
+
+/// Replaces `created`, a copy-mode socket with multi-buffer frames over an
+/// aligned UMEM (no room for transmit metadata), with one over an unaligned
+/// UMEM that has it, bound in copy mode and put in the program's socket map
+/// in its place; where the kernel will not, with one like `created` again.
+fn with_room_for_metadata(config: &AfXdpConfig, ifindex: u32, created: Created) -> Result<Created, CreateError> {
+    let plain = Attempt { bind_mode: config.bind_mode, sg: true, tx_metadata: false, unaligned: false };
+    // The queue takes one socket: this one goes first.
+    drop(created);
+    let attempt = Attempt { bind_mode: BindMode::Copy, sg: true, tx_metadata: true, unaligned: true };
+    let again = match create_when_free(config, ifindex, attempt) {
+        Ok(better) if better.tx_metadata.is_ok() => Ok(better),
+        Ok(not_better) => {
+            drop(not_better);
+            create_when_free(config, ifindex, plain)
+        }
+        Err(_) => create_when_free(config, ifindex, plain),
+    }?;
+    program::insert_socket(ifindex, config.queue_id, again.socket.fd.as_raw_fd()).map_err(CreateError::Socket)?;
+    Ok(again)
 }
 
 /// After a failed open: removes the program if this open attached it
@@ -441,12 +465,13 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
             if attached == Attached::Nothing {
                 program::attach_xsk(ifindex, mode, queue_count.unwrap_or(1), jumbo).map_err(CreateError::Socket)?;
             }
-            let created = match create_when_free(config, ifindex, config.bind_mode, sg, config.tx_checksum_offload) {
+            let wanted =
+                Attempt { bind_mode: config.bind_mode, sg, tx_metadata: config.tx_checksum_offload, unaligned: false };
+            let created = match create_when_free(config, ifindex, wanted) {
                 // Kernels before 6.6 do not know the flag; a zero-copy
                 // driver may not take several buffers per frame.
                 Err(CreateError::Socket(source)) if sg && matches!(errno(&source), libc::EINVAL | libc::EOPNOTSUPP) => {
-                    let created =
-                        create_when_free(config, ifindex, config.bind_mode, false, config.tx_checksum_offload)?;
+                    let created = create_when_free(config, ifindex, Attempt { sg: false, ..wanted })?;
                     sg_refused = Some(source);
                     created
                 }
@@ -479,7 +504,11 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
                 // A copy-mode socket in the same XDP mode tells them apart.
                 if config.bind_mode == BindMode::ZeroCopy
                     && errno(&source) == libc::EOPNOTSUPP
-                    && let Ok(probe) = create_when_free(config, ifindex, BindMode::Copy, false, false)
+                    && let Ok(probe) = create_when_free(
+                        config,
+                        ifindex,
+                        Attempt { bind_mode: BindMode::Copy, sg: false, tx_metadata: false, unaligned: false },
+                    )
                 {
                     drop(probe);
                     clean_up_failure(attached, &registry, netns, ifindex);
@@ -512,6 +541,25 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
             return Err(os("reading the socket's bind mode")(source));
         }
     };
+    // Multi-buffer frames in copy mode: a socket over an unaligned UMEM
+    // can carry the checksum request where the aligned one could not.
+    let tx_checksumming = sys::tx_checksumming(&interface);
+    let created = if created.multi_buffer
+        && created.tx_metadata.is_err()
+        && !zero_copy
+        && config.tx_checksum_offload
+        && tx_checksumming.as_ref().is_ok_and(|&on| on)
+    {
+        match with_room_for_metadata(config, ifindex, created) {
+            Ok(created) => created,
+            Err(CreateError::Umem(source) | CreateError::Socket(source)) => {
+                clean_up_failure(attached, &registry, netns, ifindex);
+                return Err(classify(config, source, mode, attached));
+            }
+        }
+    } else {
+        created
+    };
     let (xdp_mode, dispatcher) = match program::inspect(ifindex) {
         Ok(Attached::Xsk { mode: Some(obtained), dispatcher }) => (obtained, dispatcher),
         _ => (mode, true),
@@ -523,7 +571,7 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         warnings.push(AfXdpWarning::GenericXdpFallback { reason: reason.to_string() });
     }
 
-    let Created { socket, multi_buffer, tx_metadata } = created;
+    let Created { socket, multi_buffer, tx_metadata, unaligned } = created;
     let fd = socket.fd.as_raw_fd();
     // In copy mode the kernel finishes a checksum the metadata asks for in
     // any driver's stead; a zero-copy driver does it only if it says so
@@ -531,7 +579,6 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
     // With the interface's own transmit checksumming off, the kernel
     // would finish each request in software, a pass of its own over the
     // frame: the shard's, fused with its copy, costs less.
-    let tx_checksumming = sys::tx_checksumming(&interface);
     let checksum_requests = match (tx_metadata, zero_copy) {
         (Ok(()), false) if tx_checksumming.as_ref().is_ok_and(|&on| on) => true,
         (Ok(()), false) => {
@@ -564,7 +611,7 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
     let tx_headroom = if checksum_requests { TX_METADATA_LEN as usize } else { 0 };
     let data_capacity = config.frame_size as usize - XDP_HEADROOM.max(tx_headroom);
     let max_frame_len = if multi_buffer {
-        wire_frame_len.min(MAX_PARTS * config.frame_size as usize - tx_headroom)
+        wire_frame_len.min(MAX_PARTS * (config.frame_size as usize - tx_headroom))
     } else {
         data_capacity.min(wire_frame_len)
     };
@@ -613,6 +660,7 @@ fn open(config: &AfXdpConfig) -> Result<AfXdp, AfXdpError> {
         kernel_busy_poll,
         kernel_tx_batch: tx_batch,
         checksum_requests,
+        unaligned,
     };
     let rings = Rings::new(socket, shape);
     registry.add(netns, ifindex);

@@ -316,22 +316,30 @@ pub(super) fn map_umem(len: usize) -> io::Result<Mapping> {
 /// `frame_size`-byte frames with no headroom. With `tx_metadata_len` > 0,
 /// that many bytes before a transmit descriptor's address hold its
 /// `xsk_tx_metadata` (`XDP_UMEM_TX_METADATA_LEN`, Linux 6.11; older kernels
-/// say `EINVAL`).
-pub(super) fn register_umem(fd: RawFd, area: &Mapping, frame_size: u32, tx_metadata_len: u32) -> io::Result<()> {
+/// say `EINVAL`). With `unaligned`, descriptors may start anywhere in the
+/// UMEM (`XDP_UMEM_UNALIGNED_CHUNK_FLAG`), and received ones carry their
+/// data's offset in the address's top 16 bits.
+pub(super) fn register_umem(
+    fd: RawFd,
+    area: &Mapping,
+    frame_size: u32,
+    tx_metadata_len: u32,
+    unaligned: bool,
+) -> io::Result<()> {
+    let mut flags = if tx_metadata_len > 0 { libc::XDP_UMEM_TX_METADATA_LEN } else { 0 };
+    if unaligned {
+        flags |= libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG;
+    }
     let registration = libc::xdp_umem_reg {
         addr: area.base().as_ptr() as u64,
         len: area.len() as u64,
         chunk_size: frame_size,
         headroom: 0,
-        flags: if tx_metadata_len > 0 { libc::XDP_UMEM_TX_METADATA_LEN } else { 0 },
+        flags,
         tx_metadata_len,
     };
-    // Without metadata, the layout every AF_XDP kernel knows.
-    let len = if tx_metadata_len > 0 {
-        mem::size_of::<libc::xdp_umem_reg>()
-    } else {
-        mem::size_of::<libc::xdp_umem_reg_v1>()
-    };
+    // Without metadata or flags, the layout every AF_XDP kernel knows.
+    let len = if flags != 0 { mem::size_of::<libc::xdp_umem_reg>() } else { mem::size_of::<libc::xdp_umem_reg_v1>() };
     // SAFETY: setsockopt reads `len` bytes (at most the struct's size) from
     // `registration`, which lives for the call; the kernel pins the area,
     // which `area` keeps mapped for the socket's life.

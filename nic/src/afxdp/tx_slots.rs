@@ -5,9 +5,12 @@
 //! than a UMEM frame is written across a slot's frames as one contiguous
 //! buffer and goes on the TX ring as one descriptor per UMEM frame it
 //! touches, all but the last flagged `XDP_PKT_CONTD`; each descriptor stays
-//! inside its UMEM frame, as an aligned UMEM requires. The kernel completes
-//! descriptors one by one, so a slot is free again once all of its
-//! descriptors have come back on the completion ring.
+//! inside its UMEM frame, as an aligned UMEM requires. In an unaligned UMEM
+//! ([`Cut::Every`]) descriptors may start anywhere, so the frame is cut
+//! every so many bytes instead (each descriptor, with the transmit metadata
+//! room the kernel counts before it, at most a UMEM frame long). The kernel
+//! completes descriptors one by one, so a slot is free again once all of
+//! its descriptors have come back on the completion ring.
 //!
 //! Pure bookkeeping over UMEM offsets: the tests check it without a kernel.
 
@@ -16,6 +19,15 @@ const CONTINUED: u32 = libc::XDP_PKT_CONTD;
 
 /// One descriptor's worth of a frame: UMEM offset, length, options.
 pub(super) type Part = (u64, u32, u32);
+
+/// Where a frame longer than one descriptor is cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Cut {
+    /// At every UMEM frame boundary (an aligned UMEM).
+    AtFrames,
+    /// Every this many bytes, wherever they fall (an unaligned UMEM).
+    Every(u64),
+}
 
 /// The transmit slots and where each one is.
 #[derive(Debug)]
@@ -29,6 +41,8 @@ pub(super) struct TxSlots {
     /// Bytes at the start of a slot before the frame (room for transmit
     /// metadata), less than a UMEM frame.
     headroom: u64,
+    /// How a frame is cut into descriptors.
+    cut: Cut,
     /// Free slots; its capacity is every slot.
     free: Vec<u32>,
     /// Per slot, its descriptors on the TX ring or in the kernel, not yet
@@ -42,22 +56,24 @@ impl TxSlots {
     /// Slots over the UMEM frames `first_frame .. first_frame + frames`, of
     /// `frame_size` bytes each, grouped `frames_per_slot` at a time (the
     /// frames that do not fill a last slot are not used); each slot's frame
-    /// starts `headroom` bytes into it.
+    /// starts `headroom` bytes into it and is cut as `cut` says.
     pub(super) fn new(
         first_frame: usize,
         frames: usize,
         frame_size: usize,
         frames_per_slot: u32,
-        headroom: usize,
+        (headroom, cut): (usize, Cut),
     ) -> TxSlots {
         assert!((1..=u32::from(u8::MAX)).contains(&frames_per_slot), "frames_per_slot {frames_per_slot}");
         assert!(headroom < frame_size, "headroom {headroom} of a {frame_size}-byte frame");
+        assert!(cut != Cut::Every(0), "descriptors of no bytes");
         let count = frames / frames_per_slot as usize;
         TxSlots {
             first: (first_frame * frame_size) as u64,
             frame_size: frame_size as u64,
             frames_per_slot,
             headroom: headroom as u64,
+            cut,
             // Taken from the end: slot 0 first.
             free: (0..count as u32).rev().collect(),
             outstanding: vec![0; count],
@@ -107,7 +123,7 @@ impl TxSlots {
     /// them as outstanding.
     pub(super) fn send(&mut self, slot: u32, len: usize) -> Parts {
         debug_assert!(len > 0 && len <= self.frame_room(), "a {len}-byte frame in {} bytes", self.frame_room());
-        let parts = Parts { at: self.addr(slot), left: len as u64, frame_size: self.frame_size };
+        let parts = Parts { at: self.addr(slot), left: len as u64, frame_size: self.frame_size, cut: self.cut };
         self.outstanding[slot as usize] = parts.len() as u8;
         self.in_flight += parts.len();
         parts
@@ -142,6 +158,17 @@ pub(super) struct Parts {
     at: u64,
     left: u64,
     frame_size: u64,
+    cut: Cut,
+}
+
+impl Parts {
+    /// The length of the next descriptor's room from `at`.
+    fn room(&self, at: u64) -> u64 {
+        match self.cut {
+            Cut::AtFrames => self.frame_size - at % self.frame_size,
+            Cut::Every(bytes) => bytes,
+        }
+    }
 }
 
 impl Iterator for Parts {
@@ -151,9 +178,7 @@ impl Iterator for Parts {
         if self.left == 0 {
             return None;
         }
-        // Up to the end of the UMEM frame `at` is in.
-        let room = self.frame_size - self.at % self.frame_size;
-        let len = self.left.min(room);
+        let len = self.left.min(self.room(self.at));
         self.left -= len;
         let part = (self.at, len as u32, if self.left > 0 { CONTINUED } else { 0 });
         self.at += len;
@@ -161,7 +186,17 @@ impl Iterator for Parts {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = self.left.div_ceil(self.frame_size) as usize;
+        let first = self.room(self.at);
+        let n = match self.left {
+            0 => 0,
+            left if left <= first => 1,
+            left => {
+                1 + match self.cut {
+                    Cut::AtFrames => (left - first).div_ceil(self.frame_size),
+                    Cut::Every(bytes) => (left - first).div_ceil(bytes),
+                } as usize
+            }
+        };
         (n, Some(n))
     }
 }
@@ -174,7 +209,7 @@ mod tests {
 
     #[test]
     fn a_frame_that_fits_one_umem_frame_is_one_descriptor() {
-        let mut slots = TxSlots::new(2048, 2048, 2048, 1, 0);
+        let mut slots = TxSlots::new(2048, 2048, 2048, 1, (0, Cut::AtFrames));
         assert_eq!(slots.count(), 2048);
         let slot = slots.take().expect("a free slot");
         assert_eq!(slot, 0);
@@ -189,7 +224,7 @@ mod tests {
     #[test]
     fn a_jumbo_frame_spans_the_slot_with_every_descriptor_inside_its_umem_frame() {
         // 9014 bytes in 4096-byte frames: three descriptors.
-        let mut slots = TxSlots::new(4, 12, 4096, 3, 0);
+        let mut slots = TxSlots::new(4, 12, 4096, 3, (0, Cut::AtFrames));
         assert_eq!((slots.count(), slots.slot_len()), (4, 12288));
         let first = slots.take().expect("slot 0");
         let second = slots.take().expect("slot 1");
@@ -213,7 +248,7 @@ mod tests {
 
     #[test]
     fn a_slot_comes_back_only_when_all_its_descriptors_completed_in_any_order() {
-        let mut slots = TxSlots::new(0, 6, 2048, 3, 0);
+        let mut slots = TxSlots::new(0, 6, 2048, 3, (0, Cut::AtFrames));
         let slot = slots.take().expect("slot 0");
         let parts: Vec<Part> = slots.send(slot, 5000).collect();
         assert_eq!(parts.len(), 3);
@@ -229,7 +264,7 @@ mod tests {
 
     #[test]
     fn completions_that_are_not_ours_are_refused() {
-        let mut slots = TxSlots::new(2, 4, 2048, 2, 0);
+        let mut slots = TxSlots::new(2, 4, 2048, 2, (0, Cut::AtFrames));
         assert!(!slots.complete(0), "a receive frame's offset");
         assert!(!slots.complete(2 * 2048), "a slot with nothing outstanding");
         assert!(!slots.complete(100 * 2048), "past the last slot");
@@ -242,7 +277,7 @@ mod tests {
     #[test]
     fn a_headroom_moves_every_frame_and_its_first_descriptor_but_not_the_slots() {
         // 24 bytes of transmit metadata before each frame.
-        let mut slots = TxSlots::new(2, 6, 4096, 3, 24);
+        let mut slots = TxSlots::new(2, 6, 4096, 3, (24, Cut::AtFrames));
         assert_eq!(slots.frame_room(), 3 * 4096 - 24);
         let slot = slots.take().expect("slot 0");
         let start = 2 * 4096;
@@ -259,5 +294,46 @@ mod tests {
         assert_eq!(slots.take(), Some(slot), "completed by the addresses it was sent from");
         let next = slots.take().expect("slot 1");
         assert_eq!(slots.addr(next), start + 3 * 4096 + 24);
+    }
+
+    #[test]
+    fn in_an_unaligned_umem_a_frame_is_cut_every_so_many_bytes_and_counted_right() {
+        // Each descriptor with its 24 bytes of metadata room fits 4096.
+        let mut slots = TxSlots::new(2, 6, 4096, 3, (24, Cut::Every(4096 - 24)));
+        let slot = slots.take().expect("slot 0");
+        let start = 2 * 4096 + 24;
+        let parts: Vec<Part> = slots.send(slot, 9014).collect();
+        assert_eq!(parts, vec![(start, 4072, CONTINUED), (start + 4072, 4072, CONTINUED), (start + 8144, 870, 0)]);
+        assert_eq!(slots.in_flight(), 3, "the count the slot waits for is the descriptors sent");
+        for (addr, _, _) in &parts {
+            assert!(slots.complete(*addr));
+        }
+        // Lengths at the cuts: one descriptor, exactly; one byte more, two.
+        for (len, count) in [(1, 1), (4072, 1), (4073, 2), (8144, 2), (8145, 3)] {
+            assert_eq!(slots.take(), Some(slot), "freed by its completions");
+            let parts = slots.send(slot, len);
+            assert_eq!(parts.len(), count, "{len} bytes");
+            assert_eq!(parts.clone().count(), count, "{len} bytes: the count matches the parts");
+            for (addr, _, _) in parts {
+                assert!(slots.complete(addr));
+            }
+        }
+    }
+
+    #[test]
+    fn the_count_of_parts_matches_the_parts_for_any_length_and_headroom() {
+        for (headroom, cut) in [(0, Cut::AtFrames), (24, Cut::AtFrames), (24, Cut::Every(2048 - 24))] {
+            let mut slots = TxSlots::new(0, 8, 2048, 8, (headroom, cut));
+            for len in (1..=slots.frame_room()).step_by(97).chain([slots.frame_room()]) {
+                let slot = slots.take().expect("the one slot, freed by its completions");
+                let parts = slots.send(slot, len);
+                let (hinted, listed) = (parts.len(), parts.clone().collect::<Vec<_>>());
+                assert_eq!(hinted, listed.len(), "{len} bytes, {cut:?}");
+                assert_eq!(listed.iter().map(|p| p.1 as usize).sum::<usize>(), len);
+                for (addr, _, _) in listed {
+                    assert!(slots.complete(addr));
+                }
+            }
+        }
     }
 }
