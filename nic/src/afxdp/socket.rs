@@ -370,7 +370,8 @@ fn create_when_free(config: &AfXdpConfig, ifindex: u32, attempt: Attempt) -> Res
 /// UMEM that has it, bound in copy mode and put in the program's socket map
 /// in its place; where the kernel will not, with one like `created` again.
 fn with_room_for_metadata(config: &AfXdpConfig, ifindex: u32, created: Created) -> Result<Created, CreateError> {
-    let plain = Attempt { bind_mode: config.bind_mode, sg: true, tx_metadata: false, unaligned: false };
+    // The aligned set-up again, whose `tx_metadata` says why it has no room.
+    let plain = Attempt { bind_mode: config.bind_mode, sg: true, tx_metadata: true, unaligned: false };
     // The queue takes one socket: this one goes first.
     drop(created);
     let attempt = Attempt { bind_mode: BindMode::Copy, sg: true, tx_metadata: true, unaligned: true };
