@@ -101,7 +101,7 @@ impl Device for PacketPort {
             }
             let bytes = self.rx_batch.frame_mut(i);
             if let Some((start, offset)) = frame.vnet.partial_checksum()
-                && !crate::linkem::offload::complete_checksum(bytes, start, offset)
+                && !fairway_stack::finish_checksum(bytes, start, offset)
             {
                 self.dropped += 1;
                 continue;

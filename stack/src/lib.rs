@@ -82,4 +82,4 @@ pub use shard::{AddressState as Ipv6AddressState, Shard};
 pub use tcp::State;
 pub use tcp::congestion::Algorithm;
 pub use timer_wheel::TimerWheel;
-pub use wire::{ETHERNET_HEADER_LEN, finish_partial_checksum, partial_checksum};
+pub use wire::{ETHERNET_HEADER_LEN, finish_checksum, finish_partial_checksum, partial_checksum};

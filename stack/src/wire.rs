@@ -275,12 +275,23 @@ pub fn partial_checksum(frame: &[u8]) -> Option<(u16, u16)> {
 /// without the offload that still want the shard's partial frames (a
 /// simulated network's NIC, tests).
 pub fn finish_partial_checksum(frame: &mut [u8]) -> bool {
-    let Some((start, offset)) = partial_checksum(frame) else {
+    partial_checksum(frame).is_some_and(|(start, offset)| finish_checksum(frame, start.into(), offset.into()))
+}
+
+/// Finishes a partial checksum as the kernel's `skb_checksum_help` does:
+/// the ones'-complement sum of everything from `start` to the end of the
+/// frame (the field `offset` bytes after `start` holds the pseudo-header
+/// sum), complemented, a zero result sent as 0xffff (RFC 768: zero means
+/// "no checksum" in UDP). Returns `false`, leaving the frame alone, if the
+/// field lies outside the frame. What a NIC does for a frame marked
+/// `CHECKSUM_PARTIAL` (a `virtio_net_hdr`'s `csum_start` and `csum_offset`).
+pub fn finish_checksum(frame: &mut [u8], start: usize, offset: usize) -> bool {
+    let field = start.saturating_add(offset);
+    if field.saturating_add(2) > frame.len() {
         return false;
-    };
-    let (start, field) = (usize::from(start), usize::from(start) + usize::from(offset));
+    }
     let sum = checksum::Sum::new().add_bytes(&frame[start..]).finish();
-    frame[field..field + 2].copy_from_slice(&sum.to_be_bytes());
+    frame[field..field + 2].copy_from_slice(&(if sum == 0 { 0xffff } else { sum }).to_be_bytes());
     true
 }
 
@@ -420,8 +431,13 @@ mod tests {
             let mut partial = frame(src, dst, &payload, true);
             prop_assert_ne!(&partial, &complete, "the partial field differs before finishing");
             prop_assert!(finish_partial_checksum(&mut partial));
-            prop_assert_eq!(&partial, &complete);
+            // A zero checksum goes out as 0xffff, as the kernel sends it.
             let offset = tcp_offset(dst);
+            let mut expected = complete.clone();
+            if expected[offset + 16..offset + 18] == [0, 0] {
+                expected[offset + 16..offset + 18].copy_from_slice(&[0xff, 0xff]);
+            }
+            prop_assert_eq!(&partial, &expected);
             prop_assert!(tcp_checksum_ok(&partial[offset..], src, dst));
         }
     }

@@ -7,7 +7,7 @@
 //! 64 KB "super-frames" whose TCP checksum holds only the pseudo-header
 //! sum. The receive socket asks for a `virtio_net_hdr` in front of every
 //! frame ([`VnetHeader`]), which says where the checksum is to be finished
-//! and how the frame is to be cut; [`complete_checksum`] and [`Segmenter`]
+//! and how the frame is to be cut; `fairway_stack::finish_checksum` and [`Segmenter`]
 //! then do in user space what the sending NIC would have done in hardware.
 
 /// Bytes of the `virtio_net_hdr` (without `num_buffers`) a packet socket with
@@ -69,22 +69,6 @@ impl VnetHeader {
             _ => Some(Err(())),
         }
     }
-}
-
-/// Finishes a partial Internet checksum, as the kernel's
-/// `skb_checksum_help` does: the one's-complement sum of everything from
-/// `start` to the end of the frame (the checksum field holds the
-/// pseudo-header sum already), complemented, with a zero result sent as
-/// 0xffff (RFC 768: zero means "no checksum" in UDP). Returns `false`, and
-/// leaves the frame alone, if the field lies outside the frame.
-pub(crate) fn complete_checksum(frame: &mut [u8], start: usize, offset: usize) -> bool {
-    let field = start.saturating_add(offset);
-    if field.saturating_add(2) > frame.len() {
-        return false;
-    }
-    let sum = !fold(sum_words(&frame[start..], 0));
-    frame[field..field + 2].copy_from_slice(&(if sum == 0 { 0xffff } else { sum }).to_be_bytes());
-    true
 }
 
 /// Cuts one TCP or UDP super-frame into frames of at most `mss` payload
@@ -265,12 +249,12 @@ mod tests {
     #[test]
     fn partial_checksum_is_completed_as_the_kernel_would() {
         let mut frame = tcp4_superframe(333);
-        assert!(complete_checksum(&mut frame, 34, 16));
+        assert!(fairway_stack::finish_checksum(&mut frame, 34, 16));
         let ip = Ipv4Packet::new_checked(&frame[14..]).unwrap();
         let tcp = TcpPacket::new_checked(ip.payload()).unwrap();
         assert!(tcp.verify_checksum(&IpAddress::from(ip.src_addr()), &IpAddress::from(ip.dst_addr())));
         // A field past the end is refused.
-        assert!(!complete_checksum(&mut frame, 34, 400));
+        assert!(!fairway_stack::finish_checksum(&mut frame, 34, 400));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::emulator::PendingLink;
 use super::frame_slab::FrameSlab;
-use super::offload::{Segmenter, complete_checksum};
+use super::offload::Segmenter;
 use super::packet_socket::{Interface, PacketSocket, RxBatch, TxBatch, TxOutcome};
 use super::stats::{DirectionStats, SharedStats};
 use super::sys::{self, Waker};
@@ -292,7 +292,7 @@ impl Line {
             match rx.vnet.gso() {
                 None => {
                     if let Some((start, offset)) = rx.vnet.partial_checksum()
-                        && complete_checksum(frame, start, offset)
+                        && fairway_stack::finish_checksum(frame, start, offset)
                     {
                         self.stats.checksums_completed += 1;
                     }
