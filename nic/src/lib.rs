@@ -46,7 +46,11 @@ pub mod steering;
 pub mod tap;
 #[cfg(test)]
 mod test_frames;
+#[cfg(target_os = "linux")]
+mod timer_fd;
 mod wait;
 
 pub use device::Device;
+#[cfg(target_os = "linux")]
+pub use timer_fd::TimerFd;
 pub use wait::Wait;

@@ -216,6 +216,16 @@ impl<D: Wait, W: Write> Wait for Pcap<D, W> {
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.device.wait(timeout)
     }
+    #[cfg(unix)]
+    fn wake_sources<'a>(&'a self, sources: &mut Vec<std::os::fd::BorrowedFd<'a>>) {
+        self.device.wake_sources(sources);
+    }
+    fn before_sleep(&mut self) -> io::Result<bool> {
+        self.device.before_sleep()
+    }
+    fn after_sleep(&mut self) {
+        self.device.after_sleep();
+    }
 }
 
 #[cfg(unix)]

@@ -97,6 +97,10 @@ impl Wait for SocketPairEnd {
         }
         Ok(())
     }
+
+    fn wake_sources<'a>(&'a self, sources: &mut Vec<std::os::fd::BorrowedFd<'a>>) {
+        sources.push(std::os::fd::AsFd::as_fd(&self.socket));
+    }
 }
 
 impl AsRawFd for SocketPairEnd {

@@ -28,7 +28,7 @@
 //! to once, when it is done, however many frames it passed.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -365,8 +365,9 @@ impl<D> Steered<D> {
 
     /// Makes [`Wait::wait`] return also when `fd` is readable: the epoll
     /// of sockets the shard opened itself (upstream connections), so their
-    /// readiness ends its sleep as its queue's does. The caller keeps `fd`
-    /// open as long as this device waits.
+    /// readiness ends its sleep as its queue's does (also in a reactor of
+    /// the driver's: [`Wait::wake_sources`]). The caller keeps `fd` open as
+    /// long as this device lives.
     pub fn also_wake_on(&mut self, fd: RawFd) {
         self.also = Some(fd);
     }
@@ -499,6 +500,35 @@ impl<D: Wait + AsRawFd> Wait for Steered<D> {
             self.device.wait(Some(Duration::ZERO))?;
         }
         Ok(())
+    }
+
+    /// The device's own, the inbox's eventfd (frames steered here, and
+    /// [`Fabric::wake`]), and the one [`also_wake_on`](Self::also_wake_on)
+    /// named.
+    fn wake_sources<'a>(&'a self, sources: &mut Vec<BorrowedFd<'a>>) {
+        self.device.wake_sources(sources);
+        sources.push(self.inbox().wake.as_fd());
+        if let Some(fd) = self.also {
+            // SAFETY: `also_wake_on`'s contract: the descriptor stays open
+            // while this device lives, which outlives the borrow.
+            sources.push(unsafe { BorrowedFd::borrow_raw(fd) });
+        }
+    }
+
+    /// False while steered frames wait in the inbox, or as the device says.
+    fn before_sleep(&mut self) -> io::Result<bool> {
+        if !self.inbox().frames.is_empty() {
+            return Ok(false);
+        }
+        self.device.before_sleep()
+    }
+
+    /// The inbox's eventfd is read back to zero: a signal sent after this
+    /// (a frame steered meanwhile) wakes the next sleep. A steered frame
+    /// is never lost to it, since the turn that follows looks at the inbox.
+    fn after_sleep(&mut self) {
+        drain(&self.inbox().wake);
+        self.device.after_sleep();
     }
 }
 

@@ -559,6 +559,18 @@ impl Wait for Tap {
         }
         Ok(())
     }
+
+    /// The TAP's descriptor: readable when a frame came.
+    fn wake_sources<'a>(&'a self, sources: &mut Vec<BorrowedFd<'a>>) {
+        sources.push(self.fd.as_fd());
+    }
+
+    /// False while a frame waits for room in the kernel's queue: the next
+    /// turn's transmit retries it rather than a writability wait, since
+    /// that queue drains at once into the kernel's own stack.
+    fn before_sleep(&mut self) -> io::Result<bool> {
+        Ok(self.flush_pending_tx())
+    }
 }
 
 impl AsRawFd for Tap {

@@ -11,9 +11,8 @@
 //! the kernel. Writes are vectored (one `writev` on kernel sockets), so
 //! hyper need not flatten a head and a body into one buffer first.
 //!
-//! With the feature `tokio`, a stream is also tokio's `AsyncRead` and
-//! `AsyncWrite`. Both types are `!Send`: they belong to the shard whose
-//! task made them.
+//! A stream is also tokio's `AsyncRead` and `AsyncWrite`. Both types are
+//! `!Send`: they belong to the shard whose task made them.
 
 use std::future::poll_fn;
 use std::io;
@@ -184,9 +183,9 @@ impl hyper::rt::Write for TcpStream {
     }
 }
 
-/// tokio's I/O traits (feature `tokio`), for code written against them:
-/// reads copy once from the receive ring into tokio's buffer.
-#[cfg(feature = "tokio")]
+/// tokio's I/O traits, for code written against them (codecs, TLS
+/// wrappers, tonic): reads copy once from the receive ring into tokio's
+/// buffer.
 mod tokio_io {
     use std::io;
     use std::pin::Pin;

@@ -2,7 +2,6 @@
 //! an echo task on the async runtime, written with tokio's extension
 //! methods (called by their traits' names: the stream's own inherent
 //! `read` and `write_all` would win), on kernel sockets.
-#![cfg(feature = "tokio")]
 
 use std::io::{Read, Write};
 use std::net::TcpStream as StdStream;

@@ -1,8 +1,9 @@
 //! The axum example on the simulated network, in virtual time: the server
-//! is the async runtime on Fairway's own host over a simulated shard, the
-//! client a plain stack app on another host of the network. Nothing
-//! sleeps: a countdown of 100 ms steps and hyper's header timeout run on
-//! the shard's clock, which is the network's, so a run takes virtual
+//! is the async runtime on Fairway's own host over a simulated shard, its
+//! tasks on a tokio runtime whose clock is paused and moved with the
+//! network's; the client a plain stack app on another host of the network.
+//! Nothing sleeps: a countdown of 100 ms steps (`tokio::time::sleep`) and
+//! hyper's header timeout run in virtual time, so a run takes virtual
 //! seconds and wall milliseconds, and two runs with one seed are the same.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -26,6 +27,12 @@ use fairway_tests::world::{SimApp, Stop, World};
 #[path = "../../server/examples/axum_app.rs"]
 #[allow(dead_code)]
 mod axum_app;
+
+/// How often the server's host gets a turn while exchanges are open: tokio's
+/// timers (the countdown's, hyper's) are not in the host's deadlines, so the
+/// network visits it at least this often, as a real loop's sleep would end
+/// for them.
+const TOKIO_TICK: Duration = Duration::from_millis(1);
 
 const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -51,15 +58,25 @@ struct Sim {
     started: bool,
     stats: LoopStats,
     exchanges: Vec<Exchange>,
+    /// The server's tasks: a current-thread runtime with its clock paused,
+    /// and the `LocalSet` they run in.
+    runtime: tokio::runtime::Runtime,
+    local: tokio::task::LocalSet,
+    /// tokio's time at the network's zero.
+    zero: tokio::time::Instant,
+    /// The network's time at the last turn.
+    last: Instant,
 }
 
 impl Sim {
     fn new(world: &World, http: HttpConfig, requests: Vec<(u64, Vec<u8>)>) -> Sim {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        let zero = runtime.block_on(async { tokio::time::Instant::now() });
         let shared = Shared::new(Shard::new(world.config_for(SERVER_IP)));
         let wakes = WakeQueue::new(None);
         let state = axum_app::AppState::default();
         let main: fairway::rt::MainTask = Box::new(move || Box::pin(fairway::rt::axum(axum_app::app(state))));
-        let service = AsyncService::new(&shared, Arc::clone(&wakes), &http, main);
+        let service = AsyncService::new(&shared, &http, main);
         let hub = Arc::new(MetricsHub::new(1, 4, "sim"));
         let site = ShardSite::new(0, hub, None, 4).unwrap();
         let limit = Arc::new(ConnectionLimit::new(100));
@@ -76,23 +93,51 @@ impl Sim {
                 ended: None,
             })
             .collect();
-        Sim { shared, host, started: false, stats: LoopStats::default(), exchanges }
+        Sim {
+            shared,
+            host,
+            started: false,
+            stats: LoopStats::default(),
+            exchanges,
+            runtime,
+            local: tokio::task::LocalSet::new(),
+            zero,
+            last: Instant::ZERO,
+        }
     }
 
+    /// A turn of the server at `now`: tokio's clock is moved to it (firing
+    /// the tasks' timers that are due), the host takes the shard's events,
+    /// the tasks they woke run, and the host takes what the tasks did.
     fn serve(&mut self, shard: &mut Shard, now: Instant) {
         std::mem::swap(shard, &mut *self.shared.borrow_mut());
-        if !self.started {
-            self.host.start(&mut self.shared, now);
-            self.started = true;
-        }
-        loop {
-            let event = self.shared.borrow_mut().poll_event();
-            let Some(event) = event else { break };
-            self.host.on_event(&mut self.shared, now, event);
-        }
-        self.host.poll(&mut self.shared, now);
-        self.stats.turns += 1;
-        self.host.after_turn(&mut self.shared, now, &self.stats);
+        self.last = now;
+        let Sim { shared, host, started, stats, runtime, local, zero, .. } = self;
+        local.block_on(runtime, async {
+            let at = *zero + StdDuration::from(now.saturating_since(Instant::ZERO));
+            let behind = at.saturating_duration_since(tokio::time::Instant::now());
+            if !behind.is_zero() {
+                tokio::time::advance(behind).await;
+            }
+            if !*started {
+                host.start(shared, now);
+                *started = true;
+            }
+            for _ in 0..2 {
+                loop {
+                    let event = shared.borrow_mut().poll_event();
+                    let Some(event) = event else { break };
+                    host.on_event(shared, now, event);
+                }
+                host.poll(shared, now);
+                stats.turns += 1;
+                host.after_turn(shared, now, stats);
+                // The tasks woken so far run (each a few polls deep).
+                for _ in 0..8 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        });
         std::mem::swap(shard, &mut *self.shared.borrow_mut());
     }
 
@@ -151,7 +196,8 @@ impl SimApp for Sim {
 
     fn next_wakeup(&self) -> Option<Instant> {
         let starts = self.exchanges.iter().filter(|x| x.handle.is_none()).map(|x| x.at);
-        starts.chain(self.host.poll_timeout()).min()
+        let tick = self.exchanges.iter().any(|x| x.ended.is_none()).then_some(self.last + TOKIO_TICK);
+        starts.chain(self.host.poll_timeout()).chain(tick).min()
     }
 }
 

@@ -18,7 +18,7 @@
 //! frame may come in several parts ([`Chain`]).
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use fairway_stack::ETHERNET_HEADER_LEN;
@@ -257,6 +257,10 @@ impl Rings {
     pub(super) fn offload_tx_checksums(&mut self) -> bool {
         self.tx_checksum_offload = self.checksum_requests;
         self.tx_checksum_offload
+    }
+
+    pub(super) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
     fn raw_fd(&self) -> RawFd {
@@ -498,11 +502,7 @@ impl Rings {
     }
 
     pub(super) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        let queued = self.tx_ring.queued() as usize;
-        if queued > 0 {
-            self.kick_tx(queued);
-        }
-        if self.rx.available(1) > 0 {
+        if !self.before_sleep() {
             return Ok(());
         }
         let timeout_ms = match timeout {
@@ -513,6 +513,29 @@ impl Rings {
         // poll(2) on the socket: returns on received frames, and in
         // zero-copy mode wakes a driver that asked for it on the fill ring.
         sys::poll_readable(self.raw_fd(), timeout_ms)
+    }
+
+    /// What [`wait`](Self::wait) does before its poll: frames left on the
+    /// TX ring go to the kernel, and a zero-copy driver that asked for a
+    /// fill-ring wake-up gets it (the poll would give it one). Returns
+    /// whether the socket may be slept on (no frame received yet).
+    pub(super) fn before_sleep(&mut self) -> bool {
+        let queued = self.tx_ring.queued() as usize;
+        if queued > 0 {
+            self.kick_tx(queued);
+        }
+        self.rx.available(1) == 0
+    }
+
+    /// Before a sleep in a reactor of the caller's: as
+    /// [`before_sleep`](Self::before_sleep), and since no poll of ours
+    /// follows, the fill ring's wake-up is asked for here.
+    pub(super) fn before_foreign_sleep(&mut self) -> bool {
+        let may_sleep = self.before_sleep();
+        if may_sleep {
+            self.wake_fill_if_asked();
+        }
+        may_sleep
     }
 
     /// Frames one wake-up of the kernel's copy-mode transmit path sends.

@@ -187,6 +187,20 @@ impl Wait for AfXdp {
             None => Ok(()),
         }
     }
+
+    /// The socket: readable when frames have arrived (the kernel's XDP
+    /// redirect signals it on every flush).
+    fn wake_sources<'a>(&'a self, sources: &mut Vec<std::os::fd::BorrowedFd<'a>>) {
+        if let Some(rings) = &self.rings {
+            sources.push(rings.fd());
+        }
+    }
+
+    /// The TX ring's frames handed to the kernel, and a fill-ring wake-up
+    /// where the driver asked for one; false once frames are waiting.
+    fn before_sleep(&mut self) -> io::Result<bool> {
+        Ok(self.rings.as_mut().is_none_or(Rings::before_foreign_sleep))
+    }
 }
 
 impl AsRawFd for AfXdp {

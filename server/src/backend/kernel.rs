@@ -56,7 +56,7 @@ use crate::http::HttpService;
 use crate::metrics::MetricsHub;
 use crate::rt::{AsyncService, Shared};
 use crate::runtime::NetIo;
-use crate::runtime::shards::spawn_with;
+use crate::runtime::shards::spawn_async_with;
 use crate::site::ShardSite;
 use crate::tls::Tls;
 
@@ -134,7 +134,7 @@ pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> i
         }
         (ShardService::Async(make), None) => start_with(config, stop, move |p: KernelParts| {
             let sockets = Shared::new(p.sockets);
-            let service = AsyncService::new(&sockets, Arc::clone(&p.wakes), &http, make());
+            let service = AsyncService::new(&sockets, &http, make());
             let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
                 .with_ports(&p.ports)
                 .with_window_control(Beneath(p.window));
@@ -144,7 +144,7 @@ pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> i
             let shard_keys = Arc::clone(&keys);
             let running = start_with(config, stop, move |p: KernelParts| {
                 let sockets = Shared::new(Tls::new(p.sockets, Arc::clone(&shard_keys), &p.tls_ports));
-                let service = AsyncService::new(&sockets, Arc::clone(&p.wakes), &http, make());
+                let service = AsyncService::new(&sockets, &http, make());
                 let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
                     .with_ports(&p.ports)
                     .with_window_control(Beneath(Beneath(p.window)));
@@ -219,7 +219,7 @@ where
             let (transport, host) = make(parts);
             Ok((transport, poll, host))
         };
-        match spawn_with(index, pin, config.runtime, Arc::clone(&halt), build, report) {
+        match spawn_async_with(index, pin, config.runtime, Arc::clone(&halt), build, report) {
             Ok(handle) => handles.push(handle),
             Err(e) => {
                 halt.store(true, Ordering::Relaxed);

@@ -72,7 +72,7 @@ use crate::http::HttpService;
 use crate::metrics::MetricsHub;
 use crate::rt::{AsyncService, Shared};
 use crate::runtime::AsShard;
-use crate::runtime::shards::spawn_with;
+use crate::runtime::shards::spawn_async_with;
 use crate::site::ShardSite;
 use crate::tls::Tls;
 
@@ -359,7 +359,7 @@ where
         (ShardService::Async(make), None) => {
             spawn_all(config, ip, count, frame_len, stop, open, move |p: UserspaceParts| {
                 let shard = Shared::new(p.shard);
-                let service = AsyncService::new(&shard, Arc::clone(&p.wakes), &http, make());
+                let service = AsyncService::new(&shard, &http, make());
                 let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
                     .with_ports(&ports)
                     .with_steering(p.fabric, p.index)
@@ -371,7 +371,7 @@ where
             let shard_keys = Arc::clone(&keys);
             spawn_all(config, ip, count, frame_len, stop, open, move |p: UserspaceParts| {
                 let shard = Shared::new(Tls::new(p.shard, Arc::clone(&shard_keys), &tls_ports));
-                let service = AsyncService::new(&shard, Arc::clone(&p.wakes), &http, make());
+                let service = AsyncService::new(&shard, &http, make());
                 let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
                     .with_ports(&ports)
                     .with_steering(p.fabric, p.index)
@@ -445,7 +445,7 @@ where
             let (transport, host) = make(UserspaceParts { shard, site, limit, stop, wakes, window, fabric, index });
             Ok((transport, device, host))
         };
-        match spawn_with(index, true, config.runtime, Arc::clone(&halt), build, report) {
+        match spawn_async_with(index, true, config.runtime, Arc::clone(&halt), build, report) {
             Ok(handle) => handles.push(handle),
             Err(e) => {
                 halt.store(true, Ordering::Relaxed);

@@ -1,36 +1,40 @@
-//! The per-core async runtime: a single-threaded executor per shard, driven
-//! by the shard's own loop, for applications written with `async` (hyper,
-//! axum, or hand-written protocols over [`crate::net`]).
+//! The per-core async runtime: a thin layer over the tokio runtime every
+//! shard runs (a current-thread runtime and a `LocalSet`, see
+//! [`crate::runtime::driver`]), for applications written with `async`
+//! (hyper, axum, tonic, or hand-written protocols over [`crate::net`]).
 //!
 //! ```text
-//! shard loop ─▶ host ─▶ AsyncService ─▶ executor ─▶ tasks ─▶ TcpStream ─▶ the shard's transport
+//! shard loop ─▶ host ─▶ AsyncService ─▶ tokio tasks ─▶ TcpStream ─▶ the shard's transport
 //!   events ────────────▶ wake exactly the tasks waiting on that connection
-//!   sleep until ◀─────── the timer wheel's next expiry, or a woken task
+//!   tasks' writes ─────▶ kick the loop, which transmits them
 //! ```
 //!
 //! Every shard runs its own instance of the application (the main task
 //! its factory makes on the shard's thread), so tasks never cross cores
-//! and need not be `Send`. The pieces:
+//! and need not be `Send`. Inside them tokio works unchanged:
+//! `tokio::spawn` and `tokio::task::spawn_local` (both run on this
+//! shard), `spawn_blocking`, `tokio::time`, `tokio::net` (kernel sockets,
+//! for clients of databases and other services), `tokio::sync`. What this
+//! module adds is what only the shard knows:
 //!
-//! - [`spawn`]: adds a task to the current shard;
-//! - [`sleep`], [`sleep_until`], [`Timer`] (hyper's `rt::Timer`), on the
-//!   shard's clock and its timer wheel;
+//! - [`spawn`]: `spawn_local`, with the task kept among the server's, so
+//!   a draining shard waits for it (within the grace period) and counts it
+//!   in `/metrics` if it panics;
+//! - [`now`]: the shard loop's time (the stack's clock);
 //! - [`draining`]: ready once the server is stopping, so connections can
 //!   finish gracefully;
 //! - [`serve_http1`], [`serve`]: hyper 1.x's HTTP/1 server on a
-//!   [`crate::net::TcpStream`], with the shard's timer, the
-//!   configured header timeout and a graceful shutdown; and
-//!   [`axum()`] (feature `axum`): an axum `Router` served that way;
+//!   [`crate::net::TcpStream`], with tokio's timer, the configured header
+//!   timeout and a graceful shutdown; and [`axum()`] (feature `axum`): an
+//!   axum `Router` served that way;
 //! - [`AsyncService`]: the runtime as a host service (what the backends
 //!   and [`Server`](crate::Server) put on each shard).
 //!
-//! On a wake from another thread (a task of this shard woken by a channel
-//! another thread writes to), the shard's sleep ends at once: the wake
-//! signals the shard's eventfd (userspace) or mio's waker (kernel).
+//! [`sleep`], [`sleep_until`] and [`Timer`] are tokio's (`tokio::time` and
+//! hyper-util's `TokioTimer`), kept here under the names they had when this
+//! runtime had an executor of its own.
 
-mod executor;
 pub(crate) mod reactor;
-mod timer;
 
 use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
@@ -41,28 +45,32 @@ use fairway_stack::time::Instant;
 use hyper::body::{Body, Incoming};
 use hyper::service::HttpService;
 
+pub use hyper_util::rt::TokioTimer as Timer;
 pub use reactor::{AsyncService, AsyncSession, MainTask, Shared};
-pub use timer::{Sleep, Timer, sleep, sleep_until};
+pub use tokio::time::{Sleep, sleep, sleep_until};
 
 use crate::net::{TcpListener, TcpStream};
 
-/// Adds `task` to the shard whose task calls.
+/// Adds `task` to the shard whose thread calls, as
+/// `tokio::task::spawn_local` does, and keeps it among the server's tasks:
+/// a draining shard waits for it within the grace period, aborts it at the
+/// end, and counts it if it panics.
 ///
 /// # Panics
 ///
-/// Called outside a task of a Fairway shard.
+/// Called outside a Fairway shard's thread (a task, or a handler).
 pub fn spawn(task: impl Future<Output = ()> + 'static) {
-    reactor::current().expect("fairway::rt::spawn outside a Fairway shard's task").spawn(Box::pin(task));
+    reactor::current().expect("fairway::rt::spawn outside a Fairway shard's thread").spawn(Box::pin(task));
 }
 
-/// The shard's time (the loop's clock).
+/// The shard's time (the loop's clock, read once per turn).
 ///
 /// # Panics
 ///
-/// Called outside a task of a Fairway shard.
+/// Called outside a Fairway shard's thread.
 #[must_use]
 pub fn now() -> Instant {
-    reactor::current().expect("fairway::rt::now outside a Fairway shard's task").now()
+    reactor::current().expect("fairway::rt::now outside a Fairway shard's thread").now()
 }
 
 /// Ready once the server begins to shut down (SIGINT, SIGTERM, or a
@@ -94,7 +102,7 @@ where
 {
     let header_timeout = reactor::current().map(|rt| rt.header_timeout());
     let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.timer(Timer).keep_alive(true).header_read_timeout(header_timeout);
+    builder.timer(Timer::new()).keep_alive(true).header_read_timeout(header_timeout);
     let mut conn = pin!(builder.serve_connection(stream, service));
     let mut drain = pin!(draining());
     let mut told = false;

@@ -19,24 +19,31 @@
 //!
 //! When the task drops its stream the host lingers and closes it; when the
 //! host closes a connection (the peer reset it, the idle timeout) the task's
-//! next call fails. Timers ([`Sleep`](super::timer::Sleep)) sit in one
-//! timer wheel, the stack's, whose next expiry the loop's sleep includes.
+//! next call fails.
+//!
+//! The tasks are tokio's, on the shard's current-thread runtime and
+//! `LocalSet` (see [`crate::runtime::driver`]); their timers are tokio's.
+//! Every call that moves bytes [kicks](crate::runtime::kick) the shard's
+//! loop, which runs after the tasks it woke and transmits what they wrote
+//! (or, if it was asleep, wakes for it). The tasks the server spawns (the
+//! application's main task, and whatever it spawns with
+//! [`fairway::rt::spawn`](super::spawn)) are kept in a `JoinSet`: a
+//! draining shard waits for them within the grace period, aborts them at
+//! its end, and counts those that panicked.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use fairway_stack::Shard;
-use fairway_stack::TimerWheel;
 use fairway_stack::time::{Duration, Instant};
 
-use super::executor::{Executor, Task};
-use crate::host::wake::WakeQueue;
+use tokio::task::JoinSet;
+
 use crate::host::{Cx, HostEvent, Layered, Next, Service, Transport, TransportError};
 use crate::metrics::ShardMetrics;
 use crate::runtime::AsShard;
@@ -202,36 +209,25 @@ pub(crate) trait Runtime {
     fn release(&self, id: ConnId);
     /// The peer of `id`.
     fn peer(&self, id: ConnId) -> Option<SocketAddr>;
-    /// Adds a task.
+    /// Adds a task, kept with the server's tasks.
     fn spawn(&self, task: Task);
-    /// Makes sure `cx` is woken at `at`: `timer` is the sleep's place in
-    /// the wheel, taken on first use.
-    fn sleep(&self, timer: &mut Option<(u32, u32)>, at: Instant, cx: &mut Context<'_>);
-    /// A sleep is dropped.
-    fn cancel_sleep(&self, timer: (u32, u32));
     /// Ready once the server drains.
     fn poll_draining(&self, cx: &mut Context<'_>) -> Poll<()>;
     /// How long a client may take to send a request head.
     fn header_timeout(&self) -> std::time::Duration;
 }
 
+/// A task's future.
+pub(crate) type Task = Pin<Box<dyn Future<Output = ()>>>;
+
 thread_local! {
-    /// The runtime whose tasks this thread is polling.
+    /// The runtime of the shard this thread runs (one per thread).
     static CURRENT: RefCell<Option<Rc<dyn Runtime>>> = const { RefCell::new(None) };
 }
 
-/// The runtime of the shard whose task calls, if there is one.
+/// The runtime of the shard whose thread calls, if there is one.
 pub(crate) fn current() -> Option<Rc<dyn Runtime>> {
     CURRENT.with(|c| c.borrow().clone())
-}
-
-/// Makes `rt` current while `f` runs (and restores the one before: two
-/// runtimes may share a test's thread).
-fn enter<R>(rt: Rc<dyn Runtime>, f: impl FnOnce() -> R) -> R {
-    let before = CURRENT.with(|c| c.replace(Some(rt)));
-    let result = f();
-    CURRENT.with(|c| *c.borrow_mut() = before);
-    result
 }
 
 struct ConnState<C> {
@@ -271,9 +267,6 @@ struct State<C> {
     accept: Option<Waker>,
     draining: bool,
     drain_wakers: Vec<Waker>,
-    timers: TimerWheel,
-    sleepers: Vec<(u32, Option<Waker>)>,
-    free_timers: Vec<u32>,
 }
 
 impl<C: Copy> State<C> {
@@ -287,7 +280,9 @@ pub(crate) struct Core<X: Transport> {
     header_timeout: std::time::Duration,
     net: Rc<RefCell<X>>,
     state: RefCell<State<X::Conn>>,
-    spawned: RefCell<Vec<Task>>,
+    /// The server's tasks: the main one and those `rt::spawn` added.
+    tasks: RefCell<JoinSet<()>>,
+    panicked: Cell<u64>,
     scratch: RefCell<Box<[u8]>>,
 }
 
@@ -329,6 +324,8 @@ impl<X: Transport + 'static> Runtime for Core<X> {
         match self.net.borrow_mut().recv_with(c.conn, &mut scratch[..want], take) {
             Ok(n) => {
                 c.last_io = now;
+                // The receive window may open: the loop says so.
+                crate::runtime::kick();
                 Poll::Ready(Ok(n))
             }
             Err(TransportError::WouldBlock) => {
@@ -358,6 +355,7 @@ impl<X: Transport + 'static> Runtime for Core<X> {
         match self.net.borrow_mut().send_vectored(c.conn, data) {
             Ok(n) => {
                 c.last_io = now;
+                crate::runtime::kick();
                 Poll::Ready(Ok(n))
             }
             Err(TransportError::WouldBlock) => {
@@ -372,6 +370,7 @@ impl<X: Transport + 'static> Runtime for Core<X> {
         let mut state = self.state.borrow_mut();
         let c = state.conn(id).ok_or_else(gone)?;
         self.net.borrow_mut().shutdown(c.conn);
+        crate::runtime::kick();
         Ok(())
     }
 
@@ -388,45 +387,7 @@ impl<X: Transport + 'static> Runtime for Core<X> {
     }
 
     fn spawn(&self, task: Task) {
-        self.spawned.borrow_mut().push(task);
-    }
-
-    fn sleep(&self, timer: &mut Option<(u32, u32)>, at: Instant, cx: &mut Context<'_>) {
-        let mut state = self.state.borrow_mut();
-        let (id, generation) = match *timer {
-            Some((id, generation)) if state.sleepers.get(id as usize).is_some_and(|s| s.0 == generation) => {
-                (id, generation)
-            }
-            _ => {
-                let id = match state.free_timers.pop() {
-                    Some(id) => id,
-                    None => {
-                        state.sleepers.push((0, None));
-                        (state.sleepers.len() - 1) as u32
-                    }
-                };
-                let entry = &mut state.sleepers[id as usize];
-                entry.0 = entry.0.wrapping_add(1);
-                *timer = Some((id, entry.0));
-                (id, entry.0)
-            }
-        };
-        debug_assert_eq!(state.sleepers[id as usize].0, generation);
-        register(&mut state.sleepers[id as usize].1, cx);
-        if state.timers.deadline(id) != Some(at) {
-            state.timers.schedule(id, at);
-        }
-    }
-
-    fn cancel_sleep(&self, (id, generation): (u32, u32)) {
-        let mut state = self.state.borrow_mut();
-        if state.sleepers.get(id as usize).is_some_and(|s| s.0 == generation) {
-            state.timers.cancel(id);
-            let entry = &mut state.sleepers[id as usize];
-            entry.0 = entry.0.wrapping_add(1);
-            entry.1 = None;
-            state.free_timers.push(id);
-        }
+        self.tasks.borrow_mut().spawn_local(task);
     }
 
     fn poll_draining(&self, cx: &mut Context<'_>) -> Poll<()> {
@@ -461,19 +422,18 @@ pub struct AsyncSession {
 /// closed, and the executor runs on every turn of the loop.
 pub struct AsyncService<X: Transport + 'static> {
     core: Rc<Core<X>>,
-    executor: Executor,
     main: Option<MainTask>,
     idle_timeout: Duration,
 }
 
 impl<X: Transport + 'static> AsyncService<X> {
     /// The runtime over `net` (the same transport the host is given),
-    /// whose tasks are woken through `wakes` (the host's queue), starting
-    /// with the task `main` makes. A connection with no bytes moved for
-    /// `http.idle_timeout` is reset; hyper connections served through
-    /// [`serve_http1`](super::serve_http1) time out a request head after
-    /// `http.header_timeout`.
-    pub fn new(net: &Shared<X>, wakes: Arc<WakeQueue>, http: &crate::http::HttpConfig, main: MainTask) -> Self {
+    /// starting with the task `main` makes, on the shard's tokio runtime
+    /// (made on the shard's thread, which it becomes the runtime of). A
+    /// connection with no bytes moved for `http.idle_timeout` is reset;
+    /// hyper connections served through [`serve_http1`](super::serve_http1)
+    /// time out a request head after `http.header_timeout`.
+    pub fn new(net: &Shared<X>, http: &crate::http::HttpConfig, main: MainTask) -> Self {
         let core = Rc::new(Core {
             header_timeout: http.header_timeout,
             net: Rc::clone(&net.0),
@@ -485,58 +445,42 @@ impl<X: Transport + 'static> AsyncService<X> {
                 accept: None,
                 draining: false,
                 drain_wakers: Vec::new(),
-                timers: TimerWheel::new(Instant::ZERO),
-                sleepers: Vec::new(),
-                free_timers: Vec::new(),
             }),
-            spawned: RefCell::new(Vec::new()),
+            tasks: RefCell::new(JoinSet::new()),
+            panicked: Cell::new(0),
             scratch: RefCell::new(vec![0; 64 * 1024].into_boxed_slice()),
         });
-        AsyncService { core, executor: Executor::new(wakes), main: Some(main), idle_timeout: http.idle_timeout.into() }
+        CURRENT.with(|c| *c.borrow_mut() = Some(Rc::clone(&core) as Rc<dyn Runtime>));
+        AsyncService { core, main: Some(main), idle_timeout: http.idle_timeout.into() }
     }
 
-    /// Tasks alive now.
+    /// The server's tasks alive now (the main one and those it spawned
+    /// through [`fairway::rt::spawn`](super::spawn)).
     #[must_use]
     pub fn tasks(&self) -> usize {
-        self.executor.live()
+        self.core.tasks.borrow().len()
     }
 
-    /// Tasks that panicked (each was dropped; the shard went on).
+    /// Tasks that panicked (each ended there; the shard went on).
     #[must_use]
     pub fn panicked(&self) -> u64 {
-        self.executor.panicked()
+        self.core.panicked.get()
     }
 
-    fn runtime(&self) -> Rc<dyn Runtime> {
-        Rc::clone(&self.core) as Rc<dyn Runtime>
-    }
-
-    /// Fires the due sleeps, then polls the ready tasks (the main one first
-    /// of all).
+    /// Takes the time, starts the main task on the first turn, and reaps
+    /// the tasks that ended (counting those that panicked).
     fn run(&mut self, now: Instant) {
-        {
-            let mut state = self.core.state.borrow_mut();
-            state.now = now;
-            while let Some(id) = state.timers.pop_expired(now) {
-                if let Some(waker) = state.sleepers.get_mut(id as usize).and_then(|s| s.1.take()) {
-                    waker.wake();
-                }
+        self.core.state.borrow_mut().now = now;
+        if let Some(main) = self.main.take() {
+            self.core.spawn(main());
+        }
+        let mut tasks = self.core.tasks.borrow_mut();
+        while let Some(ended) = tasks.try_join_next() {
+            if ended.is_err_and(|e| e.is_panic()) {
+                self.core.panicked.set(self.core.panicked.get() + 1);
+                tracing::error!("a task panicked; it ended there and the shard goes on");
             }
         }
-        let core = Rc::clone(&self.core);
-        let main = self.main.take();
-        let rt = self.runtime();
-        let executor = &mut self.executor;
-        enter(rt, || {
-            if let Some(main) = main {
-                executor.spawn(main());
-            }
-            let mut spawned = || core.spawned.borrow_mut().pop();
-            while let Some(task) = spawned() {
-                executor.spawn(task);
-            }
-            executor.run(&mut spawned);
-        });
     }
 }
 
@@ -616,15 +560,10 @@ impl<X: Transport + 'static> Service<Shared<X>> for AsyncService<X> {
         self.run(now);
     }
 
-    fn woken(&mut self, task: u32) {
-        self.executor.woken(task);
-    }
-
     fn poll_timeout(&self) -> Option<Instant> {
-        if self.main.is_some() || self.executor.has_ready() || !self.core.spawned.borrow().is_empty() {
-            return Some(Instant::ZERO);
-        }
-        self.core.state.borrow().timers.next_wakeup()
+        // The first turn starts the main task; after that, tasks that
+        // want the loop kick it.
+        self.main.is_some().then_some(Instant::ZERO)
     }
 
     fn begin_drain(&mut self) {
@@ -636,23 +575,30 @@ impl<X: Transport + 'static> Service<Shared<X>> for AsyncService<X> {
     }
 
     fn busy(&self) -> bool {
-        self.executor.live() > 0
+        !self.core.tasks.borrow().is_empty()
     }
 
     fn observe(&self, metrics: &mut ShardMetrics) {
-        metrics.observe_tasks(self.executor.live() as u64, self.executor.panicked());
+        metrics.observe_tasks(self.tasks() as u64, self.panicked());
     }
 
     fn end(&mut self) {
-        let rt = self.runtime();
-        let executor = &mut self.executor;
-        enter(rt, || executor.clear());
+        // Aborted tasks are dropped when the runtime next polls them; the
+        // set forgets them now, so the shard is not kept waiting.
+        let mut tasks = self.core.tasks.borrow_mut();
+        tasks.abort_all();
+        tasks.detach_all();
     }
 }
 
 impl<X: Transport + 'static> Drop for AsyncService<X> {
     fn drop(&mut self) {
-        // Tasks drop their streams and sleeps, which ask the runtime.
         self.end();
+        CURRENT.with(|c| {
+            let mut current = c.borrow_mut();
+            if current.as_ref().is_some_and(|rt| std::ptr::addr_eq(Rc::as_ptr(rt), Rc::as_ptr(&self.core))) {
+                current.take();
+            }
+        });
     }
 }

@@ -26,10 +26,18 @@
 //! loop at the next turn, so the device and the shard are dropped normally:
 //! an AF_XDP device detaches its XDP program then.
 //!
+//! A server shard runs the same turns as a task of its tokio runtime
+//! ([`drive`], see [`driver`]): it sleeps in tokio's reactor, beside the
+//! application's tasks, sockets and timers, instead of in a `poll(2)` of its
+//! own. [`run`] remains for bare shards (tools, tests) that have no tokio.
+//!
 //! [`shards`] starts one such loop per core.
 
 pub mod batch;
+pub mod driver;
 pub mod memory;
+mod moderation;
+mod park;
 pub mod shards;
 pub mod signals;
 pub mod spin;
@@ -38,12 +46,16 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use std::os::fd::BorrowedFd;
+
 use fairway_nic::{Device, Wait};
 use fairway_stack::time::Instant;
 use fairway_stack::{Event, Shard};
 
 use crate::clock::{Clock, WallClock};
 pub use batch::AdaptiveBatch;
+pub use driver::{drive, kick};
+use moderation::{Moderator, Rest};
 pub use spin::AdaptiveSpin;
 
 /// What runs on a shard: the application side of the loop, acting through
@@ -118,6 +130,22 @@ pub trait NetIo<T> {
     ///
     /// What the underlying poll reported (the loop stops then).
     fn wait(&mut self, timeout: Duration) -> std::io::Result<()>;
+
+    /// For a loop that sleeps in its shard's reactor ([`drive`]) instead of
+    /// [`wait`](Self::wait): the descriptors whose readability ends the
+    /// sleep, registered once, edge-triggered (see [`Wait::wake_sources`]).
+    fn wake_sources<'a>(&'a self, sources: &mut Vec<BorrowedFd<'a>>);
+
+    /// What `wait` does before it sleeps, for such a loop (see
+    /// [`Wait::before_sleep`]): false when there is input already.
+    ///
+    /// # Errors
+    ///
+    /// What the device reported (the loop stops then).
+    fn before_sleep(&mut self) -> std::io::Result<bool>;
+
+    /// What `wait` does after it woke, for such a loop.
+    fn after_sleep(&mut self);
 }
 
 /// Something that lends a [`Shard`]: the shard itself, or a shard shared
@@ -165,6 +193,18 @@ impl<D: Device + Wait, T: AsShard> NetIo<T> for D {
 
     fn wait(&mut self, timeout: Duration) -> std::io::Result<()> {
         Wait::wait(self, Some(timeout))
+    }
+
+    fn wake_sources<'a>(&'a self, sources: &mut Vec<BorrowedFd<'a>>) {
+        Wait::wake_sources(self, sources);
+    }
+
+    fn before_sleep(&mut self) -> std::io::Result<bool> {
+        Wait::before_sleep(self)
+    }
+
+    fn after_sleep(&mut self) {
+        Wait::after_sleep(self);
     }
 }
 
@@ -269,7 +309,7 @@ impl LoopStats {
         (frames.max(1).ilog2() as usize).min(BATCH_BUCKETS - 1)
     }
 
-    fn record_receive(&mut self, budget: usize, received: usize) {
+    pub(crate) fn record_receive(&mut self, budget: usize, received: usize) {
         self.rx_budget_total += budget as u64;
         self.frames_in += received as u64;
         if received > 0 {
@@ -320,82 +360,24 @@ where
     A: App<T, N::Event>,
     C: Clock,
 {
-    let tx_batch = config.batch.max(1);
-    let mut rx_batch = AdaptiveBatch::new(config.batch, config.adaptive_batch);
-    let mut stats = LoopStats::default();
+    let mut m = Moderator::new(config, clock.now());
     app.start(transport, clock.now());
-    // Busy-polling: since when this stretch of idle turns (since the last
-    // work or sleep) began, whether it spun, and since when the loop has
-    // found nothing to do at all, across sleeps (the gaps the window
-    // adapts to).
-    let mut spin = AdaptiveSpin::new(config.busy_poll, config.adaptive_busy_poll);
-    let mut idle_since: Option<Instant> = None;
-    let mut spun = false;
-    let mut quiet_since: Option<Instant> = None;
-    // Coalescing: when the loop last woke, and whether it has worked since.
-    let mut woke_at = clock.now();
-    let mut worked_since_wake = false;
     while !stop.load(Ordering::Relaxed) && !app.finished() {
-        stats.turns += 1;
         let now = clock.now();
-        let budget = rx_batch.budget();
-        let received = net.receive(transport, now, budget);
-        rx_batch.record(received);
-        stats.record_receive(budget, received);
-        if net.poll_timeout(transport).is_some_and(|at| at <= now) {
-            net.handle_timeout(transport, now);
-        }
-        let mut events = 0u64;
-        while let Some(event) = net.poll_event(transport) {
-            app.on_event(transport, now, event);
-            events += 1;
-        }
-        app.poll(transport, now);
-        let sent = net.transmit(transport, now, tx_batch);
-        stats.frames_out += sent as u64;
-        stats.events += events;
-        app.after_turn(transport, now, &stats);
-
-        if received > 0 || sent > 0 || events > 0 {
-            if spun {
-                // Work found by spinning: busy-polling saved a wake-up.
-                stats.busy_poll_hits += 1;
-            }
-            if let Some(quiet) = quiet_since.take() {
-                spin.observe(now.saturating_since(quiet).into());
-            }
-            (idle_since, spun) = (None, false);
-            worked_since_wake = true;
-            continue;
-        }
-        quiet_since.get_or_insert(now);
-        let idle = *idle_since.get_or_insert(now);
-        if now.saturating_since(idle) < spin.window().into() {
-            stats.busy_poll_turns += 1;
-            spun = true;
+        let worked = m.turn(transport, net, app, now);
+        if m.turn_again(worked, now) {
             continue;
         }
         let now = clock.now();
         let due = [net.poll_timeout(transport), app.poll_timeout()].into_iter().flatten().min();
-        let timeout = due.map_or(config.max_sleep, |at| Duration::from(at.saturating_since(now)).min(config.max_sleep));
-        if timeout.is_zero() {
-            continue;
+        match m.rest(now, due) {
+            Rest::Again => continue,
+            Rest::Pause(pause) => clock.pause(pause),
+            Rest::Sleep(timeout) => net.wait(timeout)?,
         }
-        let coalesce_until = woke_at + config.itr.into();
-        if worked_since_wake && !config.itr.is_zero() && now < coalesce_until {
-            let pause = Duration::from(coalesce_until.saturating_since(now)).min(timeout);
-            stats.itr_pauses += 1;
-            stats.itr_paused_us += pause.as_micros() as u64;
-            clock.pause(pause);
-        } else {
-            stats.sleeps += 1;
-            net.wait(timeout)?;
-        }
-        woke_at = clock.now();
-        worked_since_wake = false;
-        (idle_since, spun) = (None, false);
+        m.woke(clock.now());
     }
-    Ok(stats)
+    Ok(m.stats)
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 
 use fairway_stack::Shard;
 
-use super::{App, LoopConfig, LoopStats, NetIo, run};
+use super::{App, LoopConfig, LoopStats, NetIo, drive, run};
 
 /// How one shard ended.
 #[derive(Debug)]
@@ -93,6 +93,57 @@ where
         // The device goes first: an AF_XDP device detaches its program.
         drop(net);
         finish(index, result, Some((transport, app)))
+    })
+}
+
+/// [`spawn_with`] for a server shard: the thread runs a tokio
+/// current-thread runtime (time and I/O on) and a `LocalSet`, `build` runs
+/// inside them (so what it makes may register with the runtime's reactor
+/// and spawn tasks), and the loop is [`drive`](super::drive), a task among
+/// the application's. The application's tasks still alive when the loop
+/// ends are dropped after `finish` has run, with the runtime.
+///
+/// # Errors
+///
+/// When the thread cannot be spawned. A runtime that cannot be built ends
+/// the shard at once with that error.
+pub fn spawn_async_with<T, N, A, B, F, X>(
+    index: u16,
+    pin: bool,
+    config: LoopConfig,
+    stop: Arc<AtomicBool>,
+    build: B,
+    finish: F,
+) -> io::Result<JoinHandle<X>>
+where
+    N: NetIo<T>,
+    A: App<T, N::Event>,
+    B: FnOnce() -> io::Result<(T, N, A)> + Send + 'static,
+    F: FnOnce(u16, io::Result<LoopStats>, Option<(T, A)>) -> X + Send + 'static,
+    X: Send + 'static,
+{
+    std::thread::Builder::new().name(format!("fairway-shard-{index}")).spawn(move || {
+        if pin {
+            pin_to_core(usize::from(index));
+        }
+        let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(runtime) => runtime,
+            Err(e) => {
+                let e = io::Error::new(e.kind(), format!("shard {index}: cannot start its tokio runtime: {e}"));
+                return finish(index, Err(e), None);
+            }
+        };
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime, async move {
+            let (mut transport, mut net, mut app) = match build() {
+                Ok(parts) => parts,
+                Err(err) => return finish(index, Err(err), None),
+            };
+            let result = drive(&mut transport, &mut net, &mut app, &config, &stop).await;
+            // The device goes first: an AF_XDP device detaches its program.
+            drop(net);
+            finish(index, result, Some((transport, app)))
+        })
     })
 }
 

@@ -451,4 +451,17 @@ impl<T: AsSockets> NetIo<T> for KernelPoll {
         self.fresh = true;
         Ok(())
     }
+
+    /// The poll's own epoll descriptor: readable when any of its sockets
+    /// (or its waker) has an event, which the next `receive` takes.
+    fn wake_sources<'a>(&'a self, sources: &mut Vec<std::os::fd::BorrowedFd<'a>>) {
+        sources.push(std::os::fd::AsFd::as_fd(self.poll.registry()));
+    }
+
+    /// False while events taken by the last poll wait to be handed out.
+    fn before_sleep(&mut self) -> io::Result<bool> {
+        Ok(self.queue.is_empty())
+    }
+
+    fn after_sleep(&mut self) {}
 }
