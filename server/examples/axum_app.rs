@@ -1,6 +1,9 @@
-//! An axum application on Fairway: hyper 1.x's HTTP/1 server on each
-//! shard's async executor, one instance of the `Router` per core, on the
-//! userspace stack or on kernel sockets.
+//! An axum application on Fairway: hyper 1.x's server on each shard's
+//! tokio runtime, one instance of the `Router` per core, on the userspace
+//! stack or on kernel sockets, with the middleware most axum applications
+//! have (tower-http's `TraceLayer` and `TimeoutLayer`). It is also what
+//! `cargo xtask bench http` serves as axum on Fairway and, unchanged, on
+//! tokio's own runtime.
 //!
 //! ```sh
 //! cargo run --release --example axum_app                  # kernel sockets, 127.0.0.1:8080
@@ -32,6 +35,8 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use fairway::Builder;
 use serde::{Deserialize, Serialize};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
 
 /// What every shard's router shares: counters across cores.
 #[derive(Clone, Default)]
@@ -79,8 +84,8 @@ async fn stats(State(state): State<AppState>) -> Json<Stats> {
     Json(Stats { greetings: state.greetings.load(Ordering::Relaxed), orders: state.orders.load(Ordering::Relaxed) })
 }
 
-/// N lines, 100 ms apart: a streamed (chunked) body, timed by the shard's
-/// own clock (`fairway::rt::sleep`).
+/// N lines, 100 ms apart: a streamed (chunked) body, timed by
+/// `tokio::time::sleep` on the shard's runtime.
 async fn countdown(Path(from): Path<u32>) -> impl IntoResponse {
     if from > 100 {
         return Err((StatusCode::BAD_REQUEST, "at most 100\n"));
@@ -89,22 +94,35 @@ async fn countdown(Path(from): Path<u32>) -> impl IntoResponse {
         if n == 0 {
             return None;
         }
-        fairway::rt::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
         let line = if n == 1 { "1... liftoff!\n".to_owned() } else { format!("{n}...\n") };
         Some((Ok::<_, std::convert::Infallible>(line), n - 1))
     });
     Ok(Body::from_stream(lines))
 }
 
+/// TechEmpower's plaintext, under a deadline as real handlers put on what
+/// they await (one `tokio::time` call per request).
+async fn plaintext() -> Result<&'static str, StatusCode> {
+    tokio::time::timeout(Duration::from_secs(1), std::future::ready("Hello, World!"))
+        .await
+        .map_err(|_| StatusCode::GATEWAY_TIMEOUT)
+}
+
+/// How long a request may take to its response's head.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The application: one per shard, sharing `state`. (Public, so the tests
 /// serve this very application.)
 pub fn app(state: AppState) -> Router {
     Router::new()
-        .route("/plaintext", get(|| async { "Hello, World!" }))
+        .route("/plaintext", get(plaintext))
         .route("/hello/{name}", get(hello))
         .route("/orders", post(order))
         .route("/stats", get(stats))
         .route("/countdown/{from}", get(countdown))
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
+        .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
 

@@ -265,6 +265,79 @@ print(8)
     out.trim().parse().unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
+/// The axum_tower example (server/examples/axum_tower.rs) from `target`:
+/// tower-http's middleware (a 408 from `TimeoutLayer` after a second, a 500
+/// from `CatchPanicLayer`, CORS headers, gzip on request) and handlers on
+/// tokio: timers (`sleep`, `interval`), `tokio::spawn`, `spawn_local`,
+/// `spawn_blocking`, a `tokio::net` client of the echo service, and tokio's
+/// mutex across requests. A panic in a route without the middleware costs
+/// its connection and nothing else. Returns how many requests it made.
+///
+/// # Panics
+///
+/// On any wrong answer.
+#[must_use]
+pub fn check_axum_tower(target: &Target) -> u64 {
+    const CHECKS: &str = r#"
+import gzip
+t = time.monotonic(); st, h, b = request("GET", "/sleep/120"); took = time.monotonic() - t
+expect("sleep", (st, b.startswith(b"slept 12")), (200, True))
+if not 0.119 <= took < 5: sys.exit(f"a 120 ms sleep took {took:.3f} s")
+t = time.monotonic(); st, h, b = request("GET", "/too-slow"); took = time.monotonic() - t
+expect("TimeoutLayer", st, 408)
+if not 0.99 <= took < 2.9: sys.exit(f"the 1 s timeout answered after {took:.3f} s")
+st, h, b = request("GET", "/spawned"); expect("tokio::spawn", (st, b), (200, b"10! = 3628800\n"))
+st, h, b = request("GET", "/local"); expect("spawn_local", (st, b), (200, b"from a local task (1 refs)\n"))
+squares = sum(x * x for x in range(2000000)) % 2**64
+st, h, b = request("GET", "/blocking"); expect("spawn_blocking", (st, b), (200, b"sum of squares below 2000000: %d\n" % squares))
+t = time.monotonic(); st, h, b = request("GET", "/ticks/4"); took = time.monotonic() - t
+expect("interval", (st, h.get("transfer-encoding"), b), (200, "chunked", b"tick 1\ntick 2\ntick 3\ntick 4\n"))
+if not 0.029 <= took < 5: sys.exit(f"four ticks 10 ms apart took {took:.3f} s")
+st, h, b = request("GET", "/upstream"); expect("tokio::net", (st, b), (200, b"upstream said: ping from a handler\n"))
+first = int(request("GET", "/count")[2]); second = int(request("GET", "/count")[2])
+expect("tokio::sync::Mutex", second, first + 1)
+st, h, b = request("GET", "/panic"); expect("CatchPanicLayer", st, 500)
+st, h, b = request("OPTIONS", "/count", headers=["Origin: https://example.org", "Access-Control-Request-Method: GET"])
+expect("CORS preflight", (st, h.get("access-control-allow-origin")), (200, "*"))
+st, h, b = request("GET", "/big", headers=["Accept-Encoding: gzip"])
+text = b"all work and no play makes a dull server\n" * 1600
+expect("gzip", (st, h.get("content-encoding"), gzip.decompress(b)), (200, "gzip", text))
+st, h, b = request("GET", "/big"); expect("identity", (st, h.get("content-encoding"), b), (200, None, text))
+# A panic with no middleware to catch it: that connection ends unanswered,
+# and the next one is served.
+s = connect(); s.sendall(b"GET /panic-raw HTTP/1.1\r\nHost: fairway\r\n\r\n"); got = until_close(s)
+expect("an uncaught panic", got, b"")
+st, h, b = request("GET", "/healthz"); expect("after the panic", (st, b), (200, b"ok\n"))
+print(19)
+"#;
+    let out = python(target, CHECKS, &[], Duration::from_secs(60)).unwrap_or_else(|e| panic!("axum_tower: {e}"));
+    out.trim().parse().unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// A request for `path` in flight (Python, one connection) while the test
+/// stops the server: its output says `200` and the body once answered.
+#[must_use]
+pub fn request_in_flight(target: &Target, path: &str) -> testbed::Spawned {
+    const SLOW: &str = r#"
+st, h, b = request("GET", ARGS[0], timeout=60)
+print(st, b.decode().strip(), flush=True)
+"#;
+    spawn_python(target, SLOW, &[path])
+}
+
+/// Starts the prelude and `body` in the background, unbuffered.
+fn spawn_python(target: &Target, body: &str, args: &[&str]) -> testbed::Spawned {
+    let script = format!("{PRELUDE}\n{body}");
+    let port = target.port.to_string();
+    let mut cmd = vec!["python3", "-u", "-c", &script, &target.host, &port];
+    cmd.extend_from_slice(args);
+    match &target.ns {
+        Some(ns) => testbed::spawn(ns, &cmd),
+        None => testbed::spawn_here(&cmd),
+    }
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// `connections` keep-alive connections at once (Python asyncio), each
 /// making requests for `path` one after another until `total` have been
 /// answered in all, every answer checked against `body`. Returns how many
@@ -364,17 +437,12 @@ print(got[:12].decode(errors="replace"))
 /// When it cannot be started.
 #[must_use]
 pub fn countdown_in_flight(target: &Target, from: u32) -> testbed::Spawned {
-    let script = format!(
-        "{PRELUDE}\nt = time.monotonic()\nst, h, b = request('GET', '/countdown/{from}')\nprint(st, repr(b), \
-         f'{{time.monotonic() - t:.3f}}', flush=True)\n"
-    );
-    let port = target.port.to_string();
-    let cmd = ["python3", "-u", "-c", &script, &target.host, &port];
-    match &target.ns {
-        Some(ns) => testbed::spawn(ns, &cmd),
-        None => testbed::spawn_here(&cmd),
-    }
-    .unwrap_or_else(|e| panic!("{e}"))
+    const COUNTDOWN: &str = r#"
+t = time.monotonic()
+st, h, b = request("GET", f"/countdown/{ARGS[0]}")
+print(st, repr(b), f"{time.monotonic() - t:.3f}", flush=True)
+"#;
+    spawn_python(target, COUNTDOWN, &[&from.to_string()])
 }
 
 /// `/bytes/N` by curl, its SHA-256 checked: a foreign client on the same

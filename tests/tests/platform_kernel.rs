@@ -10,13 +10,18 @@ use fairway::config::Config;
 use fairway_tests::apps::handler_app::test_app;
 use fairway_tests::certificate::{KeyKind, self_signed_in};
 use fairway_tests::platform::{
-    Target, check_axum_example, check_curl_bytes, check_edges, check_handler_app, countdown_in_flight, garbage, gauge,
-    header_timeout, keep_alive_load, reset_mid_response, wait_for_gauge,
+    Target, check_axum_example, check_axum_tower, check_curl_bytes, check_edges, check_handler_app,
+    countdown_in_flight, garbage, gauge, header_timeout, keep_alive_load, request_in_flight, reset_mid_response,
+    wait_for_gauge,
 };
 
 #[path = "../../server/examples/axum_app.rs"]
 #[allow(dead_code)]
 mod axum_app;
+
+#[path = "../../server/examples/axum_tower.rs"]
+#[allow(dead_code)]
+mod axum_tower;
 
 fn config(extra: &[&str]) -> Config {
     let args = ["fairway", "--listen", "127.0.0.1:0", "--shards", "2", "--log", "warn"].iter().chain(extra).copied();
@@ -82,6 +87,40 @@ fn the_axum_example_on_kernel_sockets_survives_load_resets_and_a_graceful_stop()
     let text = out.map(|o| o.stdout_text()).unwrap_or_else(|e| panic!("{e}"));
     assert!(text.contains("1... liftoff!"), "the countdown in flight completed: {text}");
     assert!(took >= Duration::from_secs(1), "the stop waited for it: {took:?}");
+    assert_eq!(reports.len(), 2);
+}
+
+/// Issue 37: an ordinary axum application, unchanged: tower-http's
+/// middleware and tokio in its handlers (timers, spawns, a `tokio::net`
+/// client, tokio's mutex), under load too, with a panic that costs only its
+/// connection and a request in flight that a graceful stop lets finish.
+#[test]
+fn an_ordinary_axum_application_with_tower_http_and_tokio_on_kernel_sockets() {
+    let state = axum_tower::TowerState::new(axum_tower::echo_service().unwrap());
+    let server = Server::builder().config(config(&[])).axum(move || axum_tower::app(state.clone())).spawn().unwrap();
+    let target = Target::local(server.local_addr());
+    check_axum_tower(&target);
+    // The uncaught panic ended its connection's task, and only that.
+    wait_for_gauge(&server, "fairway_task_panics_total", 1);
+    let answered = keep_alive_load(&target, 256, 10_000, "/spawned", b"10! = 3628800\n", Duration::from_secs(60));
+    assert_eq!(answered, Ok(10_000));
+    let answered = keep_alive_load(
+        &target,
+        64,
+        2_000,
+        "/upstream",
+        b"upstream said: ping from a handler\n",
+        Duration::from_secs(60),
+    );
+    assert_eq!(answered, Ok(2_000));
+    wait_for_gauge(&server, "fairway_tasks", 2);
+
+    // (Within the example's one-second request timeout.)
+    let slow = request_in_flight(&target, "/sleep/900");
+    std::thread::sleep(Duration::from_millis(500));
+    let reports = server.shutdown().unwrap();
+    let text = slow.wait_timeout(Duration::from_secs(10)).unwrap().stdout_text();
+    assert!(text.starts_with("200 slept 9"), "the request in flight was answered: {text}");
     assert_eq!(reports.len(), 2);
 }
 

@@ -13,8 +13,9 @@ use fairway_stack::DropReason;
 use fairway_tests::apps::handler_app::test_app;
 use fairway_tests::certificate::{KeyKind, self_signed_in};
 use fairway_tests::platform::{
-    Target, check_axum_example, check_curl_bytes, check_edges, check_handler_app, countdown_in_flight, garbage, gauge,
-    header_timeout, keep_alive_load, reset_mid_response, wait_for_gauge,
+    Target, check_axum_example, check_axum_tower, check_curl_bytes, check_edges, check_handler_app,
+    countdown_in_flight, garbage, gauge, header_timeout, keep_alive_load, request_in_flight, reset_mid_response,
+    wait_for_gauge,
 };
 use fairway_tests::real_peers::python_concurrent;
 use fairway_tests::served::{
@@ -26,6 +27,10 @@ use fairway_tests::testbed::{self, SERVER_IF, Testbed, TestbedConfig};
 #[path = "../../server/examples/axum_app.rs"]
 #[allow(dead_code)]
 mod axum_app;
+
+#[path = "../../server/examples/axum_tower.rs"]
+#[allow(dead_code)]
+mod axum_tower;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -365,6 +370,38 @@ fn the_axum_example_over_afxdp() {
     let text = countdown.kill().stdout_text();
     assert!(text.contains("1... liftoff!"), "the countdown in flight completed: {text}");
     assert_eq!(reports.len(), 1);
+}
+
+/// Issue 37: an ordinary axum application, unchanged, over AF_XDP:
+/// tower-http's middleware and tokio in its handlers, its `tokio::net`
+/// client reaching an echo service on the server namespace's loopback
+/// through the kernel while its clients come through the NIC; two shards,
+/// under load, a panic that costs only its connection, and a request in
+/// flight that a graceful stop lets finish.
+#[test]
+fn an_ordinary_axum_application_with_tower_http_and_tokio_over_afxdp() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tb = testbed(1, 2);
+    let echo = testbed::in_netns(&tb.server_ns(), axum_tower::echo_service).unwrap().unwrap();
+    let state = axum_tower::TowerState::new(echo);
+    let served = Served::start_with(&tb, &flags(&tb, "10.77.0.1/24", &["--queues", "2"]), |b| {
+        b.axum(move || axum_tower::app(state.clone()))
+    });
+    let target = Target::testbed(&tb, 0);
+    check_axum_tower(&target);
+    wait_for_gauge(served.handle(), "fairway_task_panics_total", 1);
+    let answered = keep_alive_load(&target, 256, 10_000, "/spawned", b"10! = 3628800\n", Duration::from_secs(60));
+    assert_eq!(answered, Ok(10_000));
+    let upstream = b"upstream said: ping from a handler\n";
+    assert_eq!(keep_alive_load(&target, 64, 2_000, "/upstream", upstream, Duration::from_secs(60)), Ok(2_000));
+    wait_for_gauge(served.handle(), "fairway_tasks", 2);
+
+    let slow = request_in_flight(&target, "/sleep/900");
+    std::thread::sleep(Duration::from_millis(500));
+    let reports = served.stop();
+    let text = slow.wait_timeout(Duration::from_secs(10)).unwrap().stdout_text();
+    assert!(text.starts_with("200 slept 9"), "the request in flight was answered: {text}");
+    assert_eq!(reports.len(), 2);
 }
 
 /// Issue 12: the attack that cost the most in the simulated network (ACK
