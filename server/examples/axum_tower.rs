@@ -8,7 +8,7 @@
 //! ```sh
 //! cargo run --release --example axum_tower               # kernel sockets, 127.0.0.1:8080
 //! curl http://127.0.0.1:8080/sleep/250                   # tokio::time::sleep
-//! curl -i http://127.0.0.1:8080/too-slow                 # TimeoutLayer: 408 after a second
+//! curl -i http://127.0.0.1:8080/too-slow                 # TimeoutLayer: 408 after two seconds
 //! curl http://127.0.0.1:8080/spawned                     # tokio::spawn, then awaited
 //! curl http://127.0.0.1:8080/blocking                    # spawn_blocking
 //! curl http://127.0.0.1:8080/upstream                    # a tokio::net client of an echo service
@@ -40,7 +40,7 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 /// How long a request may take before `TimeoutLayer` answers 408.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What every shard's router shares.
 #[derive(Clone)]

@@ -604,6 +604,17 @@ pub struct Options {
     #[arg(long, value_name = "SIZE")]
     pub body_min_rate: Option<ByteSize>,
 
+    /// Serve HTTP/1.1 only: no HTTP/2, neither by ALPN (h2) over TLS nor with prior knowledge
+    /// on a plain port
+    #[arg(long, action = ArgAction::SetTrue)]
+    #[serde(default)]
+    pub no_http2: bool,
+
+    /// The most streams an HTTP/2 client may have open on one connection (more are refused with
+    /// REFUSED_STREAM) [default: 128]
+    #[arg(long, value_name = "N")]
+    pub http2_max_streams: Option<u32>,
+
     /// A keep-alive connection idle this long is closed [default: 60s]
     #[arg(long, value_name = "TIME")]
     pub idle_timeout: Option<Span>,
@@ -764,6 +775,8 @@ impl Options {
             max_request_line: self.max_request_line.or(file.max_request_line),
             header_timeout: self.header_timeout.or(file.header_timeout),
             idle_timeout: self.idle_timeout.or(file.idle_timeout),
+            no_http2: self.no_http2 || file.no_http2,
+            http2_max_streams: self.http2_max_streams.or(file.http2_max_streams),
             body_timeout: self.body_timeout.or(file.body_timeout),
             body_min_rate: self.body_min_rate.or(file.body_min_rate),
             response_timeout: self.response_timeout.or(file.response_timeout),
@@ -933,6 +946,10 @@ pub struct Config {
     pub header_timeout: Duration,
     /// Keep-alive idle timeout.
     pub idle_timeout: Duration,
+    /// HTTP/2 beside HTTP/1.1 (`--no-http2` turns it off).
+    pub http2: bool,
+    /// The most streams an HTTP/2 client may have open on one connection.
+    pub http2_max_streams: u32,
     /// Time a request body has, before what its rate earns.
     pub body_timeout: Duration,
     /// The body rate, bytes a second, that earns more time.
@@ -985,6 +1002,8 @@ impl Config {
             response_timeout: self.response_timeout,
             body_timeout: self.body_timeout,
             body_min_rate: self.body_min_rate,
+            http2: self.http2,
+            http2_max_streams: self.http2_max_streams,
             ..HttpConfig::default()
         }
     }
@@ -1265,6 +1284,8 @@ impl Options {
             max_request_line,
             header_timeout: span(self.header_timeout, Duration::from_secs(10), "header-timeout")?,
             idle_timeout: span(self.idle_timeout, Duration::from_secs(60), "idle-timeout")?,
+            http2: !self.no_http2,
+            http2_max_streams: at_least_one(self.http2_max_streams.unwrap_or(128), "http2-max-streams")?,
             body_timeout: span(self.body_timeout, Duration::from_secs(20), "body-timeout")?,
             body_min_rate: self.body_min_rate.map_or(500, |r| r.0),
             response_timeout,

@@ -81,6 +81,13 @@ impl TcpStream {
         self.rt.peer(self.id)
     }
 
+    /// Whether the connection speaks TLS (it came in on a TLS port; what
+    /// the stream reads and writes is the plaintext).
+    #[must_use]
+    pub fn is_secure(&self) -> bool {
+        self.rt.is_secure(self.id)
+    }
+
     /// Reads into `buf`: the count, 0 at the peer's FIN.
     ///
     /// # Errors

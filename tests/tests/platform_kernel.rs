@@ -115,12 +115,12 @@ fn an_ordinary_axum_application_with_tower_http_and_tokio_on_kernel_sockets() {
     assert_eq!(answered, Ok(2_000));
     wait_for_gauge(&server, "fairway_tasks", 2);
 
-    // (Within the example's one-second request timeout.)
-    let slow = request_in_flight(&target, "/sleep/900");
-    std::thread::sleep(Duration::from_millis(500));
+    // (Within the example's two-second request timeout.)
+    let slow = request_in_flight(&target, "/sleep/1200");
+    std::thread::sleep(Duration::from_millis(600));
     let reports = server.shutdown().unwrap();
     let text = slow.wait_timeout(Duration::from_secs(10)).unwrap().stdout_text();
-    assert!(text.starts_with("200 slept 9"), "the request in flight was answered: {text}");
+    assert!(text.starts_with("200 slept 12"), "the request in flight was answered: {text}");
     assert_eq!(reports.len(), 2);
 }
 

@@ -396,11 +396,12 @@ fn an_ordinary_axum_application_with_tower_http_and_tokio_over_afxdp() {
     assert_eq!(keep_alive_load(&target, 64, 2_000, "/upstream", upstream, Duration::from_secs(60)), Ok(2_000));
     wait_for_gauge(served.handle(), "fairway_tasks", 2);
 
-    let slow = request_in_flight(&target, "/sleep/900");
-    std::thread::sleep(Duration::from_millis(500));
+    // (Within the example's two-second request timeout.)
+    let slow = request_in_flight(&target, "/sleep/1200");
+    std::thread::sleep(Duration::from_millis(600));
     let reports = served.stop();
     let text = slow.wait_timeout(Duration::from_secs(10)).unwrap().stdout_text();
-    assert!(text.starts_with("200 slept 9"), "the request in flight was answered: {text}");
+    assert!(text.starts_with("200 slept 12"), "the request in flight was answered: {text}");
     assert_eq!(reports.len(), 2);
 }
 
@@ -593,10 +594,14 @@ fn https_over_afxdp_for_curl_python_and_openssl_with_resumption_and_a_gigabyte_b
         testbed::exec_timeout(&ns, &[&base[..], args].concat(), Duration::from_secs(130)).unwrap()
     };
     for version in [&["--tlsv1.3"][..], &["--tlsv1.2", "--tls-max", "1.2"]] {
-        let out = curl(&[version, &["-v", "https://localhost/plaintext"]].concat());
-        assert!(out.success(), "{version:?}: {}", out.stderr_text());
-        assert_eq!(out.stdout_text(), "Hello, World!");
-        assert!(out.stderr_text().contains("ALPN: server accepted http/1.1"), "{}", out.stderr_text());
+        // h2 when the client offers it (curl does), http/1.1 otherwise.
+        for (alpn, protocol) in [(&[][..], "h2"), (&["--http1.1"][..], "http/1.1")] {
+            let out = curl(&[version, alpn, &["-v", "https://localhost/plaintext"]].concat());
+            assert!(out.success(), "{version:?} {alpn:?}: {}", out.stderr_text());
+            assert_eq!(out.stdout_text(), "Hello, World!");
+            let accepted = format!("ALPN: server accepted {protocol}");
+            assert!(out.stderr_text().contains(&accepted), "{}", out.stderr_text());
+        }
     }
     // Plain HTTP beside it, on port 80.
     assert_eq!(curl(&[&format!("http://{server}/plaintext")]).stdout_text(), "Hello, World!");
@@ -605,18 +610,23 @@ fn https_over_afxdp_for_curl_python_and_openssl_with_resumption_and_a_gigabyte_b
     let data: Vec<u8> = (0..5_000_011u64).map(|i| (i * 13 % 241) as u8).collect();
     std::fs::write(&upload, &data).unwrap();
     let at = format!("@{}", upload.display());
-    let out = curl(&["--data-binary", &at, "https://localhost/upload"]);
     let digest: String = <sha2::Sha256 as sha2::Digest>::digest(&data).iter().map(|b| format!("{b:02x}")).collect();
-    assert_eq!(out.stdout_text(), format!("{} {digest}\n", data.len()));
-    let n = 1_000_000_000u64;
-    let script = format!(
-        "curl -sS -f --max-time 120 --cacert {cert} --resolve {resolve} https://localhost/bytes/{n} | sha256sum; \
-         exit ${{PIPESTATUS[0]}}"
-    );
-    let out = testbed::exec_timeout(&ns, &["bash", "-c", &script], LARGE_TIMEOUT + Duration::from_secs(10)).unwrap();
-    assert!(out.success(), "{}", out.stderr_text());
-    let got = out.stdout_text().split_whitespace().next().unwrap_or_default().to_owned();
-    assert_eq!(got, fairway_tests::real_peers::pattern_sha256(n), "1 GB over TLS byte-exact");
+    for alpn in ["--http2", "--http1.1"] {
+        let out = curl(&[alpn, "--data-binary", &at, "https://localhost/upload"]);
+        assert_eq!(out.stdout_text(), format!("{} {digest}\n", data.len()), "{alpn}");
+    }
+    // A gigabyte over HTTP/1.1, a hundred megabytes over HTTP/2.
+    for (alpn, n) in [("--http1.1", 1_000_000_000u64), ("--http2", 100_000_000)] {
+        let script = format!(
+            "curl -sS -f {alpn} --max-time 120 --cacert {cert} --resolve {resolve} https://localhost/bytes/{n} | \
+             sha256sum; exit ${{PIPESTATUS[0]}}"
+        );
+        let out =
+            testbed::exec_timeout(&ns, &["bash", "-c", &script], LARGE_TIMEOUT + Duration::from_secs(10)).unwrap();
+        assert!(out.success(), "{}", out.stderr_text());
+        let got = out.stdout_text().split_whitespace().next().unwrap_or_default().to_owned();
+        assert_eq!(got, fairway_tests::real_peers::pattern_sha256(n), "{n} bytes over TLS {alpn} byte-exact");
+    }
     // Python: keep-alive, ALPN, resumption with both versions.
     let out = testbed::exec_timeout(
         &ns,

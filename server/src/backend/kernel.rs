@@ -52,7 +52,7 @@ use super::{Application, Running, ShardService, report};
 use crate::config::{Config, Steering};
 use crate::host::wake::WakeQueue;
 use crate::host::{Beneath, Host, Service, Transport, Windows};
-use crate::http::HttpService;
+use crate::http::h2::AutoService;
 use crate::metrics::MetricsHub;
 use crate::rt::{AsyncService, Shared};
 use crate::runtime::NetIo;
@@ -115,20 +115,22 @@ pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> i
     let (http, grace) = (config.http(), config.shutdown_grace);
     match (app.service(config)?, crate::tls::keys_for(config)?) {
         (ShardService::Http(make), None) => start_with(config, stop, move |p: KernelParts| {
-            let service = HttpService::with_handler(http.clone(), make());
+            let sockets = Shared::new(p.sockets);
+            let service = AutoService::new(http.clone(), make(), &sockets, Arc::clone(&p.wakes));
             let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
                 .with_ports(&p.ports)
-                .with_window_control(p.window);
-            (p.sockets, host)
+                .with_window_control(Beneath(p.window));
+            (sockets, host)
         }),
         (ShardService::Http(make), Some(keys)) => {
             let shard_keys = Arc::clone(&keys);
             let running = start_with(config, stop, move |p: KernelParts| {
-                let service = HttpService::with_handler(http.clone(), make());
+                let sockets = Shared::new(Tls::new(p.sockets, Arc::clone(&shard_keys), &p.tls_ports));
+                let service = AutoService::new(http.clone(), make(), &sockets, Arc::clone(&p.wakes));
                 let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
                     .with_ports(&p.ports)
-                    .with_window_control(Beneath(p.window));
-                (Tls::new(p.sockets, Arc::clone(&shard_keys), &p.tls_ports), host)
+                    .with_window_control(Beneath(Beneath(p.window)));
+                (sockets, host)
             })?;
             Ok(running.with_tls(keys))
         }

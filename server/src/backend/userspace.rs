@@ -68,7 +68,7 @@ pub use super::{Running, ShardReport};
 use crate::config::{Backend, Config, FastStart, IpPrefix, Steering as SteeringMode};
 use crate::host::wake::WakeQueue;
 use crate::host::{Beneath, Host, Service, Transport, Windows};
-use crate::http::HttpService;
+use crate::http::h2::AutoService;
 use crate::metrics::MetricsHub;
 use crate::rt::{AsyncService, Shared};
 use crate::runtime::AsShard;
@@ -336,23 +336,25 @@ where
     let running = match (app.service(config)?, crate::tls::keys_for(config)?) {
         (ShardService::Http(make), None) => {
             spawn_all(config, ip, count, frame_len, stop, open, move |p: UserspaceParts| {
-                let service = HttpService::with_handler(http.clone(), make());
+                let shard = Shared::new(p.shard);
+                let service = AutoService::new(http.clone(), make(), &shard, Arc::clone(&p.wakes));
                 let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
                     .with_ports(&ports)
                     .with_steering(p.fabric, p.index)
-                    .with_window_control(p.window);
-                (p.shard, host)
+                    .with_window_control(Beneath(p.window));
+                (shard, host)
             })?
         }
         (ShardService::Http(make), Some(keys)) => {
             let shard_keys = Arc::clone(&keys);
             spawn_all(config, ip, count, frame_len, stop, open, move |p: UserspaceParts| {
-                let service = HttpService::with_handler(http.clone(), make());
+                let shard = Shared::new(Tls::new(p.shard, Arc::clone(&shard_keys), &tls_ports));
+                let service = AutoService::new(http.clone(), make(), &shard, Arc::clone(&p.wakes));
                 let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
                     .with_ports(&ports)
                     .with_steering(p.fabric, p.index)
-                    .with_window_control(Beneath(p.window));
-                (Tls::new(p.shard, Arc::clone(&shard_keys), &tls_ports), host)
+                    .with_window_control(Beneath(Beneath(p.window)));
+                (shard, host)
             })?
             .with_tls(keys)
         }

@@ -38,6 +38,8 @@ const KEYS: &[&str] = &[
     "header-timeout",
     "body-timeout",
     "body-min-rate",
+    "no-http2",
+    "http2-max-streams",
     "idle-timeout",
     "response-timeout",
     "max-connections",

@@ -106,7 +106,16 @@ enum Reading {
     /// No more requests are read; the connection closes once its output is
     /// flushed.
     Closing,
+    /// The peer opened with HTTP/2's connection preface (prior knowledge,
+    /// or after ALPN's `h2`): nothing here reads it; the driver hands the
+    /// connection and its input ([`HttpConn::input_bytes`]) to an HTTP/2
+    /// server ([`HttpConn::speaks_http2`]).
+    Http2,
 }
+
+/// The first line of HTTP/2's connection preface (RFC 9113 §3.4), which no
+/// HTTP/1 request starts with.
+const HTTP2_PREFACE_LINE: &[u8] = b"PRI * HTTP/2.0\r\n";
 
 /// How long a request body has had, against the body timeout: it must
 /// come at `body_min_rate` on average after a start of `body_timeout`
@@ -208,6 +217,11 @@ pub struct HttpConn {
     /// bytes or took some (the idle timeout runs from there).
     last_now: Instant,
     last_progress: Instant,
+    /// HTTP/2's preface is looked for before the first head
+    /// ([`accept_http2`](Self::accept_http2)).
+    http2: bool,
+    /// No head has been read on this connection yet.
+    first_head: bool,
 }
 
 /// The room an answer is written in: the window's free space (at least
@@ -275,6 +289,8 @@ impl HttpConn {
             in_place: false,
             last_now: Instant::ZERO,
             last_progress: Instant::ZERO,
+            http2: false,
+            first_head: true,
         }
     }
 
@@ -296,6 +312,32 @@ impl HttpConn {
         self.aborted = false;
         self.last_now = now;
         self.last_progress = now;
+        self.first_head = true;
+    }
+
+    /// Says whether a connection that opens with HTTP/2's preface is handed
+    /// over ([`speaks_http2`](Self::speaks_http2)) rather than refused
+    /// (505, as HTTP/2.0 is not HTTP/1.x): set when the driver has an
+    /// HTTP/2 server to hand it to. Kept across connections, as
+    /// [`set_in_place`](Self::set_in_place) is.
+    pub fn accept_http2(&mut self, accept: bool) {
+        self.http2 = accept;
+    }
+
+    /// The peer opened with HTTP/2's preface: hand the connection, with
+    /// [`input_bytes`](Self::input_bytes), to an HTTP/2 server. Nothing
+    /// more is read or written here.
+    #[must_use]
+    pub fn speaks_http2(&self) -> bool {
+        matches!(self.reading, Reading::Http2)
+    }
+
+    /// The bytes read from the peer and not yet taken: for a connection
+    /// that [`speaks_http2`](Self::speaks_http2), its preface and whatever
+    /// followed it.
+    #[must_use]
+    pub fn input_bytes(&self) -> &[u8] {
+        self.input.filled()
     }
 
     /// Says whether the transport lends its send ring (once, when the
@@ -365,7 +407,10 @@ impl HttpConn {
     /// reads requests and has room for more bytes.
     #[must_use]
     pub fn wants_input(&self) -> bool {
-        !self.aborted && !self.eof && !matches!(self.reading, Reading::Closing) && !self.input.is_full()
+        !self.aborted
+            && !self.eof
+            && !matches!(self.reading, Reading::Closing | Reading::Http2)
+            && !self.input.is_full()
     }
 
     /// Where to read the peer's bytes; then call [`on_recv`](Self::on_recv).
@@ -425,6 +470,13 @@ impl HttpConn {
     pub fn output(&mut self, now: Instant, env: &mut Env<'_>) -> &[u8] {
         self.last_now = now;
         self.advance(now, env);
+        if self.aborted { &[] } else { self.out.filled() }
+    }
+
+    /// What [`output`](Self::output) returned last and is not consumed
+    /// yet, without driving the connection again.
+    #[must_use]
+    pub fn queued_output(&self) -> &[u8] {
         if self.aborted { &[] } else { self.out.filled() }
     }
 
@@ -612,6 +664,7 @@ impl HttpConn {
                     self.input.clear();
                     return;
                 }
+                Reading::Http2 => return,
                 Reading::Head => {
                     self.awaiting_head = false;
                     self.skip_empty_lines();
@@ -620,6 +673,23 @@ impl HttpConn {
                             self.close_reading();
                         }
                         return;
+                    }
+                    if self.http2 && self.first_head {
+                        let input = self.input.filled();
+                        let seen = input.len().min(HTTP2_PREFACE_LINE.len());
+                        if input[..seen] == HTTP2_PREFACE_LINE[..seen] {
+                            if seen == HTTP2_PREFACE_LINE.len() {
+                                self.reading = Reading::Http2;
+                                return;
+                            }
+                            // The preface so far: the rest decides (under
+                            // the header timeout, as a head would be).
+                            self.awaiting_head = !self.eof;
+                            if self.eof {
+                                self.close_reading();
+                            }
+                            return;
+                        }
                     }
                     if self.body.is_some() || self.out.room() < RESERVE {
                         self.blocked = true;
@@ -820,6 +890,7 @@ impl HttpConn {
             spare[..CONTINUE.len()].copy_from_slice(CONTINUE);
             at = CONTINUE.len();
         }
+        self.first_head = false;
         self.seq = self.seq.wrapping_add(1);
         let id = Exchange::new(self.slot, self.seq);
         let shape = Shape { persistence, head_only, http10 };

@@ -132,12 +132,24 @@ impl Exchange {
         Exchange { slot, seq }
     }
 
-    /// A small dense number (the connection's slot): at most one exchange
-    /// of a connection is in a handler's hands at a time.
+    /// A small number, dense over the shard's connections and HTTP/2
+    /// streams (HTTP/1 connections even, streams odd): at most one
+    /// exchange of a connection, or of a stream, is in a handler's hands
+    /// at a time.
     #[must_use]
     pub fn index(self) -> usize {
         self.slot as usize
     }
+}
+
+/// The exchange index of the HTTP/1 connection in host slot `slot`.
+pub(crate) fn connection_index(slot: u32) -> u32 {
+    slot.wrapping_mul(2)
+}
+
+/// The exchange index of HTTP/2 stream `i` of the bridge.
+pub(crate) fn stream_index(i: u32) -> u32 {
+    i.wrapping_mul(2) | 1
 }
 
 /// Per-exchange state for a handler, indexed by [`Exchange`]: a vector

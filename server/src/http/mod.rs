@@ -113,6 +113,7 @@
 
 pub mod builtin;
 pub mod date;
+pub mod h2;
 pub mod handler;
 pub mod router;
 pub mod static_files;
@@ -189,6 +190,12 @@ pub struct HttpConfig {
     /// through it. Memory per connection is about `max_head +
     /// output_window` (at least 4 KiB).
     pub output_window: usize,
+    /// HTTP/2 beside HTTP/1.1: by ALPN (`h2`) over TLS, and with prior
+    /// knowledge (the connection preface) on a plain port.
+    pub http2: bool,
+    /// The most streams an HTTP/2 client may have open on one connection
+    /// (`SETTINGS_MAX_CONCURRENT_STREAMS`); more are refused.
+    pub http2_max_streams: u32,
 }
 
 impl Default for HttpConfig {
@@ -206,6 +213,8 @@ impl Default for HttpConfig {
             max_collect: 64 * 1024,
             server_name: "fairway",
             output_window: 32 * 1024,
+            http2: true,
+            http2_max_streams: 128,
         }
     }
 }

@@ -59,7 +59,7 @@ impl<T: Transport, H: Handler> Service<T> for HttpService<H> {
 
     fn open(&mut self, conn: &mut HttpConn, cx: &mut Cx<'_, T>, peer: SocketAddr) -> Next {
         conn.reset(cx.now);
-        conn.attach(cx.slot, Some(peer));
+        conn.attach(crate::http::handler::connection_index(cx.slot), Some(peer));
         conn.set_secure(cx.transport.is_secure(cx.conn));
         // Data may have come with the handshake's last ACK.
         drive(conn, cx, &mut self.handler)

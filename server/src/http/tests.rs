@@ -98,6 +98,8 @@ pub(super) fn config() -> HttpConfig {
         max_collect: 64 * 1024,
         server_name: "fairway",
         output_window: 4096,
+        http2: false,
+        http2_max_streams: 128,
     }
 }
 

@@ -23,9 +23,12 @@
 //! - [`now`]: the shard loop's time (the stack's clock);
 //! - [`draining`]: ready once the server is stopping, so connections can
 //!   finish gracefully;
-//! - [`serve_http1`], [`serve`]: hyper 1.x's HTTP/1 server on a
-//!   [`crate::net::TcpStream`], with tokio's timer, the configured header
-//!   timeout and a graceful shutdown; and [`axum()`] (feature `axum`): an
+//! - [`serve_connection`], [`serve`]: hyper 1.x's server on a
+//!   [`crate::net::TcpStream`], HTTP/1.1 and HTTP/2 (hyper-util's automatic
+//!   one: prior knowledge on a plain port, ALPN's `h2` over TLS), with
+//!   tokio's timer, the configured header timeout, HTTP/2's limits and a
+//!   graceful shutdown; [`serve_http1`] for HTTP/1.1 alone; [`LocalExec`],
+//!   hyper's executor on a shard; and [`axum()`] (feature `axum`): an
 //!   axum `Router` served that way;
 //! - [`AsyncService`]: the runtime as a host service (what the backends
 //!   and [`Server`](crate::Server) put on each shard).
@@ -43,7 +46,8 @@ use std::task::Poll;
 
 use fairway_stack::time::Instant;
 use hyper::body::{Body, Incoming};
-use hyper::service::HttpService;
+use hyper::service::{HttpService, Service};
+use hyper::{Request, Response};
 
 pub use hyper_util::rt::TokioTimer as Timer;
 pub use reactor::{AsyncService, AsyncSession, MainTask, Shared};
@@ -84,25 +88,69 @@ pub async fn draining() {
     .await;
 }
 
-/// Serves HTTP/1.1 on `stream` with hyper until the connection ends, with
-/// the shard's [`Timer`], the server's header timeout, and a graceful
-/// shutdown once the server [drains](draining) (the request in progress is
-/// answered, then the connection closes).
+/// hyper's executor on a shard: `spawn_local`, so what it runs (an HTTP/2
+/// connection's streams) stays on the shard and need not be `Send`. Give
+/// it to hyper's (or hyper-util's) HTTP/2 builder.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LocalExec;
+
+impl<F: Future + 'static> hyper::rt::Executor<F> for LocalExec {
+    fn execute(&self, fut: F) {
+        tokio::task::spawn_local(async move {
+            fut.await;
+        });
+    }
+}
+
+/// The receive window of an HTTP/2 stream, and of a whole connection (what
+/// one client's uploads may have in flight before the server reads them).
+const HTTP2_STREAM_WINDOW: u32 = 256 * 1024;
+const HTTP2_CONNECTION_WINDOW: u32 = 1024 * 1024;
+
+/// Clients that reset this many streams the server has not answered yet,
+/// without waiting, get a GOAWAY: the rapid-reset attack (CVE-2023-44487).
+const HTTP2_MAX_PENDING_RESETS: usize = 20;
+
+/// Serves `stream` with hyper until the connection ends: HTTP/1.1, or
+/// HTTP/2 when the client opens with its preface (prior knowledge, or after
+/// TLS's ALPN chose `h2`), as the server's configuration allows; with
+/// tokio's timer, the server's header timeout, HTTP/2's limits
+/// (concurrent streams, the header list's size, rapid resets), and a
+/// graceful shutdown once the server [drains](draining): the requests in
+/// progress are answered (HTTP/2: GOAWAY, then the open streams finish),
+/// then the connection closes.
 ///
 /// # Errors
 ///
 /// What hyper reports for the connection (a malformed request, a timeout,
-/// a reset).
-pub async fn serve_http1<S, B>(stream: TcpStream, service: S) -> Result<(), hyper::Error>
+/// a reset, a protocol error).
+pub async fn serve_connection<S, B>(
+    stream: TcpStream,
+    service: S,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
 where
-    S: HttpService<Incoming, ResBody = B>,
+    S: Service<Request<Incoming>, Response = Response<B>> + 'static,
+    S::Future: 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     B: Body + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let header_timeout = reactor::current().map(|rt| rt.header_timeout());
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.timer(Timer::new()).keep_alive(true).header_read_timeout(header_timeout);
+    let limits = limits();
+    let mut builder = hyper_util::server::conn::auto::Builder::new(LocalExec);
+    builder.http1().timer(Timer::new()).keep_alive(true).header_read_timeout(limits.header_timeout);
+    let builder = match limits.http2 {
+        Some((streams, header_list)) => {
+            let h2 = &mut builder.http2();
+            h2.timer(Timer::new())
+                .max_concurrent_streams(streams)
+                .max_header_list_size(header_list)
+                .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
+                .initial_stream_window_size(HTTP2_STREAM_WINDOW)
+                .initial_connection_window_size(HTTP2_CONNECTION_WINDOW);
+            builder
+        }
+        None => builder.http1_only(),
+    };
     let mut conn = pin!(builder.serve_connection(stream, service));
     let mut drain = pin!(draining());
     let mut told = false;
@@ -116,13 +164,84 @@ where
     .await
 }
 
+/// Serves HTTP/1.1 only on `stream` with hyper until the connection ends,
+/// as [`serve_connection`] does it.
+///
+/// # Errors
+///
+/// What hyper reports for the connection (a malformed request, a timeout,
+/// a reset).
+pub async fn serve_http1<S, B>(stream: TcpStream, service: S) -> Result<(), hyper::Error>
+where
+    S: HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(Timer::new()).keep_alive(true).header_read_timeout(limits().header_timeout);
+    let mut conn = pin!(builder.serve_connection(stream, service));
+    let mut drain = pin!(draining());
+    let mut told = false;
+    poll_fn(|cx| {
+        if !told && drain.as_mut().poll(cx).is_ready() {
+            told = true;
+            conn.as_mut().graceful_shutdown();
+        }
+        conn.as_mut().poll(cx)
+    })
+    .await
+}
+
+/// Serves HTTP/2 only on `stream` (the connection preface comes first),
+/// with [`serve_connection`]'s limits: what the shard runs for a `Handler`
+/// application's HTTP/2 connections ([`crate::http::h2`]).
+pub(crate) async fn serve_http2<S, B>(stream: TcpStream, service: S) -> Result<(), hyper::Error>
+where
+    S: Service<Request<Incoming>, Response = Response<B>> + 'static,
+    S::Future: 'static,
+    B: Body + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (streams, header_list) = limits().http2.unwrap_or((100, 16 * 1024));
+    let mut builder = hyper::server::conn::http2::Builder::new(LocalExec);
+    builder
+        .timer(Timer::new())
+        .max_concurrent_streams(streams)
+        .max_header_list_size(header_list)
+        .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
+        .initial_stream_window_size(HTTP2_STREAM_WINDOW)
+        .initial_connection_window_size(HTTP2_CONNECTION_WINDOW);
+    let mut conn = pin!(builder.serve_connection(stream, service));
+    let mut drain = pin!(draining());
+    let mut told = false;
+    poll_fn(|cx| {
+        if !told && drain.as_mut().poll(cx).is_ready() {
+            told = true;
+            conn.as_mut().graceful_shutdown();
+        }
+        conn.as_mut().poll(cx)
+    })
+    .await
+}
+
+/// The shard's serving limits (the defaults off a shard's thread).
+fn limits() -> reactor::ServeLimits {
+    reactor::current().map_or_else(
+        || reactor::ServeLimits { header_timeout: std::time::Duration::from_secs(10), http2: Some((128, 16 * 1024)) },
+        |rt| rt.limits(),
+    )
+}
+
 /// Accepts the shard's connections until the server drains, serving each
-/// with hyper ([`serve_http1`]) in a task of its own, with the service
-/// `make` returns for its peer.
+/// with hyper ([`serve_connection`]: HTTP/1.1 and HTTP/2) in a task of its
+/// own, with the service `make` returns for its peer.
 pub async fn serve<F, S, B>(mut make: F)
 where
     F: FnMut(SocketAddr) -> S,
-    S: HttpService<Incoming, ResBody = B> + 'static,
+    S: Service<Request<Incoming>, Response = Response<B>> + 'static,
+    S::Future: 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     B: Body + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -137,7 +256,7 @@ where
     while let Ok((stream, peer)) = listener.accept().await {
         let service = make(peer);
         spawn(async move {
-            if let Err(e) = serve_http1(stream, service).await {
+            if let Err(e) = serve_connection(stream, service).await {
                 tracing::debug!(%peer, "connection: {e}");
             }
         });

@@ -209,12 +209,35 @@ pub(crate) trait Runtime {
     fn release(&self, id: ConnId);
     /// The peer of `id`.
     fn peer(&self, id: ConnId) -> Option<SocketAddr>;
+    /// Whether `id` speaks TLS.
+    fn is_secure(&self, id: ConnId) -> bool;
     /// Adds a task, kept with the server's tasks.
     fn spawn(&self, task: Task);
     /// Ready once the server drains.
     fn poll_draining(&self, cx: &mut Context<'_>) -> Poll<()>;
-    /// How long a client may take to send a request head.
-    fn header_timeout(&self) -> std::time::Duration;
+    /// How hyper serves the shard's connections.
+    fn limits(&self) -> ServeLimits;
+}
+
+/// How hyper serves a shard's connections, from the server's
+/// [`HttpConfig`](crate::http::HttpConfig).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ServeLimits {
+    /// How long a client may take to send a request head (HTTP/1).
+    pub(crate) header_timeout: std::time::Duration,
+    /// HTTP/2's, if it is served: the most streams a client may have open,
+    /// and the largest header list it may send (the HTTP/1 head's limit).
+    pub(crate) http2: Option<(u32, u32)>,
+}
+
+impl ServeLimits {
+    fn of(http: &crate::http::HttpConfig) -> ServeLimits {
+        let header_list = u32::try_from(http.max_head).unwrap_or(u32::MAX);
+        ServeLimits {
+            header_timeout: http.header_timeout,
+            http2: http.http2.then_some((http.http2_max_streams, header_list)),
+        }
+    }
 }
 
 /// A task's future.
@@ -243,6 +266,11 @@ struct ConnState<C> {
     released: bool,
     /// The last time bytes moved either way.
     last_io: Instant,
+    /// Bytes another service read before this one took the connection
+    /// over ([`AsyncService::adopt`]), and how many the task has read:
+    /// its first reads take them.
+    read_ahead: Vec<u8>,
+    read_ahead_at: usize,
 }
 
 impl<C> ConnState<C> {
@@ -277,7 +305,7 @@ impl<C: Copy> State<C> {
 
 /// The reactor's shared part (see the [module documentation](self)).
 pub(crate) struct Core<X: Transport> {
-    header_timeout: std::time::Duration,
+    limits: ServeLimits,
     net: Rc<RefCell<X>>,
     state: RefCell<State<X::Conn>>,
     /// The server's tasks: the main one and those `rt::spawn` added.
@@ -319,6 +347,12 @@ impl<X: Transport + 'static> Runtime for Core<X> {
         let mut state = self.state.borrow_mut();
         let now = state.now;
         let Some(c) = state.conn(id) else { return Poll::Ready(Err(gone())) };
+        if c.read_ahead_at < c.read_ahead.len() {
+            let ahead = &c.read_ahead[c.read_ahead_at..];
+            let n = take(&ahead[..want.min(ahead.len())]);
+            c.read_ahead_at += n;
+            return Poll::Ready(Ok(n));
+        }
         let mut scratch = self.scratch.borrow_mut();
         let want = want.min(scratch.len());
         match self.net.borrow_mut().recv_with(c.conn, &mut scratch[..want], take) {
@@ -386,6 +420,11 @@ impl<X: Transport + 'static> Runtime for Core<X> {
         self.state.borrow_mut().conn(id).map(|c| c.peer)
     }
 
+    fn is_secure(&self, id: ConnId) -> bool {
+        let conn = self.state.borrow_mut().conn(id).map(|c| c.conn);
+        conn.is_some_and(|conn| self.net.borrow().is_secure(conn))
+    }
+
     fn spawn(&self, task: Task) {
         self.tasks.borrow_mut().spawn_local(task);
     }
@@ -401,8 +440,8 @@ impl<X: Transport + 'static> Runtime for Core<X> {
         Poll::Pending
     }
 
-    fn header_timeout(&self) -> std::time::Duration {
-        self.header_timeout
+    fn limits(&self) -> ServeLimits {
+        self.limits
     }
 }
 
@@ -435,7 +474,7 @@ impl<X: Transport + 'static> AsyncService<X> {
     /// time out a request head after `http.header_timeout`.
     pub fn new(net: &Shared<X>, http: &crate::http::HttpConfig, main: MainTask) -> Self {
         let core = Rc::new(Core {
-            header_timeout: http.header_timeout,
+            limits: ServeLimits::of(http),
             net: Rc::clone(&net.0),
             state: RefCell::new(State {
                 now: Instant::ZERO,
@@ -467,6 +506,45 @@ impl<X: Transport + 'static> AsyncService<X> {
         self.core.panicked.get()
     }
 
+    /// Takes over a connection another service of the host opened (an
+    /// HTTP/1 connection that turned out to speak HTTP/2), into the
+    /// session `s`: the tasks accept it as a new one, and its stream reads
+    /// `read_ahead` (what that service had read of it) first.
+    pub fn adopt(
+        &mut self,
+        s: &mut AsyncSession,
+        cx: &mut Cx<'_, Shared<X>>,
+        peer: SocketAddr,
+        read_ahead: &[u8],
+    ) -> Next {
+        s.slot = cx.slot;
+        let mut state = self.core.state.borrow_mut();
+        let i = cx.slot as usize;
+        if i >= state.conns.len() {
+            state.conns.resize_with(i + 1, || None);
+            state.generations.resize(i + 1, 0);
+        }
+        state.generations[i] = state.generations[i].wrapping_add(1);
+        let generation = state.generations[i];
+        state.conns[i] = Some(ConnState {
+            conn: cx.conn,
+            generation,
+            peer,
+            read: None,
+            write: None,
+            host: cx.waker.clone(),
+            released: false,
+            last_io: cx.now,
+            read_ahead: read_ahead.to_vec(),
+            read_ahead_at: 0,
+        });
+        state.accepted.push_back((ConnId { slot: cx.slot, generation }, peer));
+        if let Some(waker) = state.accept.take() {
+            waker.wake();
+        }
+        Next::Keep
+    }
+
     /// Takes the time, starts the main task on the first turn, and reaps
     /// the tasks that ended (counting those that panicked).
     fn run(&mut self, now: Instant) {
@@ -492,30 +570,7 @@ impl<X: Transport + 'static> Service<Shared<X>> for AsyncService<X> {
     }
 
     fn open(&mut self, s: &mut AsyncSession, cx: &mut Cx<'_, Shared<X>>, peer: SocketAddr) -> Next {
-        s.slot = cx.slot;
-        let mut state = self.core.state.borrow_mut();
-        let i = cx.slot as usize;
-        if i >= state.conns.len() {
-            state.conns.resize_with(i + 1, || None);
-            state.generations.resize(i + 1, 0);
-        }
-        state.generations[i] = state.generations[i].wrapping_add(1);
-        let generation = state.generations[i];
-        state.conns[i] = Some(ConnState {
-            conn: cx.conn,
-            generation,
-            peer,
-            read: None,
-            write: None,
-            host: cx.waker.clone(),
-            released: false,
-            last_io: cx.now,
-        });
-        state.accepted.push_back((ConnId { slot: cx.slot, generation }, peer));
-        if let Some(waker) = state.accept.take() {
-            waker.wake();
-        }
-        Next::Keep
+        self.adopt(s, cx, peer, &[])
     }
 
     fn drive(&mut self, s: &mut AsyncSession, cx: &mut Cx<'_, Shared<X>>) -> Next {

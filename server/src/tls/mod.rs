@@ -14,8 +14,9 @@
 //! connections accepted after it, leaving those in progress as they are.
 //!
 //! What is offered: TLS 1.3 and 1.2 (rustls's safe suites, `ring`'s
-//! cryptography), ALPN `http/1.1` (a client that offers only other
-//! protocols is refused, RFC 7301 §3.2), resumption by tickets (TLS 1.3
+//! cryptography), ALPN `h2` and `http/1.1` (`h2` first; `http/1.1` alone
+//! with `--no-http2`; a client that offers only other protocols is
+//! refused, RFC 7301 §3.2), resumption by tickets (TLS 1.3
 //! and 1.2) and by session ids (1.2). rustls never renegotiates.
 
 mod transport;
@@ -55,6 +56,8 @@ pub struct TlsKeys {
     key: PathBuf,
     tickets: Arc<dyn ProducesTickets>,
     sessions: Arc<dyn StoresServerSessions>,
+    /// ALPN offers `h2` (before `http/1.1`).
+    http2: bool,
     /// Bumped by every reload, so a shard sees a new config with one load.
     generation: AtomicU64,
     current: Mutex<Arc<ServerConfig>>,
@@ -77,14 +80,25 @@ impl TlsKeys {
     /// a kind rustls cannot sign with, or it does not belong to the
     /// certificate; each as one line naming the file.
     pub fn load(cert: &Path, key: &Path) -> Result<TlsKeys, TlsError> {
+        TlsKeys::load_offering(cert, key, false)
+    }
+
+    /// [`load`](Self::load), with ALPN offering `h2` before `http/1.1` when
+    /// `http2` is set (the server behind it speaks both).
+    ///
+    /// # Errors
+    ///
+    /// As [`load`](Self::load).
+    pub fn load_offering(cert: &Path, key: &Path, http2: bool) -> Result<TlsKeys, TlsError> {
         let tickets = provider::Ticketer::new().map_err(|e| TlsError(format!("cannot make a ticket key: {e}")))?;
         let sessions: Arc<dyn StoresServerSessions> = ServerSessionMemoryCache::new(SESSION_CACHE);
-        let config = server_config(cert, key, &tickets, &sessions)?;
+        let config = server_config(cert, key, &tickets, &sessions, http2)?;
         Ok(TlsKeys {
             cert: cert.to_path_buf(),
             key: key.to_path_buf(),
             tickets,
             sessions,
+            http2,
             generation: AtomicU64::new(0),
             current: Mutex::new(config),
         })
@@ -98,7 +112,7 @@ impl TlsKeys {
     ///
     /// As [`load`](Self::load).
     pub fn reload(&self) -> Result<(), TlsError> {
-        let config = server_config(&self.cert, &self.key, &self.tickets, &self.sessions)?;
+        let config = server_config(&self.cert, &self.key, &self.tickets, &self.sessions, self.http2)?;
         *self.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = config;
         self.generation.fetch_add(1, Ordering::Release);
         Ok(())
@@ -124,12 +138,14 @@ impl TlsKeys {
 }
 
 /// A rustls config serving the chain in `cert_path` with the key in
-/// `key_path`, resuming with `tickets` and `sessions`.
+/// `key_path`, resuming with `tickets` and `sessions`, offering `h2` by
+/// ALPN if `http2`.
 fn server_config(
     cert_path: &Path,
     key_path: &Path,
     tickets: &Arc<dyn ProducesTickets>,
     sessions: &Arc<dyn StoresServerSessions>,
+    http2: bool,
 ) -> Result<Arc<ServerConfig>, TlsError> {
     let (cert, key) = (cert_path.display(), key_path.display());
     let chain = CertificateDer::pem_file_iter(cert_path)
@@ -151,7 +167,8 @@ fn server_config(
             }
             e => TlsError(format!("cannot use --tls-key {key} with --tls-cert {cert}: {e}")),
         })?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // RFC 9113 §3.2: `h2` first, so that a client offering both speaks it.
+    config.alpn_protocols = if http2 { vec![b"h2".to_vec(), b"http/1.1".to_vec()] } else { vec![b"http/1.1".to_vec()] };
     config.ticketer = Arc::clone(tickets);
     config.session_storage = Arc::clone(sessions);
     Ok(Arc::new(config))
@@ -164,7 +181,7 @@ fn server_config(
 /// As [`TlsKeys::load`], as an [`std::io::Error`] of kind `InvalidInput`.
 pub fn keys_for(config: &crate::config::Config) -> std::io::Result<Option<Arc<TlsKeys>>> {
     let Some(tls) = &config.tls else { return Ok(None) };
-    let keys = TlsKeys::load(&tls.cert, &tls.key)
+    let keys = TlsKeys::load_offering(&tls.cert, &tls.key, config.http2)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
     Ok(Some(Arc::new(keys)))
 }
