@@ -111,6 +111,8 @@ pub struct ShardMetrics {
     looped: Option<LoopStats>,
     /// The async runtime's tasks alive, and those that panicked.
     tasks: Option<(u64, u64)>,
+    /// HTTP/2 connections served, and streams answered through the bridge.
+    http2: Option<(u64, u64)>,
     flows: Vec<FlowStats>,
     max_flows: usize,
     flows_omitted: u64,
@@ -141,6 +143,7 @@ impl ShardMetrics {
             proxy: None,
             looped: None,
             tasks: None,
+            http2: None,
             flows: Vec::with_capacity(max_flows),
             max_flows,
             flows_omitted: 0,
@@ -227,6 +230,12 @@ impl ShardMetrics {
     /// The async runtime's tasks: alive now, and panicked so far.
     pub fn observe_tasks(&mut self, live: u64, panicked: u64) {
         self.tasks = Some((live, panicked));
+    }
+
+    /// HTTP/2 on the HTTP layer: connections served so far, and streams
+    /// (requests) answered.
+    pub fn observe_http2(&mut self, connections: u64, streams: u64) {
+        self.http2 = Some((connections, streams));
     }
 
     /// The async runtime's tasks alive, as last observed.
@@ -325,6 +334,7 @@ impl ShardMetrics {
         self.proxy = other.proxy;
         self.looped = other.looped;
         self.tasks = other.tasks;
+        self.http2 = other.http2;
         self.flows.clear();
         self.flows.extend_from_slice(&other.flows);
         self.flows_omitted = other.flows_omitted;
@@ -476,7 +486,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 48] = [
+        let per_shard: [(&str, &str, &str, Get); 50] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -631,7 +641,24 @@ impl MetricsHub {
                 "Proxied responses cut mid-body (the upstream closed or stalled).",
                 |m| m.proxy.map(|p| p.cut),
             ),
-            ("fairway_tasks", "gauge", "Async tasks alive on the shard's executor.", |m| m.tasks.map(|t| t.0)),
+            (
+                "fairway_http2_connections_total",
+                "counter",
+                "Connections that spoke HTTP/2 to the built-in endpoints or a Handler.",
+                |m| m.http2.map(|h| h.0),
+            ),
+            (
+                "fairway_http2_streams_total",
+                "counter",
+                "HTTP/2 requests answered by the built-in endpoints or a Handler.",
+                |m| m.http2.map(|h| h.1),
+            ),
+            (
+                "fairway_tasks",
+                "gauge",
+                "The server's tasks alive on the shard's tokio runtime (main tasks, connections).",
+                |m| m.tasks.map(|t| t.0),
+            ),
             (
                 "fairway_task_panics_total",
                 "counter",

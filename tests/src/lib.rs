@@ -12,6 +12,7 @@
 //! - [`stream`]: endless downloads measured over a window of virtual time;
 //! - [`regression`]: the regression table and the comparison with the Mathis bound;
 //! - [`forge`]: forged TCP frames, for the attacks;
+//! - [`http2`]: HTTP/2 from Python's `h2`: a client's checks and HTTP/2's own attacks;
 //! - [`syn_flood`]: a SYN flood while legitimate clients connect;
 //! - [`blind_injection`]: blind RSTs and data aimed at long transfers;
 //! - [`fairness`]: RTT fairness under the window-control policies (`cargo xtask lab fairness`);
@@ -40,6 +41,7 @@ pub mod fairness;
 #[cfg(target_os = "linux")]
 pub mod fairness_testbed;
 pub mod forge;
+pub mod http2;
 pub mod nginx;
 pub mod platform;
 pub mod plot;

@@ -34,7 +34,13 @@ impl Target {
     /// 80 of the testbed's server address.
     #[must_use]
     pub fn testbed(tb: &Testbed, client: usize) -> Target {
-        Target { ns: Some(tb.client_ns(client)), host: tb.server_ip().to_string(), port: 80 }
+        Target::testbed_port(tb, client, 80)
+    }
+
+    /// The same, for the server's `port` (443, say).
+    #[must_use]
+    pub fn testbed_port(tb: &Testbed, client: usize, port: u16) -> Target {
+        Target { ns: Some(tb.client_ns(client)), host: tb.server_ip().to_string(), port }
     }
 
     /// `http://host:port{path}`.

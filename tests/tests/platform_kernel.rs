@@ -9,6 +9,7 @@ use fairway::Server;
 use fairway::config::Config;
 use fairway_tests::apps::handler_app::test_app;
 use fairway_tests::certificate::{KeyKind, self_signed_in};
+use fairway_tests::http2::{check_http2, check_http2_defences};
 use fairway_tests::platform::{
     Target, check_axum_example, check_axum_tower, check_curl_bytes, check_edges, check_handler_app,
     countdown_in_flight, garbage, gauge, header_timeout, keep_alive_load, request_in_flight, reset_mid_response,
@@ -122,6 +123,55 @@ fn an_ordinary_axum_application_with_tower_http_and_tokio_on_kernel_sockets() {
     let text = slow.wait_timeout(Duration::from_secs(10)).unwrap().stdout_text();
     assert!(text.starts_with("200 slept 12"), "the request in flight was answered: {text}");
     assert_eq!(reports.len(), 2);
+}
+
+/// The resident memory of this process (the server's, embedded), in KiB.
+fn resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Issue 37: HTTP/2 for a `Handler` (and the built-in endpoints it mounts)
+/// on kernel sockets, with prior knowledge on the plain port and by ALPN
+/// over TLS: everything a client does, then HTTP/2's own attacks, after
+/// which the server has kept its memory (within 64 MiB of before) and
+/// counted what it served.
+#[test]
+fn http2_for_a_handler_with_prior_knowledge_and_over_tls_and_its_defences_on_kernel_sockets() {
+    let (dir, cert, key) = tls_files("h2");
+    let flags = ["--response-timeout", "1s", "--tls-cert", &cert, "--tls-key", &key, "--tls-listen", "127.0.0.1:0"];
+    let server = Server::builder().config(config(&flags)).handler(test_app).spawn().unwrap();
+    let plain = Target::local(server.local_addr());
+    let tls = Target::local(server.tls_local_addr().expect("an HTTPS address"));
+    let ca = std::path::Path::new(&cert);
+    check_http2(&plain, None, Duration::from_secs(1));
+    check_http2(&tls, Some(ca), Duration::from_secs(1));
+    let before = resident_kib();
+    check_http2_defences(&plain, None, 128);
+    check_http2_defences(&tls, Some(ca), 128);
+    let after = resident_kib();
+    assert!(after < before + 64 * 1024, "resident memory {before} KiB before the attacks, {after} KiB after");
+    assert!(gauge(&server, "fairway_http2_connections_total") >= 4);
+    assert!(gauge(&server, "fairway_http2_streams_total") >= 2 * 120);
+    // HTTP/1.1 beside it, unchanged.
+    let requests = check_curl_bytes(&plain, &[0, 100_000]);
+    assert_eq!(requests, 2);
+    server.shutdown().unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The same attacks on an async application (hyper-util's automatic server
+/// in front of the axum example): it defends itself the same way.
+#[test]
+fn http2_for_an_axum_application_and_its_defences_on_kernel_sockets() {
+    let state = axum_app::AppState::default();
+    let server = Server::builder().config(config(&[])).axum(move || axum_app::app(state.clone())).spawn().unwrap();
+    let target = Target::local(server.local_addr());
+    let before = resident_kib();
+    check_http2_defences(&target, None, 128);
+    assert!(resident_kib() < before + 64 * 1024);
+    server.shutdown().unwrap();
 }
 
 /// A self-signed ECDSA certificate for `localhost` and its key in a

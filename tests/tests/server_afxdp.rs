@@ -12,6 +12,7 @@ use std::time::Duration;
 use fairway_stack::DropReason;
 use fairway_tests::apps::handler_app::test_app;
 use fairway_tests::certificate::{KeyKind, self_signed_in};
+use fairway_tests::http2::{check_http2, check_http2_defences};
 use fairway_tests::platform::{
     Target, check_axum_example, check_axum_tower, check_curl_bytes, check_edges, check_handler_app,
     countdown_in_flight, garbage, gauge, header_timeout, keep_alive_load, request_in_flight, reset_mid_response,
@@ -324,6 +325,29 @@ fn a_user_handler_over_afxdp() {
     let requests = check_handler_app(&target, Duration::from_secs(1)) + check_curl_bytes(&target, &[1, 3_000_000]);
     let reports = served.stop();
     assert_eq!(reports[0].requests, requests, "{reports:?}");
+}
+
+/// Issue 37: HTTP/2 for a `Handler` over AF_XDP with two shards, with prior
+/// knowledge on port 80 and by ALPN on 443: everything a client does, then
+/// HTTP/2's own attacks over TLS.
+#[test]
+fn http2_for_a_handler_over_afxdp_with_prior_knowledge_and_tls_and_its_defences() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tb = testbed(1, 2);
+    let dir = std::env::temp_dir().join(format!("fairway-afxdp-h2-{}", std::process::id()));
+    let (cert, key) = tls_certificate(&dir);
+    let extra = ["--queues", "2", "--response-timeout", "1s", "--tls-cert", &cert, "--tls-key", &key];
+    let served = Served::start_with(&tb, &flags(&tb, "10.77.0.1/24", &extra), |b| b.handler(test_app));
+    let plain = Target::testbed(&tb, 0);
+    let tls = Target::testbed_port(&tb, 0, 443);
+    let ca = std::path::Path::new(&cert);
+    check_http2(&plain, None, Duration::from_secs(1));
+    check_http2(&tls, Some(ca), Duration::from_secs(1));
+    check_http2_defences(&tls, Some(ca), 128);
+    assert!(gauge(served.handle(), "fairway_http2_streams_total") >= 2 * 120);
+    let reports = served.stop();
+    assert_eq!(reports.len(), 2);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The edges foreign clients found (issue 12) over AF_XDP: oversized heads

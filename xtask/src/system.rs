@@ -37,6 +37,44 @@ pub const NGINX_PACKAGE: &str = "nginx";
 /// `plot` module).
 pub const FONT_PACKAGE: &str = "fonts-dejavu-core";
 
+/// Python packages from PyPI the tests' clients import, as (module, pip
+/// package): `h2`, HTTP/2's frames and state machine (the HTTP/2 tests'
+/// client and attacker).
+pub const PYTHON_TEST_PACKAGES: &[(&str, &str)] = &[("h2", "h2")];
+
+/// Makes sure `python3` imports every module of `packages`, installing the
+/// missing ones from PyPI (`python3 -m pip install`) when running as root;
+/// otherwise it fails with the command to run.
+pub fn ensure_python_packages(packages: &[(&str, &str)]) -> Result<(), Failure> {
+    let missing: Vec<&str> = packages
+        .iter()
+        .filter(|(module, _)| {
+            !Command::new("python3")
+                .args(["-c", &format!("import {module}")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .map(|&(_, package)| package)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let mut args = vec!["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--root-user-action=ignore"];
+    args.extend(&missing);
+    let install = Invocation::new("python3", args);
+    if !is_root() {
+        return Err(Failure::failed(format!(
+            "missing Python packages: {}\nxtask installs them only when run as root. Install them, then run xtask \
+             again:\n  {}",
+            missing.join(" "),
+            install.display()
+        )));
+    }
+    eprintln!("xtask: installing missing Python packages: {}", missing.join(" "));
+    eprintln!("xtask: $ {}", install.display());
+    install.run()
+}
+
 /// Where apt keeps the package lists `apt-get update` downloads.
 const APT_LISTS_DIR: &str = "/var/lib/apt/lists";
 

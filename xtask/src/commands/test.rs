@@ -91,6 +91,7 @@ fn steps(cargo: &Cargo, args: &TestArgs) -> Vec<Step> {
 
 pub fn run(cargo: &Cargo, args: &TestArgs) -> Result<(), Failure> {
     system::ensure_debian_packages(&packages())?;
+    system::ensure_python_packages(system::PYTHON_TEST_PACKAGES)?;
     let steps = steps(cargo, args);
     let total = steps.len();
     let start = Instant::now();

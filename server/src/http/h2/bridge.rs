@@ -128,6 +128,8 @@ struct Table {
     wakes: Arc<WakeQueue>,
     conns: StoragePool<HttpConn>,
     timers: TimerWheel,
+    /// Exchanges started so far.
+    started: u64,
 }
 
 /// An exchange as the task side names it.
@@ -166,6 +168,7 @@ impl Bridge {
                 wakes,
                 conns: StoragePool::new(usize::MAX, true),
                 timers: TimerWheel::new(Instant::ZERO),
+                started: 0,
             }),
         })
     }
@@ -173,6 +176,7 @@ impl Bridge {
     /// Starts an exchange for `req` from `peer` (over TLS if `secure`).
     fn start(&self, req: Request<Incoming>, peer: SocketAddr, secure: bool, now: Instant) -> Id {
         let mut t = self.table.borrow_mut();
+        t.started += 1;
         let slot = match t.free.pop() {
             Some(slot) => slot,
             None => {
@@ -236,6 +240,11 @@ impl Bridge {
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         let t = self.table.borrow();
         if t.ready.is_empty() { t.timers.next_wakeup() } else { Some(Instant::ZERO) }
+    }
+
+    /// Exchanges started so far.
+    pub(crate) fn started(&self) -> u64 {
+        self.table.borrow().started
     }
 
     /// Exchanges in progress.

@@ -47,6 +47,8 @@ pub struct AutoService<H: Handler, X: Transport + 'static> {
     bridge: Rc<Bridge>,
     http2: bool,
     trim_at: Instant,
+    /// Connections that switched to HTTP/2 so far.
+    http2_connections: u64,
 }
 
 /// A connection's session: its HTTP/1.1 state, and its place with the
@@ -69,7 +71,14 @@ impl<H: Handler, X: Transport + 'static> AutoService<H, X> {
         let main: MainTask = Box::new(move || Box::pin(accept_http2(accepting)));
         let tasks = AsyncService::new(net, &http, main);
         let http2 = http.http2;
-        AutoService { http: HttpService::with_handler(http, handler), tasks, bridge, http2, trim_at: Instant::ZERO }
+        AutoService {
+            http: HttpService::with_handler(http, handler),
+            tasks,
+            bridge,
+            http2,
+            trim_at: Instant::ZERO,
+            http2_connections: 0,
+        }
     }
 
     /// The handler.
@@ -91,6 +100,7 @@ impl<H: Handler, X: Transport + 'static> AutoService<H, X> {
             return next;
         }
         s.http2 = true;
+        self.http2_connections += 1;
         let peer = s.peer.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
         self.tasks.adopt(&mut s.task, cx, peer, s.conn.input_bytes())
     }
@@ -199,5 +209,6 @@ impl<H: Handler, X: Transport + 'static> Service<Shared<X>> for AutoService<H, X
 
     fn observe(&self, metrics: &mut ShardMetrics) {
         Service::<Shared<X>>::observe(&self.tasks, metrics);
+        metrics.observe_http2(self.http2_connections, self.bridge.started());
     }
 }
