@@ -3,9 +3,10 @@
 //!
 //! ```text
 //! userspace conn (Shard + Handle) ─┐                      ┌─▶ HTTP/1.1 (sans-IO) ─▶ Handler (sync, per core)
-//! kernel conn (mio stream) ────────┴─ Transport ─▶ Host ───┤     built-in endpoints, your handlers, a Router
-//!                          slots, one timer wheel, linger, └─▶ per-core async executor ─▶ hyper / axum
+//! kernel conn (mio stream) ────────┴─ Transport ─▶ Host ───┤     └ HTTP/2 (hyper, bridged) ─▶ the same Handler
+//!                          slots, one timer wheel, linger, └─▶ tokio tasks ─▶ hyper / axum / tonic (h1 + h2)
 //!                          draining, limit, fairness sensing
+//! every shard's thread: a tokio current-thread runtime + LocalSet; the shard loop is one of its tasks
 //! ```
 //!
 //! - [`Server`]: embedding: [`Server::builder`] starts a server with your
@@ -13,8 +14,9 @@
 //!   `Router`) on every shard and returns a [`ServerHandle`].
 //! - [`runtime`]: one loop per shard (receive a batch, run the stack or
 //!   poll the kernel's sockets, hand the events to the application, transmit
-//!   a batch, sleep on the device until the next deadline, the
-//!   application's included), shards pinned to cores, and the stop flag
+//!   a batch, sleep until the next deadline, the application's included),
+//!   run as a task of the shard's tokio runtime and sleeping in its reactor
+//!   ([`runtime::drive`]), shards pinned to cores, and the stop flag
 //!   SIGINT/SIGTERM raise.
 //! - [`host`]: the connection host, one for every backend, over the
 //!   [`Transport`](host::Transport) seam: pooled per-connection state, the
@@ -24,10 +26,11 @@
 //!   userspace stack over AF_XDP or TAP), and `serve`, which runs the
 //!   configured one.
 //! - [`http`]: HTTP/1.1 as a sans-IO layer (bytes in, bytes out), the
-//!   [`Handler`](http::Handler) API, a [`Router`](http::Router), and the
-//!   built-in endpoints.
-//! - [`rt`] and [`net`]: the per-core async runtime and its TCP streams,
-//!   for hyper 1.x and axum.
+//!   [`Handler`](http::Handler) API, a [`Router`](http::Router), the
+//!   built-in endpoints, and HTTP/2 for them ([`http::h2`]).
+//! - [`rt`] and [`net`]: a thin layer over the shard's tokio runtime and
+//!   the shard's TCP streams, for hyper 1.x, axum and whatever runs on
+//!   tokio.
 //! - [`clock`]: the wall clock the runtime reads, as the stack's `Instant`.
 //! - [`config`]: the command line and the TOML file, merged and validated.
 //! - [`logging`]: `tracing` to standard error, filtered.

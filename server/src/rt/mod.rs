@@ -1,5 +1,5 @@
 //! The per-core async runtime: a thin layer over the tokio runtime every
-//! shard runs (a current-thread runtime and a `LocalSet`, see
+//! shard runs (a current-thread `LocalRuntime`, see
 //! [`crate::runtime::driver`]), for applications written with `async`
 //! (hyper, axum, tonic, or hand-written protocols over [`crate::net`]).
 //!

@@ -22,7 +22,7 @@
 //! next call fails.
 //!
 //! The tasks are tokio's, on the shard's current-thread runtime and
-//! `LocalSet` (see [`crate::runtime::driver`]); their timers are tokio's.
+//! local runtime (see [`crate::runtime::driver`]); their timers are tokio's.
 //! Every call that moves bytes [kicks](crate::runtime::kick) the shard's
 //! loop, which runs after the tasks it woke and transmits what they wrote
 //! (or, if it was asleep, wakes for it). The tasks the server spawns (the

@@ -1,14 +1,15 @@
 //! The shard loop as a task of the shard's tokio runtime: [`drive`].
 //!
-//! Every server shard's thread runs a tokio current-thread runtime (time
-//! and I/O drivers on) and a `LocalSet`; the loop is one task among the
+//! Every server shard's thread runs a tokio current-thread runtime that
+//! takes `!Send` tasks (a `LocalRuntime`: time and I/O drivers on); the
+//! loop is one task among the
 //! application's, the same turns as the blocking [`run`](super::run)
 //! (the [`Moderator`] is shared), so inside the application's handlers and
 //! tasks tokio works as it does anywhere: `tokio::spawn`, `spawn_local`,
 //! `spawn_blocking`, `tokio::time`, `tokio::net`, `tokio::sync`.
 //!
 //! ```text
-//! shard thread: tokio current-thread runtime + LocalSet
+//! shard thread: tokio current-thread runtime (LocalRuntime)
 //!   ├─ the loop (this task): turn ─▶ yield to the tasks it woke ─▶ turn ...
 //!   │     idle, busy-poll window closed: sleep in tokio's reactor until
 //!   │     the NIC queue, the steering eventfd, the next deadline (timerfd)
@@ -113,7 +114,7 @@ impl Drop for Installed {
 }
 
 /// Lets the runtime poll every other ready task of the shard once, then
-/// returns: a self-wake puts the loop at the back of the `LocalSet`'s queue,
+/// returns: a self-wake puts the loop at the back of the runtime's queue,
 /// behind the tasks its turn woke, without a syscall.
 async fn yield_to_tasks() {
     let mut yielded = false;
@@ -130,7 +131,8 @@ async fn yield_to_tasks() {
 
 /// Runs `app` on `transport` over `net` until `stop` is raised or the
 /// application finishes, as [`run`](super::run) does, but as a task of the
-/// current tokio runtime, inside a `LocalSet`: it sleeps in the runtime's
+/// current tokio runtime, where `!Send` tasks may be spawned (a
+/// `LocalRuntime`, or a `LocalSet`): it sleeps in the runtime's
 /// reactor, so the tasks of the application and the shard share the
 /// thread (see the [module documentation](self)).
 ///

@@ -97,11 +97,15 @@ where
 }
 
 /// [`spawn_with`] for a server shard: the thread runs a tokio
-/// current-thread runtime (time and I/O on) and a `LocalSet`, `build` runs
-/// inside them (so what it makes may register with the runtime's reactor
-/// and spawn tasks), and the loop is [`drive`](super::drive), a task among
-/// the application's. The application's tasks still alive when the loop
-/// ends are dropped after `finish` has run, with the runtime.
+/// current-thread runtime that takes `!Send` tasks (a `LocalRuntime`: time
+/// and I/O on), `build` runs inside it (so what it makes may register with
+/// the runtime's reactor and spawn tasks), and the loop is
+/// [`drive`](super::drive), spawned as a local task among the
+/// application's: a task, not the runtime's `block_on` future, because a
+/// task the reactor wakes is queued on the spot, while waking `block_on`'s
+/// future writes the runtime's eventfd (a syscall, and a spurious turn of
+/// its `epoll_wait`) on every wake-up. The application's tasks still alive
+/// when the loop ends are dropped after `finish` has run, with the runtime.
 ///
 /// # Errors
 ///
@@ -126,15 +130,15 @@ where
         if pin {
             pin_to_core(usize::from(index));
         }
-        let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        let options = tokio::runtime::LocalOptions::default();
+        let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build_local(options) {
             Ok(runtime) => runtime,
             Err(e) => {
                 let e = io::Error::new(e.kind(), format!("shard {index}: cannot start its tokio runtime: {e}"));
                 return finish(index, Err(e), None);
             }
         };
-        let local = tokio::task::LocalSet::new();
-        local.block_on(&runtime, async move {
+        let shard = runtime.spawn_local(async move {
             let (mut transport, mut net, mut app) = match build() {
                 Ok(parts) => parts,
                 Err(err) => return finish(index, Err(err), None),
@@ -143,7 +147,15 @@ where
             // The device goes first: an AF_XDP device detaches its program.
             drop(net);
             finish(index, result, Some((transport, app)))
-        })
+        });
+        match runtime.block_on(shard) {
+            Ok(report) => report,
+            // The loop panicked: the thread's panic, as on any thread.
+            Err(e) => match e.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                Err(e) => panic!("shard {index}: its loop was cancelled: {e}"),
+            },
+        }
     })
 }
 
