@@ -412,4 +412,34 @@ fn the_builtin_index_lists_the_endpoints() {
     for path in ["/plaintext", "/json", "/bytes/*", "/upload", "/metrics", "/healthz"] {
         assert!(text.contains(path), "{path} missing from the index:\n{text}");
     }
+    // Each line describes its own route: the description given right after
+    // the fallback is the fallback's, not the last route's.
+    let about = |path: &str| {
+        let line = text.lines().find(|l| l.split_whitespace().any(|w| w == path)).unwrap_or_else(|| panic!("{path}"));
+        line.split_once(path).map_or("", |(_, rest)| rest.trim()).to_owned()
+    };
+    assert_eq!(about("/healthz"), "ok", "{text}");
+    assert_eq!(about("/*"), "static files, when the server has a root (--root)", "{text}");
+    assert_eq!(about("/plaintext"), "Hello, World! (text/plain)", "{text}");
+}
+
+#[test]
+fn about_describes_what_was_added_just_before_it() {
+    let noop = || handler_fn(|_, _, res| res.text(200, "x"));
+    let router = Router::new()
+        .route(Method::Get, "/a", noop())
+        .about("a")
+        .fallback(noop())
+        .about("the rest")
+        .route(Method::Get, "/b", noop())
+        .about("b")
+        .with_index("t");
+    let mut site = TestSite::with(router);
+    let mut c = conn();
+    let text = String::from_utf8(one(&feed(&mut c, &mut site, &get("/"), Instant::ZERO)).body).unwrap();
+    let lines: Vec<&str> = text.lines().skip(2).map(str::trim_end).collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[0].ends_with("/a              a"), "{text}");
+    assert!(lines[1].ends_with("/b              b"), "{text}");
+    assert!(lines[2].ends_with("/*              the rest"), "{text}");
 }

@@ -119,6 +119,9 @@ enum Owner {
 pub struct Router {
     routes: Vec<Route>,
     fallback: Option<(Box<str>, Box<dyn Handler>)>,
+    /// The fallback was added after the last route: [`about`](Router::about)
+    /// describes it.
+    fallback_last: bool,
     owners: ExchangeMap<Owner>,
     index: Option<Box<str>>,
 }
@@ -154,16 +157,18 @@ impl Router {
     #[must_use]
     pub fn fallback(mut self, handler: impl Handler + 'static) -> Router {
         self.fallback = Some((Box::from(""), Box::new(handler)));
+        self.fallback_last = true;
         self
     }
 
     /// Describes the route (or fallback) added last, for the index.
     #[must_use]
     pub fn about(mut self, text: &str) -> Router {
-        if let Some(route) = self.routes.last_mut() {
-            route.about = Box::from(text);
-        } else if let Some((about, _)) = &mut self.fallback {
-            *about = Box::from(text);
+        match (&mut self.fallback, self.routes.last_mut()) {
+            (Some((about, _)), _) if self.fallback_last => *about = Box::from(text),
+            (_, Some(route)) => route.about = Box::from(text),
+            (Some((about, _)), None) => *about = Box::from(text),
+            (None, None) => {}
         }
         self
     }
@@ -176,6 +181,7 @@ impl Router {
     }
 
     fn add(mut self, methods: Methods, path: &str, prefix: bool, handler: impl Handler + 'static) -> Router {
+        self.fallback_last = false;
         self.routes.push(Route {
             path: Box::from(path),
             prefix,
