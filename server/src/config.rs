@@ -726,7 +726,8 @@ pub struct Options {
     /// tried first, then the longest prefix; requests no route matches, and those of a route to
     /// builtin (/metrics=builtin), get the server's own endpoints (or the application's handler). In
     /// the --config file, [[route]] tables: host = "example.com" (optional), path = "/api/", upstream =
-    /// "app" [default: with one upstream group, / to it]
+    /// "app", which --route flags add to and win over for the same host and prefix [default: with
+    /// one upstream group, / to it]
     #[arg(long, value_name = "[HOST]/PREFIX=NAME")]
     #[serde(default)]
     pub route: Vec<RouteSpec>,
@@ -804,7 +805,19 @@ impl Options {
                 upstream.extend(self.upstream);
                 upstream
             },
-            route: if self.route.is_empty() { file.route } else { self.route },
+            route: {
+                // The command line's, then the file's that it does not
+                // replace (the same host and prefix), as --weight adds up.
+                let same = |a: &RouteSpec, b: &RouteSpec| {
+                    let host = |r: &RouteSpec| r.host.as_deref().map(str::to_ascii_lowercase);
+                    host(a) == host(b) && a.path.as_deref().unwrap_or("/") == b.path.as_deref().unwrap_or("/")
+                };
+                let mut route = self.route;
+                let kept: Vec<RouteSpec> =
+                    file.route.into_iter().filter(|f| !route.iter().any(|c| same(c, f))).collect();
+                route.extend(kept);
+                route
+            },
             weight: {
                 // Per prefix: the command line's for the clients it names,
                 // the file's for the others.
@@ -1228,7 +1241,11 @@ impl Options {
             (None, None) => None,
         };
         let response_timeout = span(self.response_timeout, Duration::from_secs(30), "response-timeout")?;
-        let proxy = upstreams::resolve(self.upstream, self.route, response_timeout).map_err(invalid)?;
+        let looked = match &self.config {
+            Some(file) => format!("the --route flags or {}'s [[route]] tables", file.display()),
+            None => "the --route flags (and no --config file)".to_owned(),
+        };
+        let proxy = upstreams::resolve(self.upstream, self.route, response_timeout, &looked).map_err(invalid)?;
         let recycle = match (self.recycle, self.no_recycle) {
             (Some(_), Some(_)) => return Err(invalid("--recycle and --no-recycle: give one of them")),
             (Some(on), None) => on,

@@ -752,12 +752,32 @@ upstream = "web"
     assert_eq!((proxy.route(None, "/api/v1"), proxy.route(None, "/index.html")), (Some(0), Some(1)));
 
     // A group named on the command line takes its servers from there, its
-    // settings from the file; --route replaces the file's routes.
+    // settings from the file; a --route replaces the file's route for the
+    // same host and prefix, and the file's others stay.
     let c = ok(&["--config", file.path(), "--upstream", "api=http://127.0.0.1:7000", "--route", "/=api"]);
     let proxy = c.proxy.expect("a proxy");
-    let api = proxy.groups.iter().find(|g| g.name == "api").expect("api");
+    let group = |name: &str| proxy.groups.iter().position(|g| g.name == name);
+    let api = &proxy.groups[group("api").expect("api")];
     assert_eq!((api.servers.len(), api.servers[0].addr.port(), api.keepalive), (1, 7000, 8));
-    assert_eq!(proxy.route(None, "/index.html"), proxy.groups.iter().position(|g| g.name == "api"));
+    assert_eq!(proxy.route(None, "/index.html"), group("api"));
+    assert_eq!(proxy.routes.len(), 2, "/api/ from the file, / from the flag");
+    // --route flags add to the file's routes, as --weight does.
+    let c = ok(&["--config", file.path(), "--route", "/static/=web", "--route", "example.com/api/=web"]);
+    let proxy = c.proxy.expect("a proxy");
+    let group = |name: &str| proxy.groups.iter().position(|g| g.name == name);
+    assert_eq!(proxy.route(None, "/static/x"), group("web"), "the flag's");
+    assert_eq!(proxy.route(None, "/api/v1"), group("api"), "the file's");
+    assert_eq!(proxy.route(Some(b"example.com"), "/api/v1"), group("web"), "the flag's, for its host");
+    assert_eq!(proxy.route(None, "/index.html"), group("web"), "the file's");
+    // Two groups and no route: the error says where routes were looked for.
+    let two = TempFile::new(
+        "two-groups",
+        "[upstream.a]\nservers = \"http://127.0.0.1:1\"\n[upstream.b]\nservers = \"http://127.0.0.1:2\"\n",
+    );
+    let e = err(&["--config", two.path()]);
+    assert!(e.contains("no route in the --route flags or ") && e.contains(two.path()), "{e}");
+    let e = err(&["--upstream", "a=http://127.0.0.1:1", "--upstream", "b=http://127.0.0.1:2"]);
+    assert!(e.contains("no route in the --route flags (and no --config file)"), "{e}");
 
     assert!(err(&["--upstream", "app"]).contains("is not NAME=URL"));
     assert!(err(&["--upstream", "a=http://127.0.0.1", "--route", "/=b"]).contains("no such upstream"));

@@ -243,7 +243,9 @@ impl ProxyConfig {
     }
 }
 
-/// Resolves the groups and routes given; none: no proxy.
+/// Resolves the groups and routes given; none: no proxy. `looked` says
+/// where routes were looked for (the command line, the file), for the
+/// error when several groups have none.
 ///
 /// # Errors
 ///
@@ -253,6 +255,7 @@ pub(super) fn resolve(
     upstreams: Vec<UpstreamSpec>,
     routes: Vec<RouteSpec>,
     response_timeout: Duration,
+    looked: &str,
 ) -> Result<Option<ProxyConfig>, String> {
     if upstreams.is_empty() {
         if let Some(r) = routes.first() {
@@ -338,8 +341,8 @@ pub(super) fn resolve(
     if !resolved.iter().any(|r| r.group.is_some()) {
         if groups.len() > 1 {
             return Err(format!(
-                "{} upstream groups and no route: say which requests go where (--route /PREFIX=NAME, or [[route]] \
-                 tables)",
+                "{} upstream groups and no route in {looked}: say which requests go where (--route /PREFIX=NAME, \
+                 or [[route]] tables in the --config file)",
                 groups.len()
             ));
         }
@@ -386,7 +389,7 @@ mod tests {
 
     #[test]
     fn one_group_takes_every_request_and_servers_resolve() {
-        let p = resolve(vec![spec("app=http://127.0.0.1:8000"), spec("app=http://[::1]/")], vec![], RESPONSE)
+        let p = resolve(vec![spec("app=http://127.0.0.1:8000"), spec("app=http://[::1]/")], vec![], RESPONSE, "")
             .unwrap()
             .unwrap();
         let g = &p.groups[0];
@@ -394,13 +397,13 @@ mod tests {
         assert_eq!(g.servers[1].addr, "[::1]:80".parse().unwrap());
         assert_eq!((g.balance, g.keepalive, g.max_fails), (Balance::RoundRobin, DEFAULT_KEEPALIVE, 1));
         assert_eq!(p.route(Some(b"x"), "/anything"), Some(0));
-        assert_eq!(resolve(vec![], vec![], RESPONSE), Ok(None));
+        assert_eq!(resolve(vec![], vec![], RESPONSE, ""), Ok(None));
     }
 
     #[test]
     fn a_route_to_builtin_keeps_a_path_for_the_servers_own_endpoints() {
         let routes = vec!["/metrics=builtin".parse().unwrap()];
-        let p = resolve(vec![spec("app=http://127.0.0.1:1")], routes, RESPONSE).unwrap().unwrap();
+        let p = resolve(vec![spec("app=http://127.0.0.1:1")], routes, RESPONSE, "").unwrap().unwrap();
         assert_eq!((p.route(None, "/metrics"), p.route(None, "/x")), (None, Some(0)), "and / still goes to app");
     }
 
@@ -408,7 +411,7 @@ mod tests {
     fn routes_match_host_then_the_longest_prefix() {
         let routes = ["/=web", "/api/=api", "example.com/=site"].map(|r| r.parse().unwrap()).to_vec();
         let ups = vec![spec("web=http://127.0.0.1:1"), spec("api=http://127.0.0.1:2"), spec("site=http://127.0.0.1:3")];
-        let p = resolve(ups, routes, RESPONSE).unwrap().unwrap();
+        let p = resolve(ups, routes, RESPONSE, "").unwrap().unwrap();
         assert_eq!(p.route(Some(b"Example.COM:8080"), "/api/x"), Some(2), "the host's route first");
         assert_eq!(p.route(Some(b"other"), "/api/x"), Some(1));
         assert_eq!(p.route(Some(b"other"), "/apix"), Some(0));
@@ -419,7 +422,7 @@ mod tests {
     #[test]
     fn errors_say_what_is_wrong_in_one_line() {
         let err = |ups: Vec<UpstreamSpec>, routes: Vec<&str>| {
-            resolve(ups, routes.into_iter().map(|r| r.parse().unwrap()).collect(), RESPONSE).unwrap_err()
+            resolve(ups, routes.into_iter().map(|r| r.parse().unwrap()).collect(), RESPONSE, "the flags").unwrap_err()
         };
         assert!(err(vec![spec("a=https://x")], vec![]).contains("plain HTTP"));
         assert!(err(vec![spec("a=http://127.0.0.1/x")], vec![]).contains("without a path"));
