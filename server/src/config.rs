@@ -582,6 +582,12 @@ pub struct Options {
     #[arg(long, value_name = "SIZE")]
     pub max_body: Option<ByteSize>,
 
+    /// Largest request body a handler gathers whole (collect_body: an echo, a form, JSON); 413
+    /// beyond, at once and without 100 Continue when the declared Content-Length is over it.
+    /// Bodies streamed to a handler (POST /upload) are bounded by --max-body [default: 64KiB]
+    #[arg(long, value_name = "SIZE")]
+    pub max_collect: Option<ByteSize>,
+
     /// Largest request head, request line and headers (431 beyond) [default: 16KiB]
     #[arg(long, value_name = "SIZE")]
     pub max_head: Option<ByteSize>,
@@ -772,6 +778,7 @@ impl Options {
             root: self.root.or(file.root),
             max_bytes: self.max_bytes.or(file.max_bytes),
             max_body: self.max_body.or(file.max_body),
+            max_collect: self.max_collect.or(file.max_collect),
             max_head: self.max_head.or(file.max_head),
             max_request_line: self.max_request_line.or(file.max_request_line),
             header_timeout: self.header_timeout.or(file.header_timeout),
@@ -957,6 +964,8 @@ pub struct Config {
     pub max_request_line: usize,
     /// Time allowed for a request head.
     pub header_timeout: Duration,
+    /// The largest request body a handler gathers whole.
+    pub max_collect: usize,
     /// Keep-alive idle timeout.
     pub idle_timeout: Duration,
     /// HTTP/2 beside HTTP/1.1 (`--no-http2` turns it off).
@@ -1015,6 +1024,7 @@ impl Config {
             response_timeout: self.response_timeout,
             body_timeout: self.body_timeout,
             body_min_rate: self.body_min_rate,
+            max_collect: self.max_collect,
             http2: self.http2,
             http2_max_streams: self.http2_max_streams,
             ..HttpConfig::default()
@@ -1297,6 +1307,8 @@ impl Options {
             root: self.root,
             max_bytes: size(self.max_bytes, 1 << 30, "max-bytes")?,
             max_body: size(self.max_body, 64 << 20, "max-body")?,
+            max_collect: usize::try_from(size(self.max_collect, 64 << 10, "max-collect")?)
+                .map_err(|_| invalid("--max-collect is larger than this machine can hold"))?,
             max_head,
             max_request_line,
             header_timeout: span(self.header_timeout, Duration::from_secs(10), "header-timeout")?,

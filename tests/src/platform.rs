@@ -210,6 +210,11 @@ expect("chunked sink", (st, b.decode()), (200, f"{len(sent)} {hashlib.sha256(sen
 body = bytes(range(256)) * 40
 st, h, b = request("POST", "/echo", body); expect("echo", (st, b), (200, body)); n += 1
 st, h, b = request("POST", "/echo", b"x" * 70000); expect("echo over its limit", st, 413); n += 1
+# Declared over the limit with Expect: 100-continue: 413 at once, no 100
+# inviting the body (RFC 9110 s10.1.1), and the connection closes.
+s = connect(); s.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\nExpect: 100-continue\r\n\r\n")
+s.settimeout(5); first = until_close(s)
+expect("413 before any 100", first[:13], b"HTTP/1.1 413 "); n += 1
 t = time.monotonic(); st, h, b = request("GET", "/later?ms=200"); took = time.monotonic() - t
 expect("later", (st, b), (200, b"waited 200 ms\n"))
 if not 0.19 <= took < 5: sys.exit(f"a 200 ms deferred answer took {took:.3f} s")

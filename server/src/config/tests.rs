@@ -33,6 +33,7 @@ const KEYS: &[&str] = &[
     "root",
     "max-bytes",
     "max-body",
+    "max-collect",
     "max-head",
     "max-request-line",
     "header-timeout",

@@ -899,7 +899,18 @@ impl HttpConn {
         let (mut cx, handler) = env.call(id, now, self.peer, self.secure);
         let reply = catch_unwind(AssertUnwindSafe(|| handler.request(&mut cx, &Request { head: &req }, res)));
         self.wake_at = earliest(self.wake_at, cx.wake_at);
-        self.out.commit(at);
+        // The 100 goes out only if the body is wanted: a body the handler
+        // would gather whole and whose declared length is over the limit is
+        // answered 413 at once (RFC 9110 §10.1.1: a final status instead of
+        // 100), as is a handler's panic, and the body is not invited.
+        let refused_at_once = match &reply {
+            Ok(Reply(ReplyKind::Collect)) => matches!(framing, Framing::Length(n) if n > self.max_collect as u64),
+            Ok(_) => false,
+            Err(_) => true,
+        };
+        if !refused_at_once {
+            self.out.commit(at);
+        }
         self.input.consume(head_len);
         let framing = match framing {
             Framing::None => BodyFraming::Length { remaining: 0 },

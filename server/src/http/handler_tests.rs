@@ -9,7 +9,7 @@ use std::task::{Wake, Waker};
 
 use fairway_stack::time::Instant;
 
-use super::tests::{TestSite, config, conn, drain, feed, one, responses};
+use super::tests::{TestSite, config, conn, conn_with, drain, feed, one, responses};
 use super::*;
 
 /// What the demo handler is asked for, by path.
@@ -237,6 +237,28 @@ fn a_collected_body_arrives_whole_and_one_over_the_limit_is_413() {
     input.extend(b"0\r\n\r\n");
     let out = feed(&mut c, &mut site, &input, Instant::ZERO);
     assert_eq!(one(&out).status, 413, "a chunked body is refused once it grows past the limit");
+}
+
+#[test]
+fn a_body_too_large_to_gather_is_refused_before_any_100_continue() {
+    // Under --max-body, over --max-collect: the handler's choice decides.
+    let limits = HttpConfig { max_collect: 100, ..config() };
+    let (mut c, mut site) = (conn_with(&limits), TestSite::with(Demo::default()));
+    let too_big = 5000;
+    assert!(too_big < limits.max_body && too_big > limits.max_collect as u64);
+    let head =
+        format!("POST /collect HTTP/1.1\r\nHost: x\r\nContent-Length: {too_big}\r\nExpect: 100-continue\r\n\r\n");
+    let out = feed(&mut c, &mut site, head.as_bytes(), Instant::ZERO);
+    assert!(out.starts_with(b"HTTP/1.1 413 "), "413 first, no 100: {}", String::from_utf8_lossy(&out));
+    assert_eq!(one(&out).status, 413);
+    assert!(c.should_close(), "the body it did not invite is not read");
+    // One within the limit is invited.
+    let (mut c, mut site) = demo();
+    let head = "POST /collect HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n";
+    let out = feed(&mut c, &mut site, head.as_bytes(), Instant::ZERO);
+    assert_eq!(out, b"HTTP/1.1 100 Continue\r\n\r\n");
+    let out = feed(&mut c, &mut site, b"hello", Instant::ZERO);
+    assert_eq!(one(&out).body, b"hello");
 }
 
 #[test]

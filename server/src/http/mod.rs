@@ -93,7 +93,10 @@
 //!   comes when its body is complete), even when some of the body has
 //!   already arrived (RFC 9110 §10.1.1 allows omitting it then; sending it
 //!   always keeps the output independent of how the input was split). A
-//!   head refused outright (413 and the like) gets no 100.
+//!   head refused outright (413 and the like) gets no 100; nor does one
+//!   whose handler gathers the body (`collect_body`) when its declared
+//!   `Content-Length` is over `max_collect` (413 at once, and the
+//!   connection closes), nor one whose handler panicked (500).
 //! - A body that is read and dropped (its request was answered already)
 //!   and breaks its framing (a bad chunk, over `max_body`) cannot be
 //!   answered again: the connection closes after what is queued.

@@ -108,7 +108,7 @@ pub(super) fn conn() -> HttpConn {
 }
 
 /// A fresh connection under `cfg`, accepted at time zero.
-fn conn_with(cfg: &HttpConfig) -> HttpConn {
+pub(super) fn conn_with(cfg: &HttpConfig) -> HttpConn {
     let mut c = HttpConn::new(cfg);
     c.reset(Instant::ZERO);
     c
