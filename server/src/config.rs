@@ -453,6 +453,13 @@ pub struct Options {
     #[arg(long, value_name = "ADDR:PORT")]
     pub tls_listen: Option<SocketAddr>,
 
+    /// With --tls-cert: a connection whose TLS handshake has not finished this long after it was
+    /// accepted is closed (an alert first), and at most half of --max-connections may be in their
+    /// handshake at once, the oldest cut short to make room (stalled handshakes, the TLS form of
+    /// slowloris) [default: 10s]
+    #[arg(long, value_name = "TIME")]
+    pub handshake_timeout: Option<Span>,
+
     /// With --tls-cert: serve HTTPS only, no plain HTTP port
     #[arg(long, action = ArgAction::SetTrue)]
     #[serde(default)]
@@ -752,6 +759,7 @@ impl Options {
             tls_port: self.tls_port.or(file.tls_port),
             tls_listen: self.tls_listen.or(file.tls_listen),
             tls_only: self.tls_only || file.tls_only,
+            handshake_timeout: self.handshake_timeout.or(file.handshake_timeout),
             iface: self.iface.or(file.iface),
             ip: if self.ip.is_empty() { file.ip } else { self.ip },
             gateway: if self.gateway.is_empty() { file.gateway } else { self.gateway },
@@ -894,6 +902,8 @@ pub struct TlsConfig {
     pub listen: SocketAddr,
     /// HTTPS only: no plain port.
     pub only: bool,
+    /// How long a TLS handshake may take.
+    pub handshake_timeout: Duration,
 }
 
 impl Config {
@@ -1241,10 +1251,26 @@ impl Options {
                 if backend != Backend::Kernel && !self.tls_only && tls_port == port {
                     return Err(invalid(format!("--tls-port {tls_port} is --port too: give HTTPS its own port")));
                 }
-                Some(TlsConfig { cert, key, port: tls_port, listen: tls_listen, only: self.tls_only })
+                let handshake_timeout =
+                    span(self.handshake_timeout, crate::tls::HANDSHAKE_TIMEOUT, "handshake-timeout")?;
+                Some(TlsConfig {
+                    cert,
+                    key,
+                    port: tls_port,
+                    listen: tls_listen,
+                    only: self.tls_only,
+                    handshake_timeout,
+                })
             }
-            (None, None) if self.tls_only || self.tls_port.is_some() || self.tls_listen.is_some() => {
-                return Err(invalid("--tls-only, --tls-port and --tls-listen need --tls-cert and --tls-key"));
+            (None, None)
+                if self.tls_only
+                    || self.tls_port.is_some()
+                    || self.tls_listen.is_some()
+                    || self.handshake_timeout.is_some() =>
+            {
+                return Err(invalid(
+                    "--tls-only, --tls-port, --tls-listen and --handshake-timeout need --tls-cert and --tls-key",
+                ));
             }
             (Some(_), None) => return Err(invalid("--tls-cert needs --tls-key")),
             (None, Some(_)) => return Err(invalid("--tls-key needs --tls-cert")),

@@ -486,7 +486,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 50] = [
+        let per_shard: [(&str, &str, &str, Get); 52] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -610,6 +610,18 @@ impl MetricsHub {
                 "counter",
                 "TLS connections failed by the peer's error (an alert sent, the connection closed).",
                 |m| m.tls.map(|t| t.errors),
+            ),
+            (
+                "fairway_tls_handshake_timeouts_total",
+                "counter",
+                "TLS handshakes not finished within --handshake-timeout (an alert sent, the connection closed).",
+                |m| m.tls.map(|t| t.handshake_timeouts),
+            ),
+            (
+                "fairway_tls_handshakes_evicted_total",
+                "counter",
+                "TLS handshakes cut short, oldest first, when the shard had its share of the connection limit in handshakes.",
+                |m| m.tls.map(|t| t.handshakes_evicted),
             ),
             ("fairway_proxy_forwarded_total", "counter", "Requests the reverse proxy forwarded upstream.", |m| {
                 m.proxy.map(|p| p.forwarded)

@@ -303,3 +303,159 @@ fn sighup_reloads_the_certificate_for_new_connections() {
     assert_eq!(curl(&server, &cert, "/plaintext", &[]).stdout, b"Hello, World!", "the new certificate");
     assert!(!curl(&server, &old, "/plaintext", &[]).status.success(), "the old one is gone");
 }
+
+/// The stalled-handshake attack (the TLS form of slowloris), from Python:
+/// `stalled` connections that send the first 5 bytes of a ClientHello and
+/// nothing more, and one that trickles a whole ClientHello a byte every
+/// 200 ms, while a real client makes TLS requests, one connection each,
+/// for the same time before the attack and during it. Prints, per attacking
+/// connection, how long after it opened the server closed it, and the real
+/// client's rates.
+const STALLED_HANDSHAKES: &str = r#"
+import resource, selectors, socket, ssl, sys, time, threading
+port, cert, stalled, seconds = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+resource.setrlimit(resource.RLIMIT_NOFILE, (stalled + 256, stalled + 256))
+ctx = ssl.create_default_context(cafile=cert)
+
+def served_for(span):
+    end, n = time.monotonic() + span, 0
+    while time.monotonic() < end:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+                s.sendall(b"GET /plaintext HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                got = b""
+                while chunk := s.recv(4096):
+                    got += chunk
+                if b"Hello, World!" not in got:
+                    sys.exit(f"a real client got {got[:60]!r}")
+                n += 1
+    return n / span
+
+before = served_for(seconds)
+# A ClientHello to trickle: what the ssl module would send first.
+bio_in, bio_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+obj = ctx.wrap_bio(bio_in, bio_out, server_hostname="localhost")
+try:
+    obj.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+hello = bio_out.read()
+opened, closed = {}, {}
+sel = selectors.DefaultSelector()
+for i in range(stalled):
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(b"\x16\x03\x01\x02\x00")
+    s.setblocking(False)
+    opened[i] = time.monotonic()
+    sel.register(s, selectors.EVENT_READ, i)
+trickler = socket.create_connection(("127.0.0.1", port), timeout=30)
+opened["trickle"] = time.monotonic()
+
+def trickle():
+    try:
+        for b in hello:
+            trickler.sendall(bytes([b]))
+            time.sleep(0.2)
+    except OSError:
+        pass
+threading.Thread(target=trickle, daemon=True).start()
+trickler_fd = trickler.dup()
+trickler_fd.setblocking(False)
+sel.register(trickler_fd, selectors.EVENT_READ, "trickle")
+
+def watch():
+    # One thread, one poll: when each connection ends (EOF or reset).
+    deadline = time.monotonic() + 40
+    while len(closed) < len(opened) and time.monotonic() < deadline:
+        for key, _ in sel.select(timeout=1):
+            try:
+                ended = not key.fileobj.recv(4096)
+            except BlockingIOError:
+                continue
+            except OSError:
+                ended = True
+            if ended:
+                closed[key.data] = time.monotonic()
+                sel.unregister(key.fileobj)
+watcher = threading.Thread(target=watch, daemon=True)
+watcher.start()
+during = served_for(seconds)
+watcher.join(45)
+took = sorted(closed[k] - opened[k] for k in opened if k in closed)
+if not took:
+    sys.exit("no stalled connection was closed")
+print(len(opened), len(took), f"{took[0]:.3f}", f"{took[-1]:.3f}", f"{before:.1f}", f"{during:.1f}")
+"#;
+
+#[test]
+fn stalled_and_trickled_handshakes_are_closed_at_the_handshake_timeout_while_clients_are_served() {
+    let dir = TempDir::new("handshakes");
+    let (cert, key) = certificate(&dir, "ecdsa", false);
+    let server = start(&cert, &key, &["--handshake-timeout", "2s"]);
+    let port = server.tls_addr.expect("an HTTPS address").port().to_string();
+    let stalled = "2000";
+    let out = run("python3", &["-c", STALLED_HANDSHAKES, &port, cert.to_str().unwrap(), stalled, "2"], b"");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    let fields: Vec<&str> = said.split_whitespace().collect();
+    let [opened, closed, first, last, before, during] = fields[..] else { panic!("{said}") };
+    assert_eq!((opened, closed), ("2001", "2001"), "every stalled handshake was closed: {said}");
+    let (first, last): (f64, f64) = (first.parse().unwrap(), last.parse().unwrap());
+    // The clock starts at the turn that accepted the connection: with a
+    // thousand accepted in one turn, the last of them a little after that
+    // turn's time.
+    assert!(first >= 1.5, "a handshake was closed well before its 2 s: {said}");
+    assert!(last <= 3.0, "every handshake was closed within the timeout and a second: {said}");
+    let (before, during): (f64, f64) = (before.parse().unwrap(), during.parse().unwrap());
+    assert!(during > 0.0, "real clients were served during the attack: {said}");
+    eprintln!(
+        "2000 stalled TLS handshakes (and one trickled): closed {first:.3}..{last:.3} s after they opened \
+         (--handshake-timeout 2s); a real client's TLS requests, a connection each: {before:.1}/s before, \
+         {during:.1}/s during ({:.2} ×)",
+        during / before
+    );
+    let timeouts = server.wait_total("fairway_tls_handshake_timeouts_total", 2001.0);
+    assert!(timeouts >= 2001.0, "{timeouts} handshake timeouts counted");
+}
+
+#[test]
+fn handshakes_beyond_the_shards_share_cut_the_oldest_short() {
+    let dir = TempDir::new("evict");
+    let (cert, key) = certificate(&dir, "ecdsa", false);
+    // One shard, 20 connections at most: 10 may be in their handshake.
+    let server = start(&cert, &key, &["--handshake-timeout", "60s", "--shards", "1", "--max-connections", "20"]);
+    let addr = server.tls_addr.expect("an HTTPS address");
+    let mut stalled: Vec<TcpStream> = (0..15)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00]).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+            s
+        })
+        .collect();
+    // The first five were cut to make room for the last five, oldest first.
+    for (i, s) in stalled.iter_mut().enumerate() {
+        let mut buf = [0u8; 64];
+        let ended = match s.read(&mut buf) {
+            Ok(0) | Err(_) => true,
+            // An alert, then the end.
+            Ok(_) => matches!(s.read(&mut buf), Ok(0) | Err(_)),
+        };
+        if i < 5 {
+            assert!(ended, "stalled handshake {i} (of the oldest) was cut");
+        } else {
+            s.set_nonblocking(true).unwrap();
+            assert!(matches!(s.read(&mut buf), Err(e) if e.kind() == ErrorKind::WouldBlock), "{i} still waits");
+        }
+        if i == 4 {
+            break;
+        }
+    }
+    // A real client gets through with ten stalled beside it.
+    let out = curl(&server, &cert, "/plaintext", &[]);
+    assert_eq!(out.stdout, b"Hello, World!", "{}", String::from_utf8_lossy(&out.stderr));
+    let evicted = server.wait_total("fairway_tls_handshakes_evicted_total", 6.0);
+    assert!(evicted >= 6.0, "{evicted} handshakes evicted (five for the stalled, one for curl)");
+    drop(stalled);
+}

@@ -608,7 +608,7 @@ fn https_over_afxdp_for_curl_python_and_openssl_with_resumption_and_a_gigabyte_b
     let tb = testbed(1, 2);
     let dir = std::env::temp_dir().join(format!("fairway-afxdp-tls-{}", std::process::id()));
     let (cert, key) = tls_certificate(&dir);
-    let extra = ["--queues", "2", "--shards", "2", "--tls-cert", &cert, "--tls-key", &key];
+    let extra = ["--queues", "2", "--shards", "2", "--tls-cert", &cert, "--tls-key", &key, "--handshake-timeout", "2s"];
     let served = Served::start(&tb, &flags(&tb, "10.77.0.1/24", &extra));
     let ns = tb.client_ns(0);
     let server = tb.server_ip().to_string();
@@ -627,6 +627,32 @@ fn https_over_afxdp_for_curl_python_and_openssl_with_resumption_and_a_gigabyte_b
             assert!(out.stderr_text().contains(&accepted), "{}", out.stderr_text());
         }
     }
+    // Stalled handshakes (5 bytes of a ClientHello, then nothing) are
+    // closed at the handshake timeout, on both shards.
+    const STALLED: &str = r#"
+import selectors, socket, sys, time
+sel, opened, took = selectors.DefaultSelector(), {}, []
+for i in range(50):
+    s = socket.create_connection((sys.argv[1], 443)); s.sendall(b"\x16\x03\x01\x02\x00"); s.setblocking(False)
+    opened[i] = time.monotonic(); sel.register(s, selectors.EVENT_READ, i)
+end = time.monotonic() + 20
+while len(took) < 50 and time.monotonic() < end:
+    for key, _ in sel.select(timeout=1):
+        try:
+            if key.fileobj.recv(4096): continue
+        except BlockingIOError: continue
+        except OSError: pass
+        took.append(time.monotonic() - opened[key.data]); sel.unregister(key.fileobj)
+print(len(took), f"{min(took):.3f}", f"{max(took):.3f}")
+"#;
+    let out =
+        testbed::exec_timeout(&ns, &["python3", "-c", STALLED, &tb.server_ip().to_string()], Duration::from_secs(40))
+            .unwrap();
+    let said = out.stdout_text();
+    let fields: Vec<&str> = said.split_whitespace().collect();
+    assert_eq!(fields.first(), Some(&"50"), "every stalled handshake was closed: {said}{}", out.stderr_text());
+    let (first, last): (f64, f64) = (fields[1].parse().unwrap(), fields[2].parse().unwrap());
+    assert!(first >= 1.5 && last <= 3.0, "closed {first}..{last} s after opening, at a 2 s timeout");
     // Plain HTTP beside it, on port 80.
     assert_eq!(curl(&[&format!("http://{server}/plaintext")]).stdout_text(), "Hello, World!");
     // An upload with its SHA-256; a gigabyte byte-exact.

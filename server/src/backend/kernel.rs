@@ -113,6 +113,12 @@ pub fn start(config: &Config, stop: Arc<AtomicBool>) -> io::Result<Running> {
 /// As [`start`].
 pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> io::Result<Running> {
     let (http, grace) = (config.http(), config.shutdown_grace);
+    // TLS handshakes: how long each may take, and how many one shard lets
+    // be in progress at once.
+    let handshakes = (
+        config.tls.as_ref().map_or(crate::tls::HANDSHAKE_TIMEOUT, |t| t.handshake_timeout),
+        crate::tls::handshake_share(config, config.shards),
+    );
     match (app.service(config)?, crate::tls::keys_for(config)?) {
         (ShardService::Http(make), None) => start_with(config, stop, move |p: KernelParts| {
             let sockets = Shared::new(p.sockets);
@@ -125,7 +131,10 @@ pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> i
         (ShardService::Http(make), Some(keys)) => {
             let shard_keys = Arc::clone(&keys);
             let running = start_with(config, stop, move |p: KernelParts| {
-                let sockets = Shared::new(Tls::new(p.sockets, Arc::clone(&shard_keys), &p.tls_ports));
+                let sockets = Shared::new(
+                    Tls::new(p.sockets, Arc::clone(&shard_keys), &p.tls_ports)
+                        .with_handshake_limits(handshakes.0, handshakes.1),
+                );
                 let service = AutoService::new(http.clone(), make(), &sockets, Arc::clone(&p.wakes));
                 let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
                     .with_ports(&p.ports)
@@ -145,7 +154,10 @@ pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> i
         (ShardService::Async(make), Some(keys)) => {
             let shard_keys = Arc::clone(&keys);
             let running = start_with(config, stop, move |p: KernelParts| {
-                let sockets = Shared::new(Tls::new(p.sockets, Arc::clone(&shard_keys), &p.tls_ports));
+                let sockets = Shared::new(
+                    Tls::new(p.sockets, Arc::clone(&shard_keys), &p.tls_ports)
+                        .with_handshake_limits(handshakes.0, handshakes.1),
+                );
                 let service = AsyncService::new(&sockets, &http, make());
                 let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
                     .with_ports(&p.ports)

@@ -332,6 +332,12 @@ where
     O: Fn(u16) -> io::Result<(D, [u8; 6])> + Send + Sync + 'static,
 {
     let (http, grace) = (config.http(), config.shutdown_grace);
+    // TLS handshakes: how long each may take, and how many one shard lets
+    // be in progress at once.
+    let handshakes = (
+        config.tls.as_ref().map_or(crate::tls::HANDSHAKE_TIMEOUT, |t| t.handshake_timeout),
+        crate::tls::handshake_share(config, usize::from(count)),
+    );
     let (ports, tls_ports) = config.ports();
     let running = match (app.service(config)?, crate::tls::keys_for(config)?) {
         (ShardService::Http(make), None) => {
@@ -348,7 +354,10 @@ where
         (ShardService::Http(make), Some(keys)) => {
             let shard_keys = Arc::clone(&keys);
             spawn_all(config, ip, count, frame_len, stop, open, move |p: UserspaceParts| {
-                let shard = Shared::new(Tls::new(p.shard, Arc::clone(&shard_keys), &tls_ports));
+                let shard = Shared::new(
+                    Tls::new(p.shard, Arc::clone(&shard_keys), &tls_ports)
+                        .with_handshake_limits(handshakes.0, handshakes.1),
+                );
                 let service = AutoService::new(http.clone(), make(), &shard, Arc::clone(&p.wakes));
                 let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
                     .with_ports(&ports)
@@ -372,7 +381,10 @@ where
         (ShardService::Async(make), Some(keys)) => {
             let shard_keys = Arc::clone(&keys);
             spawn_all(config, ip, count, frame_len, stop, open, move |p: UserspaceParts| {
-                let shard = Shared::new(Tls::new(p.shard, Arc::clone(&shard_keys), &tls_ports));
+                let shard = Shared::new(
+                    Tls::new(p.shard, Arc::clone(&shard_keys), &tls_ports)
+                        .with_handshake_limits(handshakes.0, handshakes.1),
+                );
                 let service = AsyncService::new(&shard, &http, make());
                 let host = Host::with_service(service, p.site, p.limit, p.stop, grace, p.wakes)
                     .with_ports(&ports)

@@ -12,6 +12,7 @@ const KEYS: &[&str] = &[
     "tls-key",
     "tls-port",
     "tls-listen",
+    "handshake-timeout",
     "tls-only",
     "iface",
     "ip",

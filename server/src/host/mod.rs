@@ -333,6 +333,11 @@ pub struct Host<T: Transport, S: Service<T>, W: Windows<T> = ()> {
     /// The transport's connections the service opened through the site's
     /// outbound links.
     links: links::Links<T::Conn>,
+    /// When the transport's own deadlines are next due (TLS handshakes),
+    /// as it said at the end of the last turn.
+    expiry: Option<Instant>,
+    /// The connections it cut, to close (room kept).
+    expired: Vec<T::Conn>,
 }
 
 impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
@@ -380,6 +385,8 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
             accepted: 0,
             refused: 0,
             links: links::Links::default(),
+            expiry: None,
+            expired: Vec::new(),
         }
     }
 
@@ -696,6 +703,23 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> Host<T, S, W> {
         }
     }
 
+    /// Closes the connections the transport cut (a TLS handshake that did
+    /// not finish in time): their alert is queued, their slot given back.
+    fn close_expired(&mut self, t: &mut T, now: Instant) {
+        let mut expired = std::mem::take(&mut self.expired);
+        t.expire(now, &mut |conn| expired.push(conn));
+        for conn in expired.drain(..) {
+            if let Some(i) = self.slot_of(conn) {
+                if let Some(window) = &mut self.window {
+                    window.release(t, conn, &mut self.senses[i]);
+                }
+                t.close(conn);
+                self.release(i);
+            }
+        }
+        self.expired = expired;
+    }
+
     /// Opens, closes and pumps the links as the service asked.
     fn serve_links(&mut self, t: &mut T, now: Instant) {
         if let Some(out) = self.site.outbound_mut() {
@@ -815,6 +839,9 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> App<T, T::Event> for Host<T, S,
         if self.drain_until.is_none() && self.stop.load(Ordering::Relaxed) {
             self.begin_drain(t, now);
         }
+        if t.next_expiry().is_some_and(|at| at <= now) {
+            self.close_expired(t, now);
+        }
         // Awake before the outbound sockets' readiness wakes their
         // exchanges (and for the drives of what was woken).
         self.wakes.awake();
@@ -834,13 +861,14 @@ impl<T: Transport, S: Service<T>, W: Windows<T>> App<T, T::Event> for Host<T, S,
         let window = self.window.as_ref().filter(|_| self.active > 0).map(W::next_run);
         // Pooled sessions are freed on time even when nothing else happens.
         let trim = (self.pool.free_count() > 0).then_some(self.trim_at);
-        [self.timers.next_wakeup(), self.service.poll_timeout(), self.drain_until, window, trim]
+        [self.timers.next_wakeup(), self.service.poll_timeout(), self.drain_until, window, trim, self.expiry]
             .into_iter()
             .flatten()
             .min()
     }
 
     fn after_turn(&mut self, t: &mut T, now: Instant, stats: &LoopStats) {
+        self.expiry = t.next_expiry();
         self.site.tick();
         if let Some(window) = &mut self.window {
             window.run(now, t, &self.open, &mut self.senses, self.site.metrics_mut());

@@ -204,6 +204,20 @@ pub trait Transport {
         true
     }
 
+    /// When [`expire`](Self::expire) is next due: the transport's own
+    /// deadlines (a TLS handshake's), if it has any.
+    fn next_expiry(&self) -> Option<Instant> {
+        None
+    }
+
+    /// Hands to `expired` every connection whose transport-level deadline
+    /// has passed at `now` (a TLS handshake not finished in time), or that
+    /// the transport cut for another reason of its own: the host closes
+    /// them (their last words, an alert, are queued already).
+    fn expire(&mut self, now: Instant, expired: &mut dyn FnMut(Self::Conn)) {
+        let _ = (now, expired);
+    }
+
     /// The userspace stack's counters, where there is one.
     fn counters(&self) -> Option<Counters> {
         None

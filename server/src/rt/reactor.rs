@@ -152,6 +152,12 @@ impl<X: Transport> Transport for Shared<X> {
     fn delivered(&self) -> bool {
         self.0.borrow().delivered()
     }
+    fn next_expiry(&self) -> Option<Instant> {
+        self.0.borrow().next_expiry()
+    }
+    fn expire(&mut self, now: Instant, expired: &mut dyn FnMut(X::Conn)) {
+        self.0.borrow_mut().expire(now, expired);
+    }
     fn counters(&self) -> Option<fairway_stack::Counters> {
         self.0.borrow().counters()
     }

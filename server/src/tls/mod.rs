@@ -32,7 +32,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ProducesTickets, ServerSessionMemoryCache, StoresServerSessions};
 use rustls::{ServerConfig, version};
 
-pub use transport::{CHUNK, Tls, TlsCounters};
+pub use transport::{CHUNK, HANDSHAKE_TIMEOUT, Tls, TlsCounters};
 
 /// TLS sessions kept for resumption by session id (TLS 1.2), server-wide.
 const SESSION_CACHE: usize = 4096;
@@ -172,6 +172,13 @@ fn server_config(
     config.ticketer = Arc::clone(tickets);
     config.session_storage = Arc::clone(sessions);
     Ok(Arc::new(config))
+}
+
+/// How many TLS handshakes one of `config`'s shards lets be in progress at
+/// once: its share of half the connection limit.
+#[must_use]
+pub fn handshake_share(config: &crate::config::Config, shards: usize) -> usize {
+    (config.max_connections / 2 / shards.max(1)).max(1)
 }
 
 /// The keys `config` names, loaded, if it serves TLS.

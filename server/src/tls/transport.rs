@@ -26,7 +26,10 @@ use std::io::{self, IoSlice, Read, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use fairway_stack::Counters;
+use std::collections::VecDeque;
+
+use fairway_stack::time::{Duration, Instant};
+use fairway_stack::{Counters, TimerWheel};
 use rustls::{HandshakeKind, ServerConfig, ServerConnection};
 
 use super::TlsKeys;
@@ -49,7 +52,15 @@ pub struct TlsCounters {
     pub resumed: u64,
     /// Connections failed by a TLS error of the peer's (an alert sent).
     pub errors: u64,
+    /// Handshakes not finished within the handshake timeout: closed.
+    pub handshake_timeouts: u64,
+    /// Handshakes cut short to make room for a new one: the shard had as
+    /// many in progress as it allows, and this was the oldest.
+    pub handshakes_evicted: u64,
 }
+
+/// How long a handshake may take by default.
+pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One TLS connection's state.
 struct Session<C> {
@@ -89,6 +100,21 @@ pub struct Tls<T: Transport> {
     /// By the connection's index: its session, if it speaks TLS.
     sessions: Vec<Option<Box<Session<T::Conn>>>>,
     counters: TlsCounters,
+    /// How long a handshake may take, and how many may be in progress at
+    /// once on this shard.
+    handshake_timeout: Duration,
+    max_handshaking: usize,
+    /// Handshakes in progress, oldest first (some may have ended since:
+    /// they are skipped), and their count.
+    handshaking: VecDeque<T::Conn>,
+    handshaking_now: usize,
+    /// Sessions accepted since the last `expire`, whose deadline it sets
+    /// (the transport learns the time there).
+    unstamped: Vec<T::Conn>,
+    /// Each handshaking session's deadline, by connection index.
+    deadlines: TimerWheel,
+    /// Connections cut (timed out or evicted) for the host to close.
+    cut: Vec<T::Conn>,
 }
 
 impl<T: Transport> std::fmt::Debug for Tls<T> {
@@ -112,7 +138,33 @@ where
             tls_listeners: Vec::new(),
             sessions: Vec::new(),
             counters: TlsCounters::default(),
+            handshake_timeout: HANDSHAKE_TIMEOUT.into(),
+            max_handshaking: usize::MAX,
+            handshaking: VecDeque::new(),
+            handshaking_now: 0,
+            unstamped: Vec::new(),
+            deadlines: TimerWheel::new(Instant::ZERO),
+            cut: Vec::new(),
         }
+    }
+
+    /// Closes a connection whose handshake has not finished `timeout`
+    /// after it was accepted (a `close_notify` alert first), and lets at
+    /// most `max_handshaking` handshakes be in progress at once: a new one
+    /// beyond that cuts the oldest short. So stalled handshakes (the TLS
+    /// form of slowloris) neither last nor hold more than their share of
+    /// the connection limit.
+    #[must_use]
+    pub fn with_handshake_limits(mut self, timeout: std::time::Duration, max_handshaking: usize) -> Tls<T> {
+        self.handshake_timeout = timeout.into();
+        self.max_handshaking = max_handshaking.max(1);
+        self
+    }
+
+    /// Handshakes in progress on this shard.
+    #[must_use]
+    pub fn handshakes_in_progress(&self) -> usize {
+        self.handshaking_now
     }
 
     /// The transport under it.
@@ -160,6 +212,9 @@ where
         if i >= self.sessions.len() {
             self.sessions.resize_with(i + 1, || None);
         }
+        if self.handshaking_now >= self.max_handshaking {
+            self.evict_oldest();
+        }
         self.sessions[i] = Some(Box::new(Session {
             conn,
             tls,
@@ -170,6 +225,9 @@ where
             wrote: false,
             failed: false,
         }));
+        self.handshaking.push_back(conn);
+        self.handshaking_now += 1;
+        self.unstamped.push(conn);
         Ok(())
     }
 
@@ -178,8 +236,41 @@ where
         if let Some(slot) = self.sessions.get_mut(T::index(conn))
             && slot.as_ref().is_some_and(|s| s.conn == conn)
         {
+            if slot.as_ref().is_some_and(|s| !s.counted && !s.failed) {
+                self.handshaking_now -= 1;
+            }
             *slot = None;
+            self.deadlines.cancel(T::index(conn) as u32);
         }
+    }
+
+    /// Cuts the oldest handshake still in progress, to make room.
+    fn evict_oldest(&mut self) {
+        while let Some(conn) = self.handshaking.pop_front() {
+            if self.cut_handshake(conn) {
+                self.counters.handshakes_evicted += 1;
+                return;
+            }
+        }
+    }
+
+    /// Ends `conn`'s handshake if it is still in progress: a `close_notify`
+    /// alert goes out, and the connection is handed to the host (through
+    /// [`Transport::expire`]) to close. Returns whether it was.
+    fn cut_handshake(&mut self, conn: T::Conn) -> bool {
+        let Tls { inner, sessions, .. } = self;
+        let Some(session) = session_mut::<T>(sessions, conn) else { return false };
+        if session.counted || session.failed {
+            return false;
+        }
+        session.tls.send_close_notify();
+        session.failed = true;
+        session.closing = true;
+        let _ = flush(inner, session);
+        self.handshaking_now -= 1;
+        self.deadlines.cancel(T::index(conn) as u32);
+        self.cut.push(conn);
+        true
     }
 }
 
@@ -345,9 +436,18 @@ where
     }
 
     fn recv(&mut self, conn: T::Conn, buf: &mut [u8]) -> Result<usize, TransportError> {
-        let Tls { inner, sessions, counters, .. } = self;
+        let Tls { inner, sessions, counters, handshaking_now, deadlines, .. } = self;
         match session_mut::<T>(sessions, conn) {
-            Some(session) => recv(inner, session, counters, buf),
+            Some(session) => {
+                let was_handshaking = !session.counted && !session.failed;
+                let result = recv(inner, session, counters, buf);
+                if was_handshaking && (session.counted || session.failed) {
+                    // Done (or failed): no longer the handshake timeout's.
+                    *handshaking_now -= 1;
+                    deadlines.cancel(T::index(conn) as u32);
+                }
+                result
+            }
             None => inner.recv(conn, buf),
         }
     }
@@ -442,6 +542,38 @@ where
 
     fn counters(&self) -> Option<Counters> {
         self.inner.counters()
+    }
+
+    fn next_expiry(&self) -> Option<Instant> {
+        if !self.cut.is_empty() || !self.unstamped.is_empty() {
+            return Some(Instant::ZERO);
+        }
+        [self.deadlines.next_wakeup(), self.inner.next_expiry()].into_iter().flatten().min()
+    }
+
+    fn expire(&mut self, now: Instant, expired: &mut dyn FnMut(T::Conn)) {
+        // The handshakes accepted since the last call start their clocks.
+        for conn in std::mem::take(&mut self.unstamped) {
+            if self.session(conn).is_some_and(|s| !s.counted && !s.failed) {
+                self.deadlines.schedule(T::index(conn) as u32, now + self.handshake_timeout);
+            }
+        }
+        while let Some(index) = self.deadlines.pop_expired(now) {
+            let conn = self.sessions.get(index as usize).and_then(Option::as_ref).map(|s| s.conn);
+            if let Some(conn) = conn
+                && self.cut_handshake(conn)
+            {
+                self.counters.handshake_timeouts += 1;
+            }
+        }
+        // What finished since is dropped from the oldest-first list.
+        while self.handshaking.front().is_some_and(|&c| self.session(c).is_none_or(|s| s.counted || s.failed)) {
+            self.handshaking.pop_front();
+        }
+        for conn in self.cut.drain(..) {
+            expired(conn);
+        }
+        self.inner.expire(now, expired);
     }
 
     fn observe(&self, metrics: &mut ShardMetrics, conns: &mut dyn Iterator<Item = T::Conn>) {

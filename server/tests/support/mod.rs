@@ -34,9 +34,11 @@ impl FairwayProcess {
     #[track_caller]
     pub fn start_on(listen: &str, extra: &[&str]) -> FairwayProcess {
         // With FAIRWAY_TEST_ALL_OFF set, steering and moderation off.
+        // Two shards unless `extra` says how many.
+        let shards: &[&str] = if extra.contains(&"--shards") { &[] } else { &["--shards", "2"] };
         let mut child = Command::new(env!("CARGO_BIN_EXE_fairway"))
             .args(fairway::config::all_off_if_asked(
-                &[&["--backend", "kernel", "--listen", listen, "--shards", "2", "--log", "info"], extra].concat(),
+                &[&["--backend", "kernel", "--listen", listen, "--log", "info"], shards, extra].concat(),
             ))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
