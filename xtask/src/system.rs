@@ -37,6 +37,10 @@ pub const NGINX_PACKAGE: &str = "nginx";
 /// `plot` module).
 pub const FONT_PACKAGE: &str = "fonts-dejavu-core";
 
+/// PostgreSQL's server and psql: the database the axum_postgres
+/// example's tests start (a cluster of their own in a temporary directory).
+pub const POSTGRES_PACKAGE: &str = "postgresql";
+
 /// Where apt keeps the package lists `apt-get update` downloads.
 const APT_LISTS_DIR: &str = "/var/lib/apt/lists";
 
