@@ -12,7 +12,7 @@
 //! string); the example creates its table if there is none:
 //!
 //! ```sh
-//! # A throwaway PostgreSQL of your own (Debian's postgresql package):
+//! # A throwaway PostgreSQL of your own (Debian's postgresql package; not as root):
 //! /usr/lib/postgresql/*/bin/initdb -D /tmp/todo-db -U postgres --auth=trust
 //! /usr/lib/postgresql/*/bin/pg_ctl -D /tmp/todo-db -o '-p 5433 -k /tmp' -l /tmp/todo-db.log start
 //! DATABASE_URL=postgresql://postgres@127.0.0.1:5433/postgres cargo run --release --example axum_postgres
@@ -112,7 +112,7 @@ enum ApiError {
     /// rejection: 400, 415 or 422).
     Rejected(StatusCode, String),
     /// Well-formed but not acceptable (an empty title): 422.
-    Invalid(&'static str),
+    Invalid(String),
     /// The database cannot be reached, or dropped the connection: 503.
     Unavailable(String),
     /// The database refused the query: 500.
@@ -126,7 +126,7 @@ impl IntoResponse for ApiError {
         let (status, error) = match self {
             ApiError::NotFound => (StatusCode::NOT_FOUND, "no such to-do".to_owned()),
             ApiError::Rejected(status, why) => (status, why),
-            ApiError::Invalid(why) => (StatusCode::UNPROCESSABLE_ENTITY, why.to_owned()),
+            ApiError::Invalid(why) => (StatusCode::UNPROCESSABLE_ENTITY, why),
             ApiError::Unavailable(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("database unavailable: {why}")),
             ApiError::Database(why) => (StatusCode::INTERNAL_SERVER_ERROR, format!("database error: {why}")),
             ApiError::Upstream(why) => (StatusCode::BAD_GATEWAY, format!("suggestion service: {why}")),
@@ -172,8 +172,8 @@ impl From<tokio_postgres::Error> for ApiError {
 fn valid_title(title: &str) -> Result<&str, ApiError> {
     let title = title.trim();
     match title.chars().count() {
-        0 => Err(ApiError::Invalid("the title is empty")),
-        n if n > MAX_TITLE => Err(ApiError::Invalid("the title is longer than 200 characters")),
+        0 => Err(ApiError::Invalid("the title is empty".to_owned())),
+        n if n > MAX_TITLE => Err(ApiError::Invalid(format!("the title is longer than {MAX_TITLE} characters"))),
         _ => Ok(title),
     }
 }
@@ -261,7 +261,7 @@ async fn update(
 ) -> Result<Json<Todo>, ApiError> {
     let (Path(id), Json(change)) = (id?, body?);
     if change.title.is_none() && change.done.is_none() {
-        return Err(ApiError::Invalid("nothing to change: give a title, done, or both"));
+        return Err(ApiError::Invalid("nothing to change: give a title, done, or both".to_owned()));
     }
     let title = change.title.as_deref().map(valid_title).transpose()?;
     let rows = query(
