@@ -23,6 +23,8 @@
 //!   uncontrolled baseline of every benchmark and lab: one configuration,
 //!   one site directory, run as a [`testbed::ServerProcess`] (the process
 //!   every benchmark starts its servers as);
+//! - [`postgres`]: a PostgreSQL server of a test's own, for the axum_postgres example;
+//! - [`todos`]: that example's to-do API against Python clients, checked against the database;
 //! - [`plot`]: PNG charts of the lab's results (goodput over time, J against N);
 //! - [`scenario`]: the named scenarios of `cargo xtask sim`.
 //! - [`soak`]: the server over AF_XDP under a checked mixed load and link faults (`cargo xtask soak`);
@@ -45,6 +47,8 @@ pub mod http2;
 pub mod nginx;
 pub mod platform;
 pub mod plot;
+#[cfg(target_os = "linux")]
+pub mod postgres;
 pub mod real_peers;
 pub mod regression;
 pub mod reqresp;
@@ -57,5 +61,7 @@ pub mod stats;
 pub mod stream;
 pub mod syn_flood;
 pub mod testbed;
+#[cfg(target_os = "linux")]
+pub mod todos;
 pub mod transfers;
 pub mod world;

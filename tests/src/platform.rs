@@ -171,7 +171,7 @@ def expect(what, got, want):
 "#;
 
 /// Runs the prelude and `body`.
-fn python(target: &Target, body: &str, args: &[&str], timeout: Duration) -> Result<String, String> {
+pub(crate) fn python(target: &Target, body: &str, args: &[&str], timeout: Duration) -> Result<String, String> {
     target.python(&format!("{PRELUDE}\n{body}"), args, timeout)
 }
 

@@ -37,6 +37,10 @@ pub const NGINX_PACKAGE: &str = "nginx";
 /// `plot` module).
 pub const FONT_PACKAGE: &str = "fonts-dejavu-core";
 
+/// PostgreSQL's server and psql: the database the axum_postgres
+/// example's tests start (a cluster of their own in a temporary directory).
+pub const POSTGRES_PACKAGE: &str = "postgresql";
+
 /// Python packages from PyPI the tests' clients import, as (module, pip
 /// package): `h2`, HTTP/2's frames and state machine (the HTTP/2 tests'
 /// client and attacker).

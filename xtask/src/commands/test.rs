@@ -15,9 +15,10 @@ use crate::system;
 /// (the workspace is checked and tested with every feature on), the
 /// kernel-side tools of the real-peer tests, wrk, which the server's
 /// end-to-end tests drive, nginx, which the reverse proxy's tests put
-/// behind it, and the font the lab's chart tests draw with.
+/// behind it, the font the lab's chart tests draw with, and PostgreSQL,
+/// the axum_postgres example's database.
 pub fn packages() -> Vec<&'static str> {
-    let extra = [system::WRK_PACKAGE, system::NGINX_PACKAGE, system::FONT_PACKAGE];
+    let extra = [system::WRK_PACKAGE, system::NGINX_PACKAGE, system::FONT_PACKAGE, system::POSTGRES_PACKAGE];
     [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &extra].concat()
 }
 
@@ -129,9 +130,9 @@ mod tests {
     }
 
     #[test]
-    fn packages_include_wrk_the_font_and_the_testbed_tools() {
+    fn packages_include_wrk_the_font_postgres_and_the_testbed_tools() {
         let packages = packages();
-        let extra = ["wrk", "nginx", "fonts-dejavu-core"];
+        let extra = ["wrk", "nginx", "fonts-dejavu-core", "postgresql"];
         for package in system::AFXDP_BUILD_PACKAGES.iter().chain(system::TESTBED_PACKAGES).chain(&extra) {
             assert!(packages.contains(package), "{package} missing from {packages:?}");
         }
