@@ -50,6 +50,14 @@ pub struct NginxConfig {
     /// [`TLS_KEY`] (written by whoever sets the site up): TLS 1.2 and 1.3,
     /// a shared session cache and tickets.
     pub tls: Option<SocketAddrV4>,
+    /// HTTP/2 on the HTTPS address too, by ALPN beside HTTP/1.1 (nginx
+    /// 1.22's `listen ... ssl http2`): a client that offers no `h2` still
+    /// gets HTTP/1.1.
+    pub tls_http2: bool,
+    /// Cleartext HTTP/2 with prior knowledge on this address too (`listen
+    /// ADDR http2`), serving what [`listen`](Self::listen) serves. nginx
+    /// speaks only HTTP/2 there, so it is an address of its own.
+    pub h2c: Option<SocketAddrV4>,
     /// A reverse proxy too: a server on the first address passing every
     /// request to the HTTP server at the second (`HOST:PORT`), over a
     /// pool of keep-alive connections (HTTP/1.1, `keepalive 256` per
@@ -78,6 +86,8 @@ impl NginxConfig {
             plaintext: None,
             upload_sink: true,
             tls: None,
+            tls_http2: false,
+            h2c: None,
             proxy: None,
         }
     }
@@ -97,6 +107,8 @@ impl NginxConfig {
             plaintext: Some(plaintext.to_owned()),
             upload_sink: false,
             tls: None,
+            tls_http2: false,
+            h2c: None,
             proxy: None,
         }
     }
@@ -109,13 +121,15 @@ impl NginxConfig {
         let reuseport = if self.reuseport { " reuseport" } else { "" };
         let throughput = if self.throughput { "    tcp_nopush on;\n    keepalive_requests 100000000;\n" } else { "" };
         let body_size = if self.upload_sink { "        client_max_body_size 0;\n" } else { "" };
+        let tls_http2 = if self.tls_http2 { " http2" } else { "" };
         let tls = self.tls.map_or(String::new(), |at| {
             format!(
-                "        listen {at} ssl{reuseport};\n        ssl_certificate {d}/{TLS_CERT};\n        \
+                "        listen {at} ssl{tls_http2}{reuseport};\n        ssl_certificate {d}/{TLS_CERT};\n        \
                  ssl_certificate_key {d}/{TLS_KEY};\n        ssl_protocols TLSv1.2 TLSv1.3;\n        \
                  ssl_session_cache shared:SSL:10m;\n        ssl_session_tickets on;\n"
             )
         });
+        let h2c = self.h2c.map_or(String::new(), |at| format!("        listen {at} http2{reuseport};\n"));
         let mut locations = String::new();
         if let Some(body) = &self.plaintext {
             let body = body.replace('\\', "\\\\").replace('"', "\\\"");
@@ -161,7 +175,7 @@ http {{
 
     server {{
         listen {listen}{reuseport};
-{tls}        root {d}/root;
+{h2c}{tls}        root {d}/root;
 {body_size}{locations}    }}
 {proxy}}}
 "
@@ -402,6 +416,30 @@ mod tests {
             assert!(text.lines().any(|l| l.trim() == line), "missing {line:?} in\n{text}");
         }
         assert!(!text.contains("/upload"), "{text}");
+        keeps_to(&text, "/dev/shm/x/");
+    }
+
+    #[test]
+    fn http2_by_alpn_and_with_prior_knowledge_on_a_listener_of_its_own() {
+        let ip = Ipv4Addr::new(10, 77, 0, 1);
+        let mut config = NginxConfig::benchmark(SocketAddrV4::new(ip, 80), 2, "Hello, World!");
+        config.tls = Some(SocketAddrV4::new(ip, 443));
+        let http1 = config.text(Path::new("/dev/shm/x"));
+        assert!(http1.lines().any(|l| l.trim() == "listen 10.77.0.1:443 ssl reuseport;"), "{http1}");
+        assert!(!http1.contains("http2"), "{http1}");
+        config.tls_http2 = true;
+        config.h2c = Some(SocketAddrV4::new(ip, 8085));
+        let text = config.text(Path::new("/dev/shm/x"));
+        for line in [
+            "listen 10.77.0.1:80 reuseport;",
+            "listen 10.77.0.1:8085 http2 reuseport;",
+            "listen 10.77.0.1:443 ssl http2 reuseport;",
+        ] {
+            assert!(text.lines().any(|l| l.trim() == line), "missing {line:?} in\n{text}");
+        }
+        // One server block serves all three, /plaintext included.
+        assert_eq!(text.matches("server {").count(), 1, "{text}");
+        assert_eq!(text.matches("http2").count(), 2, "{text}");
         keeps_to(&text, "/dev/shm/x/");
     }
 

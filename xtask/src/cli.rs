@@ -664,11 +664,15 @@ Targets:
             against the same router on tokio, all on the same pinned
             server cores; keep-alive /plaintext at 64 and 256 connections,
             pipelined (depth 16), Connection: close, a 1 MB static file,
-            and latency and server CPU time per request at a fixed rate.
+            and latency and server CPU time per request at a fixed rate;
+            and h2load for HTTP/2, 64 connections × 32 streams, over TLS
+            (case h2) and in clear text with prior knowledge (case h2c),
+            against Fairway and nginx.
             With --baseline PATH, another build of fairway beside this one.
             Prints req/s, p50, p99 and the ratio to each group's baseline
             (nginx, or axum on tokio), writes benches/results/http-DATE.md,
-            and ends with
+            and ends with lines such as
+              bench: h2 fairway/afxdp X req/s = R × nginx (h2load, TLS, ...)
               bench: fairway/afxdp X req/s = R × nginx (keep-alive ...)
             It builds the servers, then runs the benchmark:
               cargo build --release -p fairway --features afxdp
@@ -679,7 +683,8 @@ Targets:
             ARGS go to it unchanged (a leading `--` is dropped): --duration
             S (10), --rounds N (1), --servers, --cases, ...; see
             `cargo xtask bench http --help`. Installs the AF_XDP build
-            packages, the testbed's tools, nginx and wrk when missing.
+            packages, the testbed's tools, nginx, wrk and nghttp2-client
+            (h2load) when missing.
   all       loopback, then micro; takes no ARGS. Not nic or http, which
             need root and minutes: run them on their own.
 

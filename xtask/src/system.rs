@@ -32,6 +32,10 @@ pub const WRK_PACKAGE: &str = "wrk";
 /// reverse proxy's tests.
 pub const NGINX_PACKAGE: &str = "nginx";
 
+/// h2load, the HTTP/2 load generator of `bench http`'s `h2` and `h2c`
+/// cases.
+pub const H2LOAD_PACKAGE: &str = "nghttp2-client";
+
 /// The font fairway-lab draws its charts' text with (DejaVu Sans, read at
 /// run time from /usr/share/fonts/truetype/dejavu/; see fairway-tests'
 /// `plot` module).

@@ -326,7 +326,7 @@ fn measure(bench: &Bench<'_>, variants: &[Variant], measures: &[Measure], rounds
             for &m in measures {
                 let outcome = match m {
                     Measure::OpenLoop(rate) => started.open_loop(m.case(), f64::from(rate)),
-                    _ => started.wrk(m.case()),
+                    _ => started.load(m.case()),
                 }
                 .map_err(stopped)?;
                 match &outcome {

@@ -2,8 +2,9 @@
 //! over AF_XDP, Fairway on kernel sockets and nginx, and against the axum
 //! example on Fairway (both backends) and the same router on tokio, each
 //! on the same server cores, on a namespace testbed this program builds
-//! and removes; with `--baseline`, another build of Fairway beside this
-//! one. Needs root. Prints tables (req/s, p50, p99, the ratio to each
+//! and removes; h2load for HTTP/2 (over TLS and in clear text) against
+//! Fairway and nginx; with `--baseline`, another build of Fairway beside
+//! this one. Needs root. Prints tables (req/s, p50, p99, the ratio to each
 //! group's baseline, and the server's CPU time per request at a fixed
 //! open-loop rate), writes them as Markdown to
 //! benches/results/http-DATE.md, and ends with `bench: fairway/afxdp X
@@ -20,7 +21,10 @@ use fairway::runtime::signals::stop_on_signals;
 use fairway_benches::cli::{at_least_one, seconds, testbed_prefix};
 use fairway_benches::http::measure::{Bench, Outcome, Stop};
 use fairway_benches::http::openloop;
-use fairway_benches::http::plan::{Case, Cores, Group, Programs, Subject, UpstreamAt, cpu_list, select};
+use fairway_benches::http::plan::{
+    Case, Cores, Generator, Group, H2_STREAMS, NGINX_H2C_PORT, Programs, SERVER_IP, Subject, UpstreamAt, cpu_list,
+    select,
+};
 use fairway_benches::http::report::{Report, Row, Summary, result_path, today};
 use fairway_benches::http::site::RunFiles;
 use fairway_tests::testbed::{self, Testbed, TestbedConfig};
@@ -28,12 +32,14 @@ use fairway_tests::testbed::{self, Testbed, TestbedConfig};
 /// What `--help` says before the options.
 const LONG_ABOUT: &str = "\
 wrk against Fairway over AF_XDP and on kernel sockets, nginx, and the axum
-example on Fairway and on tokio; with --baseline, another build of Fairway
-beside this one. The servers and cases are described below the options.
+example on Fairway and on tokio; h2load for HTTP/2 against Fairway and
+nginx; with --baseline, another build of Fairway beside this one. The
+servers and cases are described below the options.
 
-Needs root, wrk, nginx and curl. Builds a namespace testbed (prefix --prefix,
-default fwhttp; one client; one fw0 queue per server core), measures, and
-removes it (also on Ctrl-C). wrk runs in the client namespace.";
+Needs root, wrk, h2load (for h2 and h2c), nginx and curl. Builds a namespace
+testbed (prefix --prefix, default fwhttp; one client; one fw0 queue per server
+core), measures, and removes it (also on Ctrl-C). wrk and h2load run in the
+client namespace.";
 
 /// What `--help` says after the options: the servers, the cases and what
 /// the open-loop generator measures.
@@ -58,8 +64,9 @@ Each serves the same 1 MB file from a site in /dev/shm (fairway: --root).
 HTTPS (TLS 1.3, one ECDSA P-256 certificate for all), ratios to tls-nginx:
   tls-afxdp        afxdp with --tls-only, port 443 (rustls)
   tls-kernel       kernel with --tls-only, 10.77.0.1:8443
-  tls-nginx        nginx (OpenSSL), port 443; `close` is a full TLS
-                   handshake per request (wrk resumes no session)
+  tls-nginx        nginx (OpenSSL), port 443 (listen ... ssl http2);
+                   `close` is a full TLS handshake per request (wrk
+                   resumes no session)
 Reverse proxies in front of one upstream (fairway --backend kernel
 --listen 127.0.0.1:9080 --root SITE in the server's namespace, on the
 server's cores), ratios to proxy-nginx:
@@ -87,6 +94,17 @@ Cases (wrk --latency, one run each per round):
   close           /plaintext with `Connection: close`, 64 connections
   static          the 1 MB static file, keep-alive, 64 connections; not
                   for the axum servers (they serve no files)
+
+HTTP/2 cases (h2load -c 64 -m 32 -D S, threads as wrk's, after an h2load
+warm-up of --warm-up S of their own; req/s and failures, no latency
+percentiles, which h2load does not report):
+  h2              GET /plaintext over TLS, h2 by ALPN, 64 connections of
+                  32 concurrent streams; for tls-afxdp, tls-kernel and
+                  tls-nginx
+  h2c             the same in clear text, HTTP/2 with prior knowledge;
+                  for afxdp and kernel on their plain ports, and nginx on
+                  a listener of its own, 10.77.0.1:8085 (listen ... http2:
+                  HTTP/2 only, so not port 80)
 
 After every server's wrk cases, at half the keep-alive-256 rate of its
 group's baseline (nginx, or axum-tokio; the median of this run's rounds),
@@ -358,6 +376,11 @@ fn run(args: &Args) -> Result<(), Failure> {
             return Err(failed(format!("{program} not found: install the Debian package {package}")));
         }
     }
+    if runs_h2load(args) && !can_run("h2load", "--version") {
+        return Err(failed(
+            "h2load not found: install the Debian package nghttp2-client (cargo xtask bench http does)".into(),
+        ));
+    }
     if args.servers.iter().any(|s| s.is_nginx()) && !can_run("nginx", "-v") {
         return Err(failed("nginx not found: install the Debian package nginx (cargo xtask bench http does)".into()));
     }
@@ -440,13 +463,19 @@ fn run(args: &Args) -> Result<(), Failure> {
     if all_ran { Ok(()) } else { Err(failed("some cases have no figure (see the table)".into())) }
 }
 
-/// Every round: each server, its wrk cases; then, at half the median
-/// keep-alive-256 rate of each group's baseline, every round of each
-/// server's open-loop cases; then the medians.
+/// Whether some server of the run runs an h2load case.
+fn runs_h2load(args: &Args) -> bool {
+    let mut h2load = args.cases.iter().filter(|c| c.generator() == Generator::H2load);
+    h2load.any(|&c| args.servers.iter().any(|s| s.runs(c)))
+}
+
+/// Every round: each server, its wrk and h2load cases; then, at half the
+/// median keep-alive-256 rate of each group's baseline, every round of
+/// each server's open-loop cases; then the medians.
 fn measure(args: &Args, bench: &Bench<'_>) -> Result<Report, Failure> {
-    let (open_loop, wrk): (Vec<Case>, Vec<Case>) = args.cases.iter().partition(|c| c.is_open_loop());
+    let (open_loop, closed_loop): (Vec<Case>, Vec<Case>) = args.cases.iter().partition(|c| c.is_open_loop());
     let mut runs: Vec<(Subject, Case, Vec<Outcome>)> = Vec::new();
-    measure_cases(args, bench, &wrk, &|_| Err(String::new()), &mut runs)?;
+    measure_cases(args, bench, &closed_loop, &|_| Err(String::new()), &mut runs)?;
     let (built_in, axum) = (latency_rate(&runs, Group::BuiltIn), latency_rate(&runs, Group::Axum));
     let rate_of = |group| match group {
         Group::BuiltIn => built_in.clone(),
@@ -620,6 +649,16 @@ fn setup_lines(args: &Args, cores: &Cores, total: usize, programs: &Programs) ->
                 .to_owned(),
         );
     }
+    if runs_h2load(args) {
+        lines.push(format!(
+            "h2load (HTTP/2 cases): {} s per case after an h2load warm-up of {} s, -m {H2_STREAMS} streams per \
+             connection, threads as wrk's; nginx: HTTP/2 by ALPN on its HTTPS port (listen ... ssl http2), cleartext \
+             HTTP/2 with prior knowledge on {SERVER_IP}:{NGINX_H2C_PORT} (listen ... http2); h2load gives no \
+             latency percentiles; server CPU per request over each run, as around wrk",
+            args.duration.as_secs(),
+            args.warm_up.as_secs_f64(),
+        ));
+    }
     if args.cases.contains(&Case::LatencyHalf) {
         lines.push(
             "server CPU per request (latency tables): utime + stime of the server's process and its children \
@@ -754,6 +793,19 @@ mod tests {
         assert_eq!(programs.of(Subject::BaselineKernel), Some(Path::new("/old/fairway")));
         assert_eq!(programs.of(Subject::AxumKernel), Some(Path::new("/x/axum_app")));
         assert!(programs.axum_tokio.ends_with("axum_tokio"), "{programs:?}");
+    }
+
+    #[test]
+    fn h2load_is_needed_only_when_a_server_runs_an_http2_case() {
+        let run = |args: &[&str]| runs_h2load(&parse_strs(args).unwrap());
+        assert!(run(&[]));
+        assert_eq!(parse_strs(&["--cases", "h2c,h2"]).unwrap().cases, [Case::H2, Case::H2c]);
+        assert!(run(&["--servers", "nginx", "--cases", "h2c"]));
+        assert!(run(&["--servers", "tls-kernel", "--cases", "h2,close"]));
+        assert!(!run(&["--cases", "keepalive-64,latency-half"]));
+        // Cases no server of the run applies to.
+        assert!(!run(&["--servers", "afxdp,nginx", "--cases", "h2"]));
+        assert!(!run(&["--servers", "axum-afxdp,tls-nginx", "--cases", "h2c"]));
     }
 
     #[test]

@@ -1,8 +1,9 @@
-//! Running one server on the testbed and measuring it with wrk from the
-//! client namespace: start (pinned), wait until it answers, check what it
-//! serves, warm up, run each case, stop. For the open-loop cases the
-//! generator also reads the server's CPU time (it is given the server's
-//! pid, once `/proc/PID/comm` shows the spawned process is the server).
+//! Running one server on the testbed and measuring it with wrk (h2load for
+//! HTTP/2) from the client namespace: start (pinned), wait until it
+//! answers, check what it serves, warm up, run each case, stop. For the
+//! open-loop cases the generator also reads the server's CPU time (it is
+//! given the server's pid, once `/proc/PID/comm` shows the spawned process
+//! is the server).
 
 use std::io;
 use std::path::Path;
@@ -11,11 +12,12 @@ use std::time::{Duration, Instant};
 
 use fairway_tests::testbed::{self, ServerProcess, Testbed};
 
+use super::h2load;
 use super::openloop::outcome::OpenLoopOutcome;
 use super::openloop::server_cpu::ProcessTree;
 use super::plan::{
-    Case, Cores, Group, PLAINTEXT_BODY, Programs, STATIC_BYTES, Subject, UpstreamAt, expected_comm, server_command,
-    upstream_command,
+    Case, Cores, Generator, Group, PLAINTEXT_BODY, Programs, STATIC_BYTES, Subject, UpstreamAt, expected_comm,
+    server_command, upstream_command,
 };
 use super::site::RunFiles;
 use super::wrk::{self, WrkResult};
@@ -26,7 +28,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a server has after SIGTERM (Fairway's own shutdown deadline
 /// is 5 s by default) before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
-/// How much longer than its duration a wrk run may take.
+/// How much longer than its duration a wrk or h2load run may take.
 const WRK_SLACK: Duration = Duration::from_secs(30);
 
 /// Why measuring stopped early.
@@ -36,8 +38,8 @@ pub enum Stop {
     Interrupted,
 }
 
-/// A case's outcome: wrk's report (or the open-loop generator's, in the
-/// same shape), or why there is none.
+/// A case's outcome: wrk's report (or h2load's or the open-loop
+/// generator's, in the same shape), or why there is none.
 pub type Outcome = Result<WrkResult, String>;
 
 /// What a run is made of, on one testbed.
@@ -52,9 +54,10 @@ pub struct Bench<'a> {
     pub openloop: &'a Path,
     /// The files.
     pub files: &'a RunFiles,
-    /// Each case's wrk duration.
+    /// Each case's wrk (or h2load) duration.
     pub duration: Duration,
-    /// wrk against `/plaintext` before the cases, not counted.
+    /// wrk against `/plaintext` before the cases, and h2load before each
+    /// of its cases, not counted.
     pub warm_up: Duration,
     /// Raised by Ctrl-C.
     pub interrupted: &'a AtomicBool,
@@ -84,7 +87,7 @@ impl Bench<'_> {
         let mut outcomes = Vec::new();
         for &case in cases {
             let outcome = match (&open_loop_rate, case.is_open_loop()) {
-                (_, false) => started.wrk(case)?,
+                (_, false) => started.load(case)?,
                 (Ok(rate), true) => started.open_loop(case, *rate)?,
                 (Err(why), true) => Err(why.clone()),
             };
@@ -213,14 +216,19 @@ impl Bench<'_> {
         Ok((words.next().unwrap_or_default().to_owned(), words.next().unwrap_or_default().to_owned()))
     }
 
-    /// [`wrk`](Self::wrk) for the case duration, with the server's CPU time
-    /// per request over the run when `server_pid` is known (its process
-    /// tree's utime + stime from `/proc`, before and after, over the
-    /// responses wrk counted).
-    fn measured_wrk(&self, case: Case, server: Subject, server_pid: Option<u32>) -> Result<Outcome, Stop> {
+    /// [`closed_loop`](Self::closed_loop) for the case duration, with the
+    /// server's CPU time per request over the run when `server_pid` is
+    /// known (its process tree's utime + stime from `/proc`, before and
+    /// after, over the responses wrk or h2load counted). h2load's cases
+    /// warm up first with a run of their own: the server's warm-up spoke
+    /// HTTP/1.1.
+    fn measured(&self, case: Case, server: Subject, server_pid: Option<u32>) -> Result<Outcome, Stop> {
+        if case.generator() == Generator::H2load && !self.warm_up.is_zero() {
+            let _ = self.h2load(case, server, self.warm_up)?;
+        }
         let tree = server_pid.and_then(|pid| ProcessTree::of(pid).ok());
         let before = tree.as_ref().and_then(|t| t.cpu_time().ok());
-        let mut outcome = self.wrk(case, server, self.duration)?;
+        let mut outcome = self.closed_loop(case, server, self.duration)?;
         let after = tree.as_ref().and_then(|t| t.cpu_time().ok());
         if let (Ok(result), Some(before), Some(after)) = (&mut outcome, before, after)
             && result.requests > 0
@@ -228,6 +236,35 @@ impl Bench<'_> {
             result.server_cpu = Some(after.saturating_sub(before) / u32::try_from(result.requests).unwrap_or(u32::MAX));
         }
         Ok(outcome)
+    }
+
+    /// One run of `case` for `duration` by its closed-loop generator: wrk,
+    /// or h2load for HTTP/2.
+    fn closed_loop(&self, case: Case, server: Subject, duration: Duration) -> Result<Outcome, Stop> {
+        match case.generator() {
+            Generator::Wrk => self.wrk(case, server, duration),
+            Generator::H2load => self.h2load(case, server, duration),
+            Generator::OpenLoop => Ok(Err(format!("{} runs open loop, at a rate", case.key()))),
+        }
+    }
+
+    /// One h2load run of `case` for `duration`; the TLS and HTTP/2 it
+    /// negotiated go to the log.
+    fn h2load(&self, case: Case, server: Subject, duration: Duration) -> Result<Outcome, Stop> {
+        let line = case.h2load_command(server, &self.cores, duration);
+        let out = testbed::exec_timeout(&self.tb.client_ns(0), &line, duration + WRK_SLACK);
+        if self.interrupted.load(Ordering::Relaxed) {
+            return Err(Stop::Interrupted);
+        }
+        Ok(match out {
+            Ok(out) if out.success() => {
+                let text = out.stdout_text();
+                eprintln!("http:   h2load: {}", h2load::session(&text));
+                h2load::parse(&text, if server.is_tls() { "h2" } else { "h2c" })
+            }
+            Ok(out) => Err(format!("h2load failed: {} {}", out.stdout_text().trim(), out.stderr_text().trim())),
+            Err(e) => Err(format!("h2load: {e}")),
+        })
     }
 
     /// One wrk run of `case` for `duration`.
@@ -293,17 +330,17 @@ impl Started<'_> {
         self.pid
     }
 
-    /// One wrk run of `case` for the bench's duration, with the server's
-    /// CPU time per request.
+    /// One run of `case` for the bench's duration by wrk, or by h2load
+    /// for HTTP/2, with the server's CPU time per request.
     ///
     /// # Errors
     ///
     /// [`Stop::Interrupted`] on Ctrl-C.
-    pub fn wrk(&mut self, case: Case) -> Result<Outcome, Stop> {
+    pub fn load(&mut self, case: Case) -> Result<Outcome, Stop> {
         if !self.running.is_running() {
             return Ok(Err(format!("the server exited: {}", self.running.complaints())));
         }
-        self.bench.measured_wrk(case, self.server, self.pid)
+        self.bench.measured(case, self.server, self.pid)
     }
 
     /// One open-loop run of `case` at `rate` requests per second, with the

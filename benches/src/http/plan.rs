@@ -26,6 +26,12 @@ pub const SMALL_BYTES: u64 = 16_384;
 pub const PLAINTEXT_BODY: &str = "Hello, World!";
 /// Requests per write in the pipelined case (TechEmpower's depth).
 pub const PIPELINE_DEPTH: usize = 16;
+/// Concurrent streams per connection in the HTTP/2 cases (h2load's `-m`).
+pub const H2_STREAMS: usize = 32;
+/// nginx's cleartext HTTP/2 listener on 10.77.0.1, for [`Case::H2c`]: HTTP/2
+/// with prior knowledge only (nginx 1.22's `listen ... http2` without
+/// `ssl`), so not its port 80, where the wrk cases speak HTTP/1.1.
+pub const NGINX_H2C_PORT: u16 = 8085;
 
 /// A server under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -272,6 +278,12 @@ impl Subject {
             // CPU per request comes from their wrk cases.
             Case::LatencyHalf => !matches!(self.group(), Group::Tls | Group::Proxy),
             Case::KeepAlive64 | Case::KeepAlive256 | Case::Close => true,
+            // HTTP/2 by ALPN: the HTTPS servers. Cleartext HTTP/2: the
+            // built-in server on its plain port and nginx on its own h2c
+            // listener; the other set-ups measure other things (IPv6, a
+            // change, nginx's segmentation offload).
+            Case::H2 => self.is_tls(),
+            Case::H2c => matches!(self, Subject::FairwayAfxdp | Subject::FairwayKernel | Subject::Nginx),
         }
     }
 
@@ -292,13 +304,26 @@ impl Subject {
     /// IPv6, or `https://10.77.0.1[:port]{path}`.
     #[must_use]
     pub fn url(self, path: &str) -> String {
+        self.url_at(self.port(), path)
+    }
+
+    /// The URL `case` asks for: [`url`](Self::url) of its path, but on
+    /// nginx's own listener ([`NGINX_H2C_PORT`]) for cleartext HTTP/2.
+    #[must_use]
+    pub fn case_url(self, case: Case) -> String {
+        let port = if case == Case::H2c && self.is_nginx() { NGINX_H2C_PORT } else { self.port() };
+        self.url_at(port, &case.path())
+    }
+
+    /// [`url`](Self::url) on `port`.
+    fn url_at(self, port: u16, path: &str) -> String {
         if self.is_tls() {
-            return match self.port() {
+            return match port {
                 443 => format!("https://{SERVER_IP}{path}"),
                 port => format!("https://{SERVER_IP}:{port}{path}"),
             };
         }
-        match (self.port(), self.is_ipv6()) {
+        match (port, self.is_ipv6()) {
             (80, true) => format!("http://[{SERVER_IP6}]{path}"),
             (80, false) => format!("http://{SERVER_IP}{path}"),
             (port, _) => format!("http://{SERVER_IP}:{port}{path}"),
@@ -401,7 +426,21 @@ pub fn expected_comm(program: &Path) -> String {
     name[..end].to_owned()
 }
 
-/// One wrk load.
+/// What generates a case's load and measures it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Generator {
+    /// wrk: closed loop over HTTP/1.1, latency percentiles.
+    Wrk,
+    /// h2load (nghttp2): closed loop over HTTP/2, several streams per
+    /// connection; no latency percentiles (it reports a mean and a
+    /// spread only).
+    H2load,
+    /// The open-loop generator (`http openloop`): requests due at a
+    /// constant rate.
+    OpenLoop,
+}
+
+/// One load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Case {
     /// Keep-alive `/plaintext`, 64 connections.
@@ -422,12 +461,25 @@ pub enum Case {
     /// axum/tokio) reached on [`Case::KeepAlive256`] in the same run:
     /// latency and server CPU time per request, not throughput.
     LatencyHalf,
+    /// `/plaintext` over HTTP/2 by TLS with ALPN `h2`, from h2load: 64
+    /// connections of [`H2_STREAMS`] concurrent streams each.
+    H2,
+    /// The same in clear text, HTTP/2 with prior knowledge (`h2c`).
+    H2c,
 }
 
 impl Case {
     /// Every case, in the order they run.
-    pub const ALL: [Case; 6] =
-        [Case::KeepAlive64, Case::KeepAlive256, Case::Pipelined, Case::Close, Case::StaticFile, Case::LatencyHalf];
+    pub const ALL: [Case; 8] = [
+        Case::KeepAlive64,
+        Case::KeepAlive256,
+        Case::Pipelined,
+        Case::Close,
+        Case::StaticFile,
+        Case::H2,
+        Case::H2c,
+        Case::LatencyHalf,
+    ];
     /// The case of the closing line.
     pub const HEADLINE: Case = Case::KeepAlive256;
 
@@ -442,6 +494,8 @@ impl Case {
             Case::StaticFile => "static",
             Case::LatencyHalf => "latency-half",
             Case::Small16k => "16k",
+            Case::H2 => "h2",
+            Case::H2c => "h2c",
         }
     }
 
@@ -456,6 +510,8 @@ impl Case {
             Case::StaticFile => "1 MB static file, 64 connections",
             Case::LatencyHalf => "open-loop plaintext at half nginx's rate, 256 connections",
             Case::Small16k => "16 KB file, keep-alive, 64 connections",
+            Case::H2 => "HTTP/2 plaintext over TLS (h2load), 64 connections × 32 streams",
+            Case::H2c => "HTTP/2 plaintext in clear text, prior knowledge (h2load), 64 connections × 32 streams",
         }
     }
 
@@ -471,12 +527,12 @@ impl Case {
         }
     }
 
-    /// wrk's `-c`.
+    /// wrk's or h2load's `-c`.
     #[must_use]
     pub fn connections(self) -> usize {
         match self {
             Case::KeepAlive256 | Case::Pipelined | Case::LatencyHalf => 256,
-            Case::KeepAlive64 | Case::Close | Case::StaticFile | Case::Small16k => 64,
+            Case::KeepAlive64 | Case::Close | Case::StaticFile | Case::Small16k | Case::H2 | Case::H2c => 64,
         }
     }
 
@@ -490,10 +546,26 @@ impl Case {
         }
     }
 
-    /// Whether the open-loop generator measures it (else wrk does).
+    /// What generates its load.
+    #[must_use]
+    pub fn generator(self) -> Generator {
+        match self {
+            Case::LatencyHalf => Generator::OpenLoop,
+            Case::H2 | Case::H2c => Generator::H2load,
+            Case::KeepAlive64
+            | Case::KeepAlive256
+            | Case::Pipelined
+            | Case::Close
+            | Case::StaticFile
+            | Case::Small16k => Generator::Wrk,
+        }
+    }
+
+    /// Whether the open-loop generator measures it (else wrk or h2load
+    /// does).
     #[must_use]
     pub fn is_open_loop(self) -> bool {
-        self == Case::LatencyHalf
+        self.generator() == Generator::OpenLoop
     }
 
     /// `taskset -c CPUS PROGRAM openloop ...` against `server`: the
@@ -534,26 +606,47 @@ impl Case {
     /// runs `script` with the depth as its argument.
     #[must_use]
     pub fn wrk_command(self, server: Subject, cores: &Cores, duration: Duration, script: &Path) -> Vec<String> {
-        let mut line: Vec<String> = vec!["taskset".into(), "-c".into(), cpu_list(&cores.client), "wrk".into()];
-        let threads = cores.client.len().min(self.connections());
-        line.extend([
-            "-t".into(),
-            threads.to_string(),
-            "-c".into(),
-            self.connections().to_string(),
-            "-d".into(),
-            wrk_seconds(duration),
-            "--latency".into(),
-        ]);
+        let mut line = self.load_command("wrk", cores);
+        line.extend(["-d".into(), wrk_seconds(duration), "--latency".into()]);
         match self {
             Case::Close => line.extend(["-H".into(), "Connection: close".into()]),
             Case::Pipelined => line.extend(["-s".into(), script.display().to_string()]),
-            Case::KeepAlive64 | Case::KeepAlive256 | Case::StaticFile | Case::LatencyHalf | Case::Small16k => {}
+            Case::KeepAlive64
+            | Case::KeepAlive256
+            | Case::StaticFile
+            | Case::LatencyHalf
+            | Case::Small16k
+            | Case::H2
+            | Case::H2c => {}
         }
         line.push(server.url(&self.path()));
         if self == Case::Pipelined {
             line.extend(["--".into(), PIPELINE_DEPTH.to_string()]);
         }
+        line
+    }
+
+    /// `taskset -c CPUS h2load ...` against `server` for `duration`:
+    /// threads on the client's cores as wrk gets them, this case's
+    /// connections of [`H2_STREAMS`] streams each, timed (`-D`). The URL's
+    /// scheme says how: `https` negotiates `h2` by ALPN, `http` speaks
+    /// HTTP/2 with prior knowledge (h2load's default for it).
+    #[must_use]
+    pub fn h2load_command(self, server: Subject, cores: &Cores, duration: Duration) -> Vec<String> {
+        let mut line = self.load_command("h2load", cores);
+        line.extend(["-m".into(), H2_STREAMS.to_string(), "-D".into(), whole_seconds(duration).to_string()]);
+        line.push(server.case_url(self));
+        line
+    }
+
+    /// `taskset -c CPUS PROGRAM -t THREADS -c CONNECTIONS`: wrk's and
+    /// h2load's common start, a thread per client core (at most one per
+    /// connection).
+    fn load_command(self, program: &str, cores: &Cores) -> Vec<String> {
+        let threads = cores.client.len().min(self.connections());
+        let line = ["taskset", "-c", &cpu_list(&cores.client), program, "-t", &threads.to_string(), "-c"];
+        let mut line: Vec<String> = line.map(str::to_owned).to_vec();
+        line.push(self.connections().to_string());
         line
     }
 }
@@ -566,7 +659,12 @@ impl fmt::Display for Case {
 
 /// wrk's `-d`: whole seconds, at least 1.
 fn wrk_seconds(d: Duration) -> String {
-    format!("{}s", d.as_secs_f64().round().max(1.0) as u64)
+    format!("{}s", whole_seconds(d))
+}
+
+/// `d` in whole seconds, at least 1.
+fn whole_seconds(d: Duration) -> u64 {
+    d.as_secs_f64().round().max(1.0) as u64
 }
 
 /// The core budget: the server's cores (the same for every server) and
@@ -847,21 +945,81 @@ mod tests {
         assert_eq!(Subject::TlsKernel.url("/plaintext"), "https://10.77.0.1:8443/plaintext");
         assert_eq!(Subject::TlsAfxdp.url("/1mb.bin"), "https://10.77.0.1/1mb.bin");
         let tls_cases: Vec<Case> = Case::ALL.into_iter().filter(|&c| Subject::TlsAfxdp.runs(c)).collect();
-        assert_eq!(tls_cases, [Case::KeepAlive64, Case::KeepAlive256, Case::Close, Case::StaticFile]);
+        assert_eq!(tls_cases, [Case::KeepAlive64, Case::KeepAlive256, Case::Close, Case::StaticFile, Case::H2]);
         assert_eq!((Group::BuiltIn.baseline(), Group::Axum.baseline()), (Subject::Nginx, Subject::AxumTokio));
         assert_eq!(Subject::BaselineAfxdp.group(), Group::BuiltIn);
         assert!(!Subject::AxumAfxdp.needs_kernel_address() && !Subject::BaselineAfxdp.needs_kernel_address());
         assert!(Subject::AxumKernel.needs_kernel_address() && Subject::AxumTokio.needs_kernel_address());
         let axum_cases: Vec<Case> = Case::ALL.into_iter().filter(|&c| Subject::AxumTokio.runs(c)).collect();
         assert_eq!(axum_cases, [Case::KeepAlive64, Case::KeepAlive256, Case::Close, Case::LatencyHalf]);
+        let http1: Vec<Case> = Case::ALL.into_iter().filter(|c| c.generator() != Generator::H2load).collect();
+        assert_eq!(http1.len(), 6);
         for server in [Subject::FairwayAfxdp, Subject::Nginx, Subject::BaselineKernel] {
-            assert!(Case::ALL.iter().all(|&c| server.runs(c)), "{server}");
+            assert!(http1.iter().all(|&c| server.runs(c)), "{server}");
             assert!(server.serves_static());
         }
+        // HTTP/2: by ALPN on the HTTPS servers; with prior knowledge on the
+        // built-in server's plain ports and nginx's h2c listener.
+        let running = |case| Subject::ALL.into_iter().filter(|s| s.runs(case)).collect::<Vec<_>>();
+        assert_eq!(running(Case::H2), [Subject::TlsAfxdp, Subject::TlsKernel, Subject::TlsNginx]);
+        assert_eq!(running(Case::H2c), [Subject::FairwayAfxdp, Subject::FairwayKernel, Subject::Nginx]);
+        // nginx's h2c listener is a port of its own, beside every server's
+        // and the proxies' upstream.
+        assert!(Subject::ALL.iter().all(|s| s.port() != NGINX_H2C_PORT));
+        assert!(!UPSTREAM.ends_with(&format!(":{NGINX_H2C_PORT}")));
         assert!(!Subject::AxumKernel.serves_static());
         let baselines: Vec<Subject> = Subject::ALL.into_iter().filter(|s| s.is_baseline_build()).collect();
         assert_eq!(baselines, [Subject::BaselineAfxdp, Subject::BaselineKernel]);
         assert_eq!(Subject::AxumTokio.url("/plaintext"), "http://10.77.0.1:8082/plaintext");
+    }
+
+    #[test]
+    fn h2load_command_lines() {
+        let cores = two_cores();
+        let line = |case: Case, server: Subject| case.h2load_command(server, &cores, Duration::from_secs(10)).join(" ");
+        for (case, server, url) in [
+            (Case::H2, Subject::TlsAfxdp, "https://10.77.0.1/plaintext"),
+            (Case::H2, Subject::TlsKernel, "https://10.77.0.1:8443/plaintext"),
+            (Case::H2, Subject::TlsNginx, "https://10.77.0.1/plaintext"),
+            (Case::H2c, Subject::FairwayAfxdp, "http://10.77.0.1/plaintext"),
+            (Case::H2c, Subject::FairwayKernel, "http://10.77.0.1:8080/plaintext"),
+            // nginx's cleartext HTTP/2 has a listener of its own.
+            (Case::H2c, Subject::Nginx, "http://10.77.0.1:8085/plaintext"),
+        ] {
+            assert_eq!(line(case, server), format!("taskset -c 1 h2load -t 1 -c 64 -m 32 -D 10 {url}"), "{server}");
+        }
+        // Short runs still last a second; threads follow the client cores.
+        let wide = Cores::split(8, Some(2)).unwrap();
+        let short = Case::H2.h2load_command(Subject::TlsNginx, &wide, Duration::from_millis(300)).join(" ");
+        assert_eq!(short, "taskset -c 2,3,4,5,6,7 h2load -t 6 -c 64 -m 32 -D 1 https://10.77.0.1/plaintext");
+        // Every other case asks where wrk does.
+        for server in Subject::ALL {
+            for case in Case::ALL.into_iter().filter(|&c| c != Case::H2c) {
+                assert_eq!(server.case_url(case), server.url(&case.path()), "{server}, {case}");
+            }
+        }
+        assert_eq!(Subject::FairwayKernel.case_url(Case::H2c), Subject::FairwayKernel.url("/plaintext"));
+    }
+
+    #[test]
+    fn what_measures_each_case() {
+        let by = |generator| Case::ALL.into_iter().filter(|c| c.generator() == generator).collect::<Vec<_>>();
+        assert_eq!(
+            by(Generator::Wrk),
+            [Case::KeepAlive64, Case::KeepAlive256, Case::Pipelined, Case::Close, Case::StaticFile]
+        );
+        assert_eq!(by(Generator::H2load), [Case::H2, Case::H2c]);
+        assert_eq!(by(Generator::OpenLoop), [Case::LatencyHalf]);
+        assert_eq!(Case::Small16k.generator(), Generator::Wrk);
+        assert!(!Case::H2.is_open_loop() && !Case::H2c.is_open_loop());
+        assert_eq!((Case::H2.key(), Case::H2c.key()), ("h2", "h2c"));
+        assert_eq!((Case::H2.connections(), Case::H2c.connections(), H2_STREAMS), (64, 64, 32));
+        assert_eq!(Case::H2.describe(), "HTTP/2 plaintext over TLS (h2load), 64 connections × 32 streams");
+        assert_eq!(
+            Case::H2c.describe_for(Group::BuiltIn),
+            "HTTP/2 plaintext in clear text, prior knowledge (h2load), 64 connections × 32 streams"
+        );
+        assert_eq!(Case::H2c.path(), "/plaintext");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::plan::{Case, Group, Subject, UpstreamAt};
+use super::plan::{Case, Generator, Group, H2_STREAMS, Subject, UpstreamAt};
 use super::wrk::{WrkResult, format_latency};
 use crate::stats::median;
 
@@ -127,29 +127,36 @@ impl Report {
         if present.is_empty() { vec![Group::BuiltIn] } else { present }
     }
 
-    /// The cells of `group`'s rows of the throughput cases (`latency`
-    /// false) or of the latency cases: server, case, req/s, p50, p99,
-    /// ratio to the group's baseline (req/s, or p99 for the latency
-    /// cases), the server's CPU time per request, errors.
-    fn cells(&self, group: Group, latency: bool) -> Vec<Vec<String>> {
+    /// The cells of `group`'s rows of the cases `generator` measures
+    /// (wrk's throughput cases, h2load's HTTP/2 cases, or the open-loop
+    /// latency cases): server, case, req/s, p50 and p99 (not h2load's,
+    /// which has none), ratio to the group's baseline (req/s, or p99 for
+    /// the latency cases), the server's CPU time per request, errors.
+    fn cells(&self, group: Group, generator: Generator) -> Vec<Vec<String>> {
+        let percentiles = generator != Generator::H2load;
         self.rows
             .iter()
-            .filter(|row| row.server.group() == group && row.case.is_open_loop() == latency)
+            .filter(|row| row.server.group() == group && row.case.generator() == generator)
             .map(|row| {
-                let (server, case) = (row.server.name().to_owned(), row.case.describe_for(group));
-                let ratio =
-                    if latency { self.p99_ratio(row.server, row.case) } else { self.ratio(row.server, row.case) };
-                let mut cells = match &row.outcome {
-                    Ok(s) => vec![
-                        server,
-                        case,
-                        format!("{:.0}", s.requests_per_second),
-                        latency_cell(s.p50),
-                        latency_cell(s.p99),
-                        ratio.map_or("–".to_owned(), |r| format!("{r:.2}")),
-                    ],
-                    Err(_) => vec![server, case, "failed".into(), "–".into(), "–".into(), "–".into()],
+                let mut cells = vec![row.server.name().to_owned(), row.case.describe_for(group)];
+                let ratio = match generator {
+                    Generator::OpenLoop => self.p99_ratio(row.server, row.case),
+                    Generator::Wrk | Generator::H2load => self.ratio(row.server, row.case),
                 };
+                match &row.outcome {
+                    Ok(s) => {
+                        cells.push(format!("{:.0}", s.requests_per_second));
+                        if percentiles {
+                            cells.extend([latency_cell(s.p50), latency_cell(s.p99)]);
+                        }
+                        cells.push(ratio.map_or("–".to_owned(), |r| format!("{r:.2}")));
+                    }
+                    Err(_) => {
+                        cells.push("failed".into());
+                        let figures = if percentiles { 3 } else { 1 };
+                        cells.extend(std::iter::repeat_n("–".to_owned(), figures));
+                    }
+                }
                 let cpu = row.outcome.as_ref().ok().and_then(|s| s.server_cpu);
                 cells.push(cpu.map_or("–".to_owned(), cpu_cell));
                 cells.push(match &row.outcome {
@@ -162,47 +169,78 @@ impl Report {
             .collect()
     }
 
+    /// `group`'s tables: throughput from wrk, HTTP/2 from h2load, latency
+    /// at half its baseline's rate; those without rows left out (wrk's
+    /// kept, empty, when all are).
+    fn tables(&self, group: Group) -> Vec<Table> {
+        let table = |generator| Table {
+            title: self.table_title(group, generator),
+            header: header(group, generator),
+            cells: self.cells(group, generator),
+        };
+        let mut tables: Vec<Table> = [Generator::Wrk, Generator::H2load, Generator::OpenLoop]
+            .into_iter()
+            .map(table)
+            .filter(|t| !t.cells.is_empty())
+            .collect();
+        if tables.is_empty() {
+            tables.push(table(Generator::Wrk));
+        }
+        tables
+    }
+
     /// The tables for a terminal, aligned: for each group, throughput,
-    /// then (if any) latency at half its baseline's rate.
+    /// then (if any) HTTP/2 and latency at half its baseline's rate.
     #[must_use]
     pub fn text_table(&self) -> String {
-        let mut out = String::new();
-        for group in self.groups() {
-            if let Some(title) = group_title(group, self.upstream) {
-                if !out.is_empty() {
-                    out.push('\n');
-                }
-                out.push_str(&format!("{title}\n"));
-            }
-            out.push_str(&aligned(&header(group, false), &self.cells(group, false)));
-            let latency = self.cells(group, true);
-            if !latency.is_empty() {
-                out.push_str(&format!("\n{}\n", self.latency_title(group)));
-                out.push_str(&aligned(&header(group, true), &latency));
-            }
-        }
-        out
+        self.rendered(aligned, "\n")
     }
 
     /// The tables in Markdown.
     #[must_use]
     pub fn markdown_table(&self) -> String {
+        self.rendered(markdown_rows, "\n\n")
+    }
+
+    /// Every group's title and tables, each table by `render`; a title is
+    /// followed by `after_title` and preceded by a blank line (but at the
+    /// top).
+    fn rendered(&self, render: fn(&[String], &[Vec<String>]) -> String, after_title: &str) -> String {
         let mut out = String::new();
-        for group in self.groups() {
-            if let Some(title) = group_title(group, self.upstream) {
-                if !out.is_empty() {
-                    out.push('\n');
-                }
-                out.push_str(&format!("{title}\n\n"));
+        let title = |out: &mut String, title: String| {
+            if !out.is_empty() {
+                out.push('\n');
             }
-            out.push_str(&markdown_rows(&header(group, false), &self.cells(group, false)));
-            let latency = self.cells(group, true);
-            if !latency.is_empty() {
-                out.push_str(&format!("\n{}\n\n", self.latency_title(group)));
-                out.push_str(&markdown_rows(&header(group, true), &latency));
+            out.push_str(&title);
+            out.push_str(after_title);
+        };
+        for group in self.groups() {
+            if let Some(group_title) = group_title(group, self.upstream) {
+                title(&mut out, group_title);
+            }
+            for table in self.tables(group) {
+                if let Some(table_title) = table.title {
+                    title(&mut out, table_title);
+                }
+                out.push_str(&render(&table.header, &table.cells));
             }
         }
         out
+    }
+
+    /// What comes above `group`'s table of the cases `generator` measures:
+    /// nothing for wrk's.
+    fn table_title(&self, group: Group, generator: Generator) -> Option<String> {
+        match generator {
+            Generator::Wrk => None,
+            Generator::H2load => Some(format!(
+                "HTTP/2 from h2load, {H2_STREAMS} concurrent streams per connection, ratios to {}; no latency \
+                 percentiles (h2load reports none, only a mean and spread); the server's CPU time per request over \
+                 each run:",
+                group.baseline()
+            )),
+            Generator::OpenLoop => Some(self.latency_title(group)),
+        }
     }
 
     /// What `group`'s latency table measures, and at what rate.
@@ -390,6 +428,30 @@ impl Report {
         lines
     }
 
+    /// When the HTTP/2 cases ran: `bench: h2 fairway/afxdp X req/s = R ×
+    /// nginx (h2load, TLS, 64 connections × 32 streams)` (the HTTPS
+    /// servers) and `bench: h2c fairway/afxdp ... (h2load, prior knowledge,
+    /// ...)` (clear text), each followed by the server CPU per request of
+    /// every server that ran it.
+    #[must_use]
+    pub fn http2_lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (case, ours, nginx, how) in [
+            (Case::H2, Subject::TlsAfxdp, Subject::TlsNginx, "TLS"),
+            (Case::H2c, Subject::FairwayAfxdp, Subject::Nginx, "prior knowledge"),
+        ] {
+            let rows: Vec<&Row> = self.rows.iter().filter(|r| r.case == case).collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let label = format!("{} fairway/afxdp", case.key());
+            let what = format!("h2load, {how}, {} connections × {H2_STREAMS} streams", case.connections());
+            lines.push(self.comparison((ours, &label), (nginx, "nginx"), case, &what));
+            lines.push(format!("bench: {} server CPU per request: {}", case.key(), cpu_figures(&rows)));
+        }
+        lines
+    }
+
     /// For each baseline server that ran: `bench: fairway/afxdp X req/s = R
     /// × baseline/afxdp (keep-alive plaintext, 256 connections)`, the
     /// same for kernel.
@@ -406,14 +468,16 @@ impl Report {
     }
 
     /// The closing lines: against the baseline build, the axum group's
-    /// (its throughput, p99 and CPU per request), the built-in group's CPU
-    /// per request and p99 (each if it ran), then the headline, last.
+    /// throughput, HTTPS's, the proxies', HTTP/2's, the axum group's p99
+    /// and CPU per request, the built-in group's CPU per request and p99,
+    /// the static file's (each if it ran), then the headline, last.
     #[must_use]
     pub fn closing_lines(&self) -> Vec<String> {
         let mut lines = self.baseline_lines();
         lines.extend(self.axum_lines());
         lines.extend(self.tls_lines());
         lines.extend(self.proxy_lines());
+        lines.extend(self.http2_lines());
         lines.extend(self.group_latency_line(Group::Axum));
         lines.extend(self.cpu_line(Group::Axum));
         lines.extend(self.cpu_line(Group::BuiltIn));
@@ -440,6 +504,14 @@ impl Report {
         }
         out
     }
+}
+
+/// One of a group's tables: its title (none for wrk's, which comes first),
+/// column names and rows.
+struct Table {
+    title: Option<String>,
+    header: Vec<String>,
+    cells: Vec<Vec<String>>,
 }
 
 /// What comes above a group's tables: nothing for the built-in server's,
@@ -474,12 +546,16 @@ fn group_title(group: Group, upstream: UpstreamAt) -> Option<String> {
     }
 }
 
-/// The column names of `group`'s throughput table, or of its latency
-/// table: the ratio is to the group's baseline.
-fn header(group: Group, latency: bool) -> Vec<String> {
+/// The column names of `group`'s table of the cases `generator`
+/// measures: the ratio is to the group's baseline; h2load's has no
+/// percentiles.
+fn header(group: Group, generator: Generator) -> Vec<String> {
     let baseline = group.baseline();
-    let mut names: Vec<String> = ["server", "case", "req/s", "p50", "p99"].map(String::from).to_vec();
-    if latency {
+    let mut names: Vec<String> = ["server", "case", "req/s"].map(String::from).to_vec();
+    if generator != Generator::H2load {
+        names.extend(["p50", "p99"].map(String::from));
+    }
+    if generator == Generator::OpenLoop {
         names.push(format!("p99 × {baseline} (lower is better)"));
     } else {
         names.push(format!("× {baseline}"));
@@ -972,6 +1048,104 @@ mod tests {
         assert_eq!(sample().baseline_lines(), Vec::<String>::new());
         assert_eq!(sample().cpu_line(Group::BuiltIn), None);
         assert_eq!(with_latency().cpu_line(Group::Axum), None);
+    }
+
+    /// The built-in group and the HTTPS one with their HTTP/2 rows (no
+    /// percentiles, as h2load gives none), and the built-in group's
+    /// keep-alive rows.
+    fn with_http2() -> Report {
+        let h2 = |server, case, rps, cpu_ns| {
+            let mut run = run(rps, 0, 0);
+            (run.p50, run.p99, run.server_cpu) = (None, None, Some(Duration::from_nanos(cpu_ns)));
+            Row { server, case, outcome: Ok(Summary::of(&[run]).unwrap()) }
+        };
+        let mut report = sample();
+        report.rows.extend([
+            h2(Subject::FairwayAfxdp, Case::H2c, 300_000.0, 3_500),
+            Row { server: Subject::FairwayKernel, case: Case::H2c, outcome: Err("h2load spoke h2, not h2c".into()) },
+            h2(Subject::Nginx, Case::H2c, 150_000.0, 6_000),
+            h2(Subject::TlsAfxdp, Case::H2, 200_000.0, 4_000),
+            h2(Subject::TlsKernel, Case::H2, 180_000.0, 4_250),
+            h2(Subject::TlsNginx, Case::H2, 100_000.0, 8_000),
+        ]);
+        report
+    }
+
+    #[test]
+    fn the_http2_closing_lines() {
+        let report = with_http2();
+        assert_eq!(
+            report.http2_lines(),
+            [
+                "bench: h2 fairway/afxdp 200000 req/s = 2.00 × nginx (h2load, TLS, 64 connections × 32 streams)",
+                "bench: h2 server CPU per request: fairway/afxdp tls 4.00 µs, fairway/kernel tls 4.25 µs, nginx tls \
+                 8.00 µs",
+                "bench: h2c fairway/afxdp 300000 req/s = 2.00 × nginx (h2load, prior knowledge, 64 connections × 32 \
+                 streams)",
+                "bench: h2c server CPU per request: fairway/afxdp 3.50 µs, fairway/kernel no figure, nginx 6.00 µs",
+            ]
+        );
+        // Among the closing lines, after HTTPS's; the headline still last.
+        assert_eq!(
+            report.closing_lines(),
+            [report.tls_lines(), report.http2_lines(), vec![report.headline()]].concat()
+        );
+        // What is missing is said; cases not run have no lines.
+        let mut missing = with_http2();
+        missing.rows.retain(|r| r.server != Subject::TlsNginx);
+        missing.rows.retain(|r| !(r.server == Subject::FairwayAfxdp && r.case == Case::H2c));
+        let lines = missing.http2_lines();
+        assert_eq!(
+            lines[0],
+            "bench: h2 fairway/afxdp 200000 req/s, no nginx figure to compare (h2load, TLS, 64 connections × 32 \
+             streams)"
+        );
+        assert_eq!(
+            lines[2],
+            "bench: h2c fairway/afxdp: no figure (h2load, prior knowledge, 64 connections × 32 streams)"
+        );
+        assert_eq!(sample().http2_lines(), Vec::<String>::new());
+        let cleartext_only =
+            Report { rows: with_http2().rows.into_iter().filter(|r| r.case != Case::H2).collect(), ..sample() };
+        assert_eq!(cleartext_only.http2_lines().len(), 2);
+        assert!(cleartext_only.http2_lines()[0].starts_with("bench: h2c fairway/afxdp 300000 req/s = 2.00 × nginx"));
+    }
+
+    #[test]
+    fn the_http2_rows_get_a_table_without_percentiles() {
+        let report = with_http2();
+        let table = report.text_table();
+        let lines: Vec<&str> = table.lines().collect();
+        // Built-in: wrk's table (header + 3), blank, title, h2load's
+        // (header + 3); blank, the HTTPS title, blank, title, h2load's
+        // (header + 3): the HTTPS group ran no wrk case.
+        assert_eq!(lines.len(), 4 + 1 + 1 + 4 + 1 + 1 + 1 + 1 + 4, "{table}");
+        assert!(lines[1].starts_with("fairway/afxdp") && lines[1].contains("900 µs"), "{table}");
+        assert_eq!(lines[4], "");
+        assert!(lines[5].starts_with("HTTP/2 from h2load, 32 concurrent streams per connection, ratios to nginx;"));
+        assert!(lines[5].contains("no latency percentiles (h2load reports none"), "{table}");
+        let header: Vec<&str> = lines[6].split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+        assert_eq!(header, ["server", "case", "req/s", "× nginx", "server CPU per request", "errors"], "{table}");
+        assert!(lines[7].starts_with("fairway/afxdp") && lines[7].contains("prior knowledge (h2load)"), "{table}");
+        assert!(
+            lines[7].contains("300000") && lines[7].contains("2.00") && lines[7].ends_with("3.50 µs  0"),
+            "{table}"
+        );
+        assert!(lines[8].contains("failed") && lines[8].ends_with("h2load spoke h2, not h2c"), "{table}");
+        assert!(lines[9].starts_with("nginx") && lines[9].ends_with("6.00 µs  0"), "{table}");
+        assert!(lines[10].is_empty() && lines[11].starts_with("HTTPS (TLS 1.3"), "{table}");
+        assert!(lines[13].starts_with("HTTP/2 from h2load") && lines[13].contains("ratios to nginx tls;"), "{table}");
+        assert!(lines[14].contains("× nginx tls"), "{table}");
+        assert!(lines[15].starts_with("fairway/afxdp tls") && lines[15].contains("over TLS (h2load)"), "{table}");
+        assert!(!table.contains("n/a"), "no percentile is shown, not even as missing: {table}");
+        let markdown = report.markdown_table();
+        assert_eq!(
+            markdown.matches("| server | case | req/s | × nginx | server CPU per request | errors |").count(),
+            1
+        );
+        assert_eq!(markdown.matches("|---|---|--:|--:|--:|--:|\n").count(), 2, "{markdown}");
+        assert!(markdown.contains("| 300000 | 2.00 | 3.50 µs | 0 |"), "{markdown}");
+        assert!(markdown.contains("| failed | – | – | h2load spoke h2, not h2c |"), "{markdown}");
     }
 
     #[test]

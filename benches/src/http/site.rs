@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use fairway_tests::certificate::{KeyKind, self_signed};
 use fairway_tests::nginx::{NginxConfig, SiteDir, TLS_CERT, TLS_KEY};
 
-use super::plan::{PLAINTEXT_BODY, SERVER_IP, SMALL_BYTES, SMALL_FILE, STATIC_BYTES, STATIC_FILE, Subject, UpstreamAt};
+use super::plan::{
+    NGINX_H2C_PORT, PLAINTEXT_BODY, SERVER_IP, SMALL_BYTES, SMALL_FILE, STATIC_BYTES, STATIC_FILE, Subject, UpstreamAt,
+};
 use super::wrk::PIPELINE_SCRIPT;
 
 /// The site and the script; removed when dropped.
@@ -21,8 +23,9 @@ pub struct RunFiles {
 }
 
 impl RunFiles {
-    /// Writes the files, nginx with `workers` workers, its proxy to
-    /// `upstream`.
+    /// Writes the files, nginx with `workers` workers, HTTP/2 by ALPN on
+    /// its HTTPS port and with prior knowledge on [`NGINX_H2C_PORT`], its
+    /// proxy to `upstream`.
     ///
     /// # Errors
     ///
@@ -31,6 +34,8 @@ impl RunFiles {
         let ip = SERVER_IP.parse().map_err(io::Error::other)?;
         let mut config = NginxConfig::benchmark(SocketAddrV4::new(ip, Subject::Nginx.port()), workers, PLAINTEXT_BODY);
         config.tls = Some(SocketAddrV4::new(ip, Subject::TlsNginx.port()));
+        config.tls_http2 = true;
+        config.h2c = Some(SocketAddrV4::new(ip, NGINX_H2C_PORT));
         config.proxy = Some((SocketAddrV4::new(ip, Subject::ProxyNginx.port()), upstream.addr().to_owned()));
         let site = SiteDir::new(&config)?
             .with_pattern(&format!("/{STATIC_FILE}"), STATIC_BYTES)?
@@ -77,7 +82,8 @@ mod tests {
         assert!(fs::read_to_string(dir.join("nginx.conf")).unwrap().contains("worker_processes 2;"));
         let conf = fs::read_to_string(dir.join("nginx.conf")).unwrap();
         assert!(conf.contains("listen 10.77.0.1:80 reuseport;"));
-        assert!(conf.contains("listen 10.77.0.1:443 ssl reuseport;"), "{conf}");
+        assert!(conf.contains("listen 10.77.0.1:443 ssl http2 reuseport;"), "{conf}");
+        assert!(conf.contains("listen 10.77.0.1:8085 http2 reuseport;"), "{conf}");
         assert!(conf.contains("listen 10.77.0.1:8090 reuseport;") && conf.contains("server 127.0.0.1:9080;"), "{conf}");
         assert!(fs::read_to_string(dir.join(TLS_CERT)).unwrap().contains("BEGIN CERTIFICATE"));
         assert!(fs::read_to_string(dir.join(TLS_KEY)).unwrap().contains("PRIVATE KEY"));

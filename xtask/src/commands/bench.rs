@@ -23,9 +23,10 @@ pub fn nic_packages() -> Vec<&'static str> {
 }
 
 /// Debian packages `bench http` needs: the AF_XDP build's (for the
-/// server), the testbed's tools (curl among them), nginx and wrk.
+/// server), the testbed's tools (curl among them), nginx, wrk and h2load.
 pub fn http_packages() -> Vec<&'static str> {
-    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &[system::NGINX_PACKAGE, system::WRK_PACKAGE]].concat()
+    let load = [system::NGINX_PACKAGE, system::WRK_PACKAGE, system::H2LOAD_PACKAGE];
+    [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &load].concat()
 }
 
 pub fn run(cargo: &Cargo, args: &BenchArgs) -> Result<(), Failure> {
@@ -205,11 +206,10 @@ mod tests {
     }
 
     #[test]
-    fn http_needs_afxdp_testbed_nginx_and_wrk_packages() {
+    fn http_needs_afxdp_testbed_nginx_wrk_and_h2load_packages() {
         let packages = http_packages();
-        for package in
-            system::AFXDP_BUILD_PACKAGES.iter().chain(system::TESTBED_PACKAGES).chain(&["nginx", "wrk", "curl"])
-        {
+        let load = ["nginx", "wrk", "curl", "nghttp2-client"];
+        for package in system::AFXDP_BUILD_PACKAGES.iter().chain(system::TESTBED_PACKAGES).chain(&load) {
             assert!(packages.contains(package), "{package} missing from {packages:?}");
         }
     }
