@@ -762,6 +762,7 @@ mod tests {
 
     fn run(rps: f64, cpu_us: f64) -> WrkResult {
         WrkResult {
+            idle_share: None,
             requests_per_second: rps,
             p50: None,
             p99: Some(Duration::from_micros(900)),

@@ -667,7 +667,8 @@ Targets:
             and latency and server CPU time per request at a fixed rate;
             and h2load for HTTP/2, 64 connections × 32 streams, over TLS
             (case h2) and in clear text with prior knowledge (case h2c),
-            against Fairway and nginx.
+            against Fairway and nginx; and each server's CPU with no load
+            at all (case idle).
             With --baseline PATH, another build of fairway beside this one.
             Prints req/s, p50, p99 and the ratio to each group's baseline
             (nginx, or axum on tokio), writes benches/results/http-DATE.md,

@@ -114,7 +114,12 @@ namespace; `http openloop --help`):
                   at a constant rate, latency counted from when each was
                   due; p50, p99, p99 against the baseline's (lower is
                   better), and the server's CPU time per request (utime +
-                  stime of its processes from /proc over the window)";
+                  stime of its processes from /proc over the window)
+
+Last, with no load at all, after a second's rest from the last case:
+  idle            the server's CPU time over --duration as a share of one
+                  core (what an idle shard costs: it must not poll); for
+                  afxdp, kernel, nginx and the three axum servers";
 
 // The option docs are verbatim, as clap here does not wrap help text: each
 // first line is a phrase for `-h`, the rest is for `--help`, which indents
@@ -887,6 +892,7 @@ mod tests {
     fn the_latency_rate_is_half_nginx_median_keep_alive_256_rate() {
         let run = |rps: f64| {
             Ok(WrkResult {
+                idle_share: None,
                 requests_per_second: rps,
                 p50: None,
                 p99: None,
@@ -912,6 +918,7 @@ mod tests {
     fn the_axum_group_runs_at_half_axum_on_tokio_rate() {
         let run = |rps: f64| {
             Ok(WrkResult {
+                idle_share: None,
                 requests_per_second: rps,
                 p50: None,
                 p99: None,
@@ -940,6 +947,7 @@ mod tests {
     #[test]
     fn rounds_are_summarised_per_server_and_case() {
         let run = |rps: f64| WrkResult {
+            idle_share: None,
             requests_per_second: rps,
             p50: Some(Duration::from_micros(500)),
             p99: Some(Duration::from_micros(900)),

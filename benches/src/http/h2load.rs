@@ -54,6 +54,7 @@ pub fn parse(report: &str, protocol: &str) -> Result<WrkResult, String> {
         return Err(format!("h2load completed no request ({} started): {:?}", counts.started, report.trim()));
     }
     Ok(WrkResult {
+        idle_share: None,
         requests_per_second: rps,
         p50: None,
         p99: None,

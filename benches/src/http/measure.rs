@@ -223,6 +223,9 @@ impl Bench<'_> {
     /// warm up first with a run of their own: the server's warm-up spoke
     /// HTTP/1.1.
     fn measured(&self, case: Case, server: Subject, server_pid: Option<u32>) -> Result<Outcome, Stop> {
+        if case.generator() == Generator::Idle {
+            return self.idle(server_pid);
+        }
         if case.generator() == Generator::H2load && !self.warm_up.is_zero() {
             let _ = self.h2load(case, server, self.warm_up)?;
         }
@@ -238,6 +241,43 @@ impl Bench<'_> {
         Ok(outcome)
     }
 
+    /// The idle case: after a second for what the last load left (a
+    /// busy-poll window, lingering connections), the server's CPU time
+    /// over the case's duration with no load at all, as a share of a core.
+    fn idle(&self, server_pid: Option<u32>) -> Result<Outcome, Stop> {
+        let Some(tree) = server_pid.and_then(|pid| ProcessTree::of(pid).ok()) else {
+            return Ok(Err("the server's process is not known: no CPU time to read".to_owned()));
+        };
+        let pause = |d: Duration| -> Result<(), Stop> {
+            let end = Instant::now() + d;
+            while Instant::now() < end {
+                if self.interrupted.load(Ordering::Relaxed) {
+                    return Err(Stop::Interrupted);
+                }
+                std::thread::sleep(Duration::from_millis(100).min(end.saturating_duration_since(Instant::now())));
+            }
+            Ok(())
+        };
+        pause(Duration::from_secs(1))?;
+        let (before, start) = (tree.cpu_time(), Instant::now());
+        pause(self.duration)?;
+        let (after, took) = (tree.cpu_time(), start.elapsed());
+        Ok(match (before, after) {
+            (Ok(before), Ok(after)) => Ok(WrkResult {
+                requests_per_second: 0.0,
+                p50: None,
+                p99: None,
+                requests: 0,
+                socket_errors: 0,
+                timeouts: 0,
+                non_2xx: 0,
+                server_cpu: None,
+                idle_share: Some(after.saturating_sub(before).as_secs_f64() / took.as_secs_f64()),
+            }),
+            (Err(e), _) | (_, Err(e)) => Err(format!("the server's CPU time: {e}")),
+        })
+    }
+
     /// One run of `case` for `duration` by its closed-loop generator: wrk,
     /// or h2load for HTTP/2.
     fn closed_loop(&self, case: Case, server: Subject, duration: Duration) -> Result<Outcome, Stop> {
@@ -245,6 +285,7 @@ impl Bench<'_> {
             Generator::Wrk => self.wrk(case, server, duration),
             Generator::H2load => self.h2load(case, server, duration),
             Generator::OpenLoop => Ok(Err(format!("{} runs open loop, at a rate", case.key()))),
+            Generator::Idle => Ok(Err(format!("{} puts no load on the server", case.key()))),
         }
     }
 

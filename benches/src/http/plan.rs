@@ -284,6 +284,16 @@ impl Subject {
             // change, nginx's segmentation offload).
             Case::H2 => self.is_tls(),
             Case::H2c => matches!(self, Subject::FairwayAfxdp | Subject::FairwayKernel | Subject::Nginx),
+            // Each kind of server once: the built-in ones, nginx, the axum ones.
+            Case::Idle => matches!(
+                self,
+                Subject::FairwayAfxdp
+                    | Subject::FairwayKernel
+                    | Subject::Nginx
+                    | Subject::AxumAfxdp
+                    | Subject::AxumKernel
+                    | Subject::AxumTokio
+            ),
         }
     }
 
@@ -438,6 +448,8 @@ pub enum Generator {
     /// The open-loop generator (`http openloop`): requests due at a
     /// constant rate.
     OpenLoop,
+    /// None: the server is left idle and its CPU time measured.
+    Idle,
 }
 
 /// One load.
@@ -456,6 +468,10 @@ pub enum Case {
     /// The 16 KB file, keep-alive, 64 connections: the ablation's
     /// response case (`lab ablation`; not one of `http`'s cases).
     Small16k,
+    /// No load for the case's duration: the server's CPU time over it, as
+    /// a share of one core (what an idle server costs: no busy polling
+    /// forever).
+    Idle,
     /// Keep-alive `/plaintext` from the open-loop generator, 256
     /// connections, at half the rate the group's baseline (nginx, or
     /// axum/tokio) reached on [`Case::KeepAlive256`] in the same run:
@@ -470,7 +486,7 @@ pub enum Case {
 
 impl Case {
     /// Every case, in the order they run.
-    pub const ALL: [Case; 8] = [
+    pub const ALL: [Case; 9] = [
         Case::KeepAlive64,
         Case::KeepAlive256,
         Case::Pipelined,
@@ -479,6 +495,7 @@ impl Case {
         Case::H2,
         Case::H2c,
         Case::LatencyHalf,
+        Case::Idle,
     ];
     /// The case of the closing line.
     pub const HEADLINE: Case = Case::KeepAlive256;
@@ -496,6 +513,7 @@ impl Case {
             Case::Small16k => "16k",
             Case::H2 => "h2",
             Case::H2c => "h2c",
+            Case::Idle => "idle",
         }
     }
 
@@ -512,6 +530,7 @@ impl Case {
             Case::Small16k => "16 KB file, keep-alive, 64 connections",
             Case::H2 => "HTTP/2 plaintext over TLS (h2load), 64 connections × 32 streams",
             Case::H2c => "HTTP/2 plaintext in clear text, prior knowledge (h2load), 64 connections × 32 streams",
+            Case::Idle => "idle: no load, the server's CPU as a share of one core",
         }
     }
 
@@ -533,6 +552,7 @@ impl Case {
         match self {
             Case::KeepAlive256 | Case::Pipelined | Case::LatencyHalf => 256,
             Case::KeepAlive64 | Case::Close | Case::StaticFile | Case::Small16k | Case::H2 | Case::H2c => 64,
+            Case::Idle => 0,
         }
     }
 
@@ -552,6 +572,7 @@ impl Case {
         match self {
             Case::LatencyHalf => Generator::OpenLoop,
             Case::H2 | Case::H2c => Generator::H2load,
+            Case::Idle => Generator::Idle,
             Case::KeepAlive64
             | Case::KeepAlive256
             | Case::Pipelined
@@ -617,7 +638,8 @@ impl Case {
             | Case::LatencyHalf
             | Case::Small16k
             | Case::H2
-            | Case::H2c => {}
+            | Case::H2c
+            | Case::Idle => {}
         }
         line.push(server.url(&self.path()));
         if self == Case::Pipelined {
@@ -951,8 +973,9 @@ mod tests {
         assert!(!Subject::AxumAfxdp.needs_kernel_address() && !Subject::BaselineAfxdp.needs_kernel_address());
         assert!(Subject::AxumKernel.needs_kernel_address() && Subject::AxumTokio.needs_kernel_address());
         let axum_cases: Vec<Case> = Case::ALL.into_iter().filter(|&c| Subject::AxumTokio.runs(c)).collect();
-        assert_eq!(axum_cases, [Case::KeepAlive64, Case::KeepAlive256, Case::Close, Case::LatencyHalf]);
-        let http1: Vec<Case> = Case::ALL.into_iter().filter(|c| c.generator() != Generator::H2load).collect();
+        assert_eq!(axum_cases, [Case::KeepAlive64, Case::KeepAlive256, Case::Close, Case::LatencyHalf, Case::Idle]);
+        let loads = |c: &Case| !matches!(c.generator(), Generator::H2load | Generator::Idle);
+        let http1: Vec<Case> = Case::ALL.into_iter().filter(loads).collect();
         assert_eq!(http1.len(), 6);
         for server in [Subject::FairwayAfxdp, Subject::Nginx, Subject::BaselineKernel] {
             assert!(http1.iter().all(|&c| server.runs(c)), "{server}");
@@ -963,6 +986,17 @@ mod tests {
         let running = |case| Subject::ALL.into_iter().filter(|s| s.runs(case)).collect::<Vec<_>>();
         assert_eq!(running(Case::H2), [Subject::TlsAfxdp, Subject::TlsKernel, Subject::TlsNginx]);
         assert_eq!(running(Case::H2c), [Subject::FairwayAfxdp, Subject::FairwayKernel, Subject::Nginx]);
+        // Idle: each kind of server once.
+        let idle = [
+            Subject::FairwayAfxdp,
+            Subject::FairwayKernel,
+            Subject::Nginx,
+            Subject::AxumAfxdp,
+            Subject::AxumKernel,
+            Subject::AxumTokio,
+        ];
+        assert_eq!(running(Case::Idle), idle);
+        assert_eq!((Case::Idle.generator(), Case::Idle.key()), (Generator::Idle, "idle"));
         // nginx's h2c listener is a port of its own, beside every server's
         // and the proxies' upstream.
         assert!(Subject::ALL.iter().all(|s| s.port() != NGINX_H2C_PORT));

@@ -37,8 +37,10 @@ pub struct Summary {
     /// How many rounds the medians are of.
     pub rounds: usize,
     /// The server's CPU time per request: the median of the rounds that
-    /// measured it (open-loop runs only).
+    /// measured it.
     pub server_cpu: Option<Duration>,
+    /// The idle case's: the server's CPU as a share of one core, median.
+    pub idle_share: Option<f64>,
 }
 
 impl Summary {
@@ -60,6 +62,10 @@ impl Summary {
             timeouts: runs.iter().map(|r| r.timeouts).sum(),
             rounds: runs.len(),
             server_cpu: secs(|r| r.server_cpu),
+            idle_share: {
+                let given: Vec<f64> = runs.iter().filter_map(|r| r.idle_share).collect();
+                (!given.is_empty()).then(|| median(given))
+            },
         })
     }
 }
@@ -133,6 +139,20 @@ impl Report {
     /// which has none), ratio to the group's baseline (req/s, or p99 for
     /// the latency cases), the server's CPU time per request, errors.
     fn cells(&self, group: Group, generator: Generator) -> Vec<Vec<String>> {
+        if generator == Generator::Idle {
+            return self
+                .rows
+                .iter()
+                .filter(|row| row.server.group() == group && row.case.generator() == generator)
+                .map(|row| {
+                    let share = match &row.outcome {
+                        Ok(s) => s.idle_share.map_or("–".to_owned(), |f| format!("{:.2}", f * 100.0)),
+                        Err(why) => one_line(why),
+                    };
+                    vec![row.server.name().to_owned(), share]
+                })
+                .collect();
+        }
         let percentiles = generator != Generator::H2load;
         self.rows
             .iter()
@@ -141,7 +161,7 @@ impl Report {
                 let mut cells = vec![row.server.name().to_owned(), row.case.describe_for(group)];
                 let ratio = match generator {
                     Generator::OpenLoop => self.p99_ratio(row.server, row.case),
-                    Generator::Wrk | Generator::H2load => self.ratio(row.server, row.case),
+                    Generator::Wrk | Generator::H2load | Generator::Idle => self.ratio(row.server, row.case),
                 };
                 match &row.outcome {
                     Ok(s) => {
@@ -178,7 +198,7 @@ impl Report {
             header: header(group, generator),
             cells: self.cells(group, generator),
         };
-        let mut tables: Vec<Table> = [Generator::Wrk, Generator::H2load, Generator::OpenLoop]
+        let mut tables: Vec<Table> = [Generator::Wrk, Generator::H2load, Generator::OpenLoop, Generator::Idle]
             .into_iter()
             .map(table)
             .filter(|t| !t.cells.is_empty())
@@ -240,6 +260,11 @@ impl Report {
                 group.baseline()
             )),
             Generator::OpenLoop => Some(self.latency_title(group)),
+            Generator::Idle => Some(
+                "With no load at all (after a second's rest from the last case): the server's CPU time over the \
+                 case's duration, as a share of one core:"
+                    .to_owned(),
+            ),
         }
     }
 
@@ -452,6 +477,22 @@ impl Report {
         lines
     }
 
+    /// When the idle case ran: `bench: idle CPU fairway/afxdp X % of a
+    /// core, ...` for every server it ran on, in the order they ran.
+    #[must_use]
+    pub fn idle_line(&self) -> Option<String> {
+        let figures: Vec<String> = self
+            .rows
+            .iter()
+            .filter(|r| r.case == Case::Idle)
+            .map(|r| match r.outcome.as_ref().ok().and_then(|s| s.idle_share) {
+                Some(share) => format!("{} {:.2} %", r.server.name(), share * 100.0),
+                None => format!("{} no figure", r.server.name()),
+            })
+            .collect();
+        (!figures.is_empty()).then(|| format!("bench: idle CPU, % of one core: {} (no load)", figures.join(", ")))
+    }
+
     /// For each baseline server that ran: `bench: fairway/afxdp X req/s = R
     /// × baseline/afxdp (keep-alive plaintext, 256 connections)`, the
     /// same for kernel.
@@ -484,6 +525,7 @@ impl Report {
         lines.extend(self.latency_line());
         lines.extend(self.static_cpu_line());
         lines.extend(self.static_line());
+        lines.extend(self.idle_line());
         lines.push(self.headline());
         lines
     }
@@ -550,6 +592,9 @@ fn group_title(group: Group, upstream: UpstreamAt) -> Option<String> {
 /// measures: the ratio is to the group's baseline; h2load's has no
 /// percentiles.
 fn header(group: Group, generator: Generator) -> Vec<String> {
+    if generator == Generator::Idle {
+        return vec!["server".into(), "CPU, % of one core".into()];
+    }
     let baseline = group.baseline();
     let mut names: Vec<String> = ["server", "case", "req/s"].map(String::from).to_vec();
     if generator != Generator::H2load {
@@ -676,6 +721,7 @@ mod tests {
 
     fn run(rps: f64, p50_us: u64, p99_us: u64) -> WrkResult {
         WrkResult {
+            idle_share: None,
             requests_per_second: rps,
             p50: Some(Duration::from_micros(p50_us)),
             p99: Some(Duration::from_micros(p99_us)),
@@ -689,6 +735,31 @@ mod tests {
 
     fn row(server: Subject, case: Case, rps: f64) -> Row {
         Row { server, case, outcome: Ok(Summary::of(&[run(rps, 900, 2500)]).unwrap()) }
+    }
+
+    #[test]
+    fn the_idle_line_and_table_give_each_servers_share_of_a_core() {
+        let idle = |server, shares: &[f64]| {
+            let runs: Vec<WrkResult> =
+                shares.iter().map(|&f| WrkResult { idle_share: Some(f), requests: 0, ..run(0.0, 0, 0) }).collect();
+            Row { server, case: Case::Idle, outcome: Ok(Summary::of(&runs).unwrap()) }
+        };
+        let report = Report {
+            rows: vec![
+                idle(Subject::FairwayAfxdp, &[0.004, 0.001, 0.002]),
+                idle(Subject::Nginx, &[0.0003]),
+                Row { server: Subject::FairwayKernel, case: Case::Idle, outcome: Err("gone".into()) },
+            ],
+            ..Report::default()
+        };
+        assert_eq!(
+            report.idle_line().unwrap(),
+            "bench: idle CPU, % of one core: fairway/afxdp 0.20 %, nginx 0.03 %, fairway/kernel no figure (no load)"
+        );
+        assert!(report.closing_lines().iter().any(|l| l.starts_with("bench: idle CPU")));
+        let text = report.text_table();
+        assert!(text.contains("CPU, % of one core") && text.contains("0.20"), "{text}");
+        assert_eq!(Report::default().idle_line(), None, "no idle case, no line");
     }
 
     fn sample() -> Report {

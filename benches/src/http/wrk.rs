@@ -48,6 +48,9 @@ pub struct WrkResult {
     /// window, when the server's process is known: the open-loop generator
     /// reads it, and the bench around a wrk run (wrk itself cannot tell).
     pub server_cpu: Option<Duration>,
+    /// For the idle case: the server's CPU time over the window, as a
+    /// share of one core.
+    pub idle_share: Option<f64>,
 }
 
 impl WrkResult {
@@ -116,6 +119,7 @@ pub fn parse(report: &str) -> Result<WrkResult, String> {
     let p99 = p99.ok_or_else(|| missing("99% latency (was --latency given?)"))?;
     let trusted = !a_percentile_is_zero;
     Ok(WrkResult {
+        idle_share: None,
         requests_per_second: rps,
         p50: trusted.then_some(p50),
         p99: trusted.then_some(p99),

@@ -131,6 +131,7 @@ impl OpenLoopOutcome {
     #[must_use]
     pub fn as_wrk_result(&self) -> WrkResult {
         WrkResult {
+            idle_share: None,
             requests_per_second: self.achieved_rate,
             p50: Some(self.p50),
             p99: Some(self.p99),
