@@ -52,5 +52,5 @@ mod wait;
 
 pub use device::Device;
 #[cfg(target_os = "linux")]
-pub use timer_fd::TimerFd;
+pub use timer_fd::{TimerFd, thread_cpu_time};
 pub use wait::Wait;

@@ -75,6 +75,20 @@ impl TimerFd {
     }
 }
 
+/// The CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`):
+/// user and system time, not the time it slept. What a driver measures
+/// the cost of its own sleep and wake-up with.
+#[must_use]
+pub fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a live timespec for the call to fill.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if r != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(u64::try_from(ts.tv_sec).unwrap_or(0), u32::try_from(ts.tv_nsec).unwrap_or(0))
+}
+
 impl AsRawFd for TimerFd {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
@@ -103,6 +117,20 @@ mod tests {
         assert!(t.clear());
         assert!(!readable(t.as_raw_fd(), 0), "cleared");
         assert!(!t.clear());
+    }
+
+    #[test]
+    fn the_threads_cpu_time_grows_with_work_and_not_with_sleep() {
+        let a = thread_cpu_time();
+        std::thread::sleep(Duration::from_millis(30));
+        let b = thread_cpu_time();
+        assert!(b - a < Duration::from_millis(10), "sleeping is not CPU time: {:?}", b - a);
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < Duration::from_millis(20) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        assert!(thread_cpu_time() - b >= Duration::from_millis(10), "spinning is");
     }
 
     #[test]

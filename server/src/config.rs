@@ -497,12 +497,22 @@ pub struct Options {
     #[arg(long, value_name = "N")]
     pub shards: Option<usize>,
 
-    /// Busy-poll for this many microseconds before sleeping on the device (the kernel backend:
-    /// polls epoll without blocking); 0 sleeps at once. Adapted to the load: the loop spins only
-    /// while at least three in four of its recent idle gaps were shorter than this, and otherwise
-    /// sleeps at once [default: 50; 0 on the kernel backend]
+    /// Busy-poll for at most this many microseconds before sleeping (the kernel backend: polls
+    /// epoll without blocking); 0 sleeps at once. Adapted to the load: the loop spins only while
+    /// at least three in four of its recent idle gaps were shorter than its window, and its window
+    /// is, unless --latency, no longer than what a sleep and a wake-up cost the shard in CPU time
+    /// (measured at its start: a few microseconds), so spinning never costs more than sleeping
+    /// would [default: 50; 0 on the kernel backend]
     #[arg(long, value_name = "US")]
     pub busy_poll_us: Option<u64>,
+
+    /// Spend CPU for latency: spin the whole --busy-poll-us whenever most idle gaps are shorter
+    /// than it, not only through gaps shorter than a sleep and a wake-up cost. Lowers the latency
+    /// tail at moderate load at the price of up to a core per shard (benches/README.md has the
+    /// figures of both)
+    #[arg(long, action = ArgAction::SetTrue)]
+    #[serde(default)]
+    pub latency: bool,
 
     /// Spin the whole --busy-poll-us every time the loop goes idle, instead of adapting the window
     /// to how often spinning finds work
@@ -767,6 +777,7 @@ impl Options {
             tap_name: self.tap_name.or(file.tap_name),
             shards: self.shards.or(file.shards),
             busy_poll_us: self.busy_poll_us.or(file.busy_poll_us),
+            latency: self.latency || file.latency,
             itr_us: self.itr_us.or(file.itr_us),
             batch: self.batch.or(file.batch),
             no_adaptive_batch: self.no_adaptive_batch || file.no_adaptive_batch,
@@ -1325,6 +1336,7 @@ impl Options {
                     Duration::from_micros,
                 ),
                 adaptive_busy_poll: !self.no_adaptive_busy_poll,
+                latency: self.latency,
                 itr: self.itr_us.map_or(defaults.itr, Duration::from_micros),
                 max_sleep: defaults.max_sleep,
             },

@@ -486,7 +486,7 @@ impl MetricsHub {
 
     fn write_shards(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         type Get = fn(&ShardMetrics) -> Option<u64>;
-        let per_shard: [(&str, &str, &str, Get); 52] = [
+        let per_shard: [(&str, &str, &str, Get); 54] = [
             ("fairway_active_connections", "gauge", "Connections open.", |m| Some(m.active_connections)),
             ("fairway_refused_connections_total", "counter", "Connections refused at the connection limit.", |m| {
                 Some(m.refused_connections)
@@ -691,6 +691,15 @@ impl MetricsHub {
             ("fairway_loop_busy_poll_hits_total", "counter", "Times busy-polling found work before sleeping.", |m| {
                 m.looped.map(|l| l.busy_poll_hits)
             }),
+            (
+                "fairway_loop_wake_cost_seconds",
+                "gauge",
+                "What a sleep and a wake-up cost the shard in CPU time, measured at its start.",
+                |m| m.looped.map(|l| l.wake_cost_ns / 1000),
+            ),
+            ("fairway_loop_spin_window_seconds", "gauge", "The longest the shard busy-polls before it sleeps.", |m| {
+                m.looped.map(|l| l.spin_window_ns / 1000)
+            }),
             ("fairway_loop_events_total", "counter", "Stack events handed to the application.", |m| {
                 m.looped.map(|l| l.events)
             }),
@@ -709,7 +718,8 @@ impl MetricsHub {
                 if std::mem::take(&mut first) {
                     family(out, name, kind, help)?;
                 }
-                if name.ends_with("_seconds_total") {
+                // Times are kept in microseconds.
+                if name.ends_with("_seconds_total") || name.ends_with("_seconds") {
                     writeln!(out, "{name}{{shard=\"{}\"}} {}", m.shard, seconds(v))?;
                 } else {
                     writeln!(out, "{name}{{shard=\"{}\"}} {v}", m.shard)?;

@@ -21,6 +21,7 @@ const KEYS: &[&str] = &[
     "tap-name",
     "shards",
     "busy-poll-us",
+    "latency",
     "no-adaptive-busy-poll",
     "itr-us",
     "batch",

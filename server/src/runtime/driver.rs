@@ -158,6 +158,9 @@ where
     let signal = Rc::new(LoopSignal::default());
     let _installed = Installed::new(&signal);
     let mut m = Moderator::new(config, clock::now());
+    if !config.busy_poll.is_zero() {
+        m.set_wake_cost(park.wake_cost().await?, config.latency);
+    }
     app.start(transport, clock::now());
     while !stop.load(Ordering::Relaxed) && !app.finished() {
         signal.turned();

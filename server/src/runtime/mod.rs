@@ -236,6 +236,12 @@ pub struct LoopConfig {
     /// The longest sleep, even with no timer due (so a stop request is seen
     /// within it even if no signal interrupts the sleep).
     pub max_sleep: Duration,
+    /// Spend CPU for latency: spin the whole `busy_poll` window whenever
+    /// most idle gaps are shorter than it. Off (the default), a shard
+    /// driven by its tokio runtime ([`drive`]) spins at most what a sleep
+    /// and a wake-up cost it, measured at its start: only through gaps that
+    /// spinning handles for less CPU than sleeping would.
+    pub latency: bool,
 }
 
 impl Default for LoopConfig {
@@ -247,6 +253,7 @@ impl Default for LoopConfig {
             adaptive_busy_poll: true,
             itr: Duration::ZERO,
             max_sleep: Duration::from_millis(100),
+            latency: false,
         }
     }
 }
@@ -288,6 +295,11 @@ pub struct LoopStats {
     /// Non-empty receives by size: bucket `i` counts batches of
     /// `2^i ..= 2^(i+1) - 1` frames; the last bucket has no upper bound.
     pub batch_histogram: [u64; BATCH_BUCKETS],
+    /// What a sleep and a wake-up cost the shard's thread in CPU time,
+    /// nanoseconds, as measured at its start (0: not measured).
+    pub wake_cost_ns: u64,
+    /// The busy-poll window it spins at most, nanoseconds.
+    pub spin_window_ns: u64,
 }
 
 impl LoopStats {

@@ -54,12 +54,16 @@ pub(crate) struct Moderator {
 impl Moderator {
     /// The moderation `config` asks for, from `now`.
     pub(crate) fn new(config: &LoopConfig, now: Instant) -> Moderator {
+        let stats = LoopStats {
+            spin_window_ns: u64::try_from(config.busy_poll.as_nanos()).unwrap_or(u64::MAX),
+            ..LoopStats::default()
+        };
         Moderator {
             tx_batch: config.batch.max(1),
             rx_batch: AdaptiveBatch::new(config.batch, config.adaptive_batch),
             itr: config.itr,
             max_sleep: config.max_sleep,
-            stats: LoopStats::default(),
+            stats,
             spin: AdaptiveSpin::new(config.busy_poll, config.adaptive_busy_poll),
             idle_since: None,
             spun: false,
@@ -143,6 +147,16 @@ impl Moderator {
             self.stats.sleeps += 1;
             Rest::Sleep(timeout)
         }
+    }
+
+    /// What a sleep and a wake-up cost the shard, measured: outside the
+    /// latency mode, the busy-poll window is kept within it.
+    pub(crate) fn set_wake_cost(&mut self, cost: Duration, latency: bool) {
+        if !latency {
+            self.spin.limit(cost);
+        }
+        self.stats.wake_cost_ns = u64::try_from(cost.as_nanos()).unwrap_or(u64::MAX);
+        self.stats.spin_window_ns = u64::try_from(self.spin.max().as_nanos()).unwrap_or(u64::MAX);
     }
 
     /// The loop woke at `now` from a pause or a sleep.

@@ -145,6 +145,7 @@ fn config(batch: usize, adaptive_batch: bool, busy_poll_us: u64, itr_us: u64) ->
         adaptive_busy_poll: true,
         itr: Duration::from_micros(itr_us),
         max_sleep: Duration::from_millis(100),
+        latency: false,
     }
 }
 

@@ -1,5 +1,6 @@
 //! An adaptive busy-poll window: spin only while spinning mostly finds
-//! work.
+//! work, and (unless the shard is in its latency mode) only through gaps
+//! shorter than what a sleep and a wake-up would cost instead.
 //!
 //! A fixed window spins its whole length every time the loop goes idle. At
 //! a light, steady load (a request every 200 µs, say) most idle gaps are
@@ -14,6 +15,14 @@
 //! at most one idle gap in four. Under a load whose gaps are short it spins
 //! as a fixed window does; under one whose gaps are long it sleeps at once
 //! and costs nothing.
+//!
+//! A server shard also [limits](AdaptiveSpin::limit) the window to what a
+//! sleep and a wake-up cost it in CPU time, measured when it starts: a gap
+//! spun through costs the gap, one slept through costs the wake-up, so
+//! spinning longer than that never saves CPU, and spinning through the gaps
+//! of half a load (tens of microseconds) spends a core on latency alone.
+//! That trade is the latency mode's (`--latency`), which spins the whole
+//! `--busy-poll-us`.
 
 use std::time::Duration;
 
@@ -42,6 +51,18 @@ impl AdaptiveSpin {
     #[must_use]
     pub fn new(max: Duration, adaptive: bool) -> AdaptiveSpin {
         AdaptiveSpin { max, adaptive, short: ONE }
+    }
+
+    /// Spins at most `max` from now on (the shard's measured wake-up cost,
+    /// say: see [`LoopConfig::latency`](super::LoopConfig::latency)).
+    pub fn limit(&mut self, max: Duration) {
+        self.max = self.max.min(max);
+    }
+
+    /// The longest it spins.
+    #[must_use]
+    pub fn max(&self) -> Duration {
+        self.max
     }
 
     /// How long the loop spins, now, once it finds nothing to do.
