@@ -527,9 +527,9 @@ Runs these steps in order, stopping at the first failure:
            --quiet
 It prints each step's wall time, and exits with the status of the step that
 failed. Every feature is on, so the AF_XDP backend is built and checked;
-its build needs clang and libelf, the server's end-to-end tests wrk, and
-the axum_postgres example's tests PostgreSQL (installed first when missing,
-as root).
+its build needs clang and libelf, the server's end-to-end tests wrk and
+Chromium, and the axum_postgres example's tests PostgreSQL (installed first
+when missing, as root).
 Steps 4 and 5 get FAIRWAY_LINKEM, the emulator step 3 built, for the tests
 that put it between kernel clients and Fairway. The real-peer tests need
 root: they build network namespaces and remove them when done.
