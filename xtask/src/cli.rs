@@ -637,7 +637,10 @@ Targets:
             side by side:
               cargo run --release -p fairway-benches --bin loopback -- [ARGS...]
             ARGS go to it unchanged (a leading `--` is dropped).
-  micro     the criterion micro-benchmarks:
+  micro     the criterion benchmarks: the stack's micro-benchmarks, and
+            embedded_axum, an axum router on an embedded Fairway (kernel
+            sockets, 127.0.0.1) under hyper's client, latency and
+            throughput:
               cargo bench -p fairway-benches [ARGS...]
             ARGS go to cargo bench: a name filter, or criterion's options
             after `--`.
