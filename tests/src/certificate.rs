@@ -57,6 +57,30 @@ pub fn self_signed_in(dir: &Path, kind: KeyKind, name: &str) -> io::Result<(Path
     Ok((cert, key))
 }
 
+/// The base64 SHA-256 of `cert`'s public key (its DER
+/// SubjectPublicKeyInfo): what Chromium's
+/// `--ignore-certificate-errors-spki-list` takes to trust this one key.
+///
+/// # Errors
+///
+/// openssl cannot be run, or cannot read `cert`.
+pub fn spki_sha256_base64(cert: &Path) -> io::Result<String> {
+    let script = "set -o pipefail; openssl x509 -in \"$1\" -noout -pubkey | openssl pkey -pubin -outform der | \
+                  openssl dgst -sha256 -binary | openssl base64 -A";
+    let out = Command::new("bash").args(["-c", script, "spki"]).arg(cert).output()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    // 32 bytes are 44 characters of base64.
+    if out.status.success() && text.len() == 44 {
+        Ok(text)
+    } else {
+        Err(io::Error::other(format!(
+            "openssl (SPKI of {}): {}",
+            cert.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,6 +102,20 @@ mod tests {
             };
             assert!(text.contains(san) && text.contains(algorithm), "{text}");
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_spki_fingerprint_is_the_keys_own() {
+        let dir = std::env::temp_dir().join(format!("fairway-certificate-spki-{}", std::process::id()));
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        let (cert_a, _) = self_signed_in(&a, KeyKind::EcdsaP256, "IP:10.77.0.1").unwrap();
+        let (cert_b, _) = self_signed_in(&b, KeyKind::EcdsaP256, "IP:10.77.0.1").unwrap();
+        let fingerprint = spki_sha256_base64(&cert_a).unwrap();
+        assert!(fingerprint.ends_with('=') && !fingerprint.contains(char::is_whitespace), "{fingerprint}");
+        assert_eq!(spki_sha256_base64(&cert_a).unwrap(), fingerprint);
+        assert_ne!(spki_sha256_base64(&cert_b).unwrap(), fingerprint, "another key, another fingerprint");
+        assert!(spki_sha256_base64(&dir.join("none.pem")).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

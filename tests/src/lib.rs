@@ -18,6 +18,7 @@
 //! - [`fairness`]: RTT fairness under the window-control policies (`cargo xtask lab fairness`);
 //! - [`fairness_testbed`]: the same with kernel TCP senders on the testbed;
 //! - [`certificate`]: self-signed certificates for the HTTPS tests and benchmarks;
+//! - [`browser`]: headless Chromium loading a page from a testbed namespace;
 //! - [`delay_lab`]: how added delay slows downloads of each size, on the testbed (`cargo xtask lab delay`);
 //! - [`nginx`]: nginx over the kernel stack in a testbed namespace, the
 //!   uncontrolled baseline of every benchmark and lab: one configuration,
@@ -36,6 +37,8 @@ pub mod apps;
 pub mod attack_testbed;
 pub mod attacks;
 pub mod blind_injection;
+#[cfg(target_os = "linux")]
+pub mod browser;
 pub mod certificate;
 #[cfg(target_os = "linux")]
 pub mod delay_lab;

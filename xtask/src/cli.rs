@@ -527,9 +527,9 @@ Runs these steps in order, stopping at the first failure:
            --quiet
 It prints each step's wall time, and exits with the status of the step that
 failed. Every feature is on, so the AF_XDP backend is built and checked;
-its build needs clang and libelf, the server's end-to-end tests wrk, and
-the axum_postgres example's tests PostgreSQL (installed first when missing,
-as root).
+its build needs clang and libelf, the server's end-to-end tests wrk and
+Chromium, and the axum_postgres example's tests PostgreSQL (installed first
+when missing, as root).
 Steps 4 and 5 get FAIRWAY_LINKEM, the emulator step 3 built, for the tests
 that put it between kernel clients and Fairway. The real-peer tests need
 root: they build network namespaces and remove them when done.
@@ -637,7 +637,10 @@ Targets:
             side by side:
               cargo run --release -p fairway-benches --bin loopback -- [ARGS...]
             ARGS go to it unchanged (a leading `--` is dropped).
-  micro     the criterion micro-benchmarks:
+  micro     the criterion benchmarks: the stack's micro-benchmarks, and
+            embedded_axum, an axum router on an embedded Fairway (kernel
+            sockets, 127.0.0.1) under hyper's client, latency and
+            throughput:
               cargo bench -p fairway-benches [ARGS...]
             ARGS go to cargo bench: a name filter, or criterion's options
             after `--`.

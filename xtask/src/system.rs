@@ -36,6 +36,10 @@ pub const NGINX_PACKAGE: &str = "nginx";
 /// cases.
 pub const H2LOAD_PACKAGE: &str = "nghttp2-client";
 
+/// Debian's Chromium: the real browser of the server's HTTP/2 test over
+/// AF_XDP (`tests/browser.rs`, headless).
+pub const CHROMIUM_PACKAGE: &str = "chromium";
+
 /// The font fairway-lab draws its charts' text with (DejaVu Sans, read at
 /// run time from /usr/share/fonts/truetype/dejavu/; see fairway-tests'
 /// `plot` module).

@@ -15,10 +15,17 @@ use crate::system;
 /// (the workspace is checked and tested with every feature on), the
 /// kernel-side tools of the real-peer tests, wrk, which the server's
 /// end-to-end tests drive, nginx, which the reverse proxy's tests put
-/// behind it, the font the lab's chart tests draw with, and PostgreSQL,
-/// the axum_postgres example's database.
+/// behind it, the font the lab's chart tests draw with, PostgreSQL, the
+/// axum_postgres example's database, and Chromium, the browser of the
+/// HTTP/2 page test (about 20 s to install: 124 MB).
 pub fn packages() -> Vec<&'static str> {
-    let extra = [system::WRK_PACKAGE, system::NGINX_PACKAGE, system::FONT_PACKAGE, system::POSTGRES_PACKAGE];
+    let extra = [
+        system::WRK_PACKAGE,
+        system::NGINX_PACKAGE,
+        system::FONT_PACKAGE,
+        system::POSTGRES_PACKAGE,
+        system::CHROMIUM_PACKAGE,
+    ];
     [system::AFXDP_BUILD_PACKAGES, system::TESTBED_PACKAGES, &extra].concat()
 }
 
@@ -130,9 +137,9 @@ mod tests {
     }
 
     #[test]
-    fn packages_include_wrk_the_font_postgres_and_the_testbed_tools() {
+    fn packages_include_wrk_the_font_postgres_chromium_and_the_testbed_tools() {
         let packages = packages();
-        let extra = ["wrk", "nginx", "fonts-dejavu-core", "postgresql"];
+        let extra = ["wrk", "nginx", "fonts-dejavu-core", "postgresql", "chromium"];
         for package in system::AFXDP_BUILD_PACKAGES.iter().chain(system::TESTBED_PACKAGES).chain(&extra) {
             assert!(packages.contains(package), "{package} missing from {packages:?}");
         }
