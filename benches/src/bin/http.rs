@@ -530,6 +530,9 @@ fn measure_cases(
             for (case, outcome) in outcomes {
                 let what = case.describe_for(server.group());
                 match &outcome {
+                    Ok(r) if r.idle_share.is_some() => {
+                        eprintln!("http:   {what}: {:.2} % of one core", r.idle_share.unwrap_or(0.0) * 100.0);
+                    }
                     Ok(r) => eprintln!(
                         "http:   {what}: {:.0} req/s, {} errors ({} of them wrk's timeouts)",
                         r.requests_per_second,
