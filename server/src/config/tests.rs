@@ -120,6 +120,8 @@ fn defaults() {
     assert_eq!(c.runtime.itr, Duration::ZERO);
     assert_eq!(c.runtime.batch, 64);
     assert!(c.runtime.adaptive_batch && c.runtime.adaptive_busy_poll);
+    assert!(!c.runtime.latency, "busy polling kept within a wake-up's cost unless asked");
+    assert!(ok(&["--latency"]).runtime.latency);
     assert!(c.multi_buffer && !c.prefer_busy_poll, "multi-buffer on, the driver's busy polling off");
     assert!(c.tx_checksum_offload, "checksum offload asked for by default");
     assert_eq!(c.root, None);

@@ -144,4 +144,28 @@ mod tests {
         z.observe(Duration::ZERO);
         assert_eq!(z.window(), Duration::ZERO);
     }
+
+    #[test]
+    fn a_limit_to_the_wake_up_cost_keeps_gaps_longer_than_it_from_spinning() {
+        // Gaps of 20 µs: a 50 µs window catches them all and stays open;
+        // limited to a wake-up's 8 µs it catches none and closes, as
+        // sleeping through them costs less than spinning.
+        let mut latency = AdaptiveSpin::new(50 * US, true);
+        let mut economical = AdaptiveSpin::new(50 * US, true);
+        economical.limit(8 * US);
+        assert_eq!((economical.max(), economical.window()), (8 * US, 8 * US));
+        for _ in 0..20 {
+            latency.observe(20 * US);
+            economical.observe(20 * US);
+        }
+        assert_eq!(latency.window(), 50 * US);
+        assert_eq!(economical.window(), Duration::ZERO);
+        // Gaps of 3 µs it still spins through.
+        for _ in 0..20 {
+            economical.observe(3 * US);
+        }
+        assert_eq!(economical.window(), 8 * US);
+        economical.limit(Duration::from_secs(1));
+        assert_eq!(economical.max(), 8 * US, "a limit only lowers the window");
+    }
 }
