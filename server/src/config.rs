@@ -929,6 +929,9 @@ impl Config {
     }
 }
 
+/// How long a TLS handshake may take by default (`--handshake-timeout`).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The server's settings, merged and validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -1262,8 +1265,7 @@ impl Options {
                 if backend != Backend::Kernel && !self.tls_only && tls_port == port {
                     return Err(invalid(format!("--tls-port {tls_port} is --port too: give HTTPS its own port")));
                 }
-                let handshake_timeout =
-                    span(self.handshake_timeout, crate::tls::HANDSHAKE_TIMEOUT, "handshake-timeout")?;
+                let handshake_timeout = span(self.handshake_timeout, HANDSHAKE_TIMEOUT, "handshake-timeout")?;
                 Some(TlsConfig {
                     cert,
                     key,

@@ -116,7 +116,7 @@ pub fn start_app(config: &Config, stop: Arc<AtomicBool>, app: &Application) -> i
     // TLS handshakes: how long each may take, and how many one shard lets
     // be in progress at once.
     let handshakes = (
-        config.tls.as_ref().map_or(crate::tls::HANDSHAKE_TIMEOUT, |t| t.handshake_timeout),
+        config.tls.as_ref().map_or(crate::config::HANDSHAKE_TIMEOUT, |t| t.handshake_timeout),
         crate::tls::handshake_share(config, config.shards),
     );
     match (app.service(config)?, crate::tls::keys_for(config)?) {

@@ -335,7 +335,7 @@ where
     // TLS handshakes: how long each may take, and how many one shard lets
     // be in progress at once.
     let handshakes = (
-        config.tls.as_ref().map_or(crate::tls::HANDSHAKE_TIMEOUT, |t| t.handshake_timeout),
+        config.tls.as_ref().map_or(crate::config::HANDSHAKE_TIMEOUT, |t| t.handshake_timeout),
         crate::tls::handshake_share(config, usize::from(count)),
     );
     let (ports, tls_ports) = config.ports();

@@ -28,15 +28,15 @@
 //! transport while the loop sleeps calls [`kick`], so the loop turns and
 //! transmits it.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::poll_fn;
 use std::io;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Poll, Waker};
+use std::task::Poll;
 
 use super::moderation::{Moderator, Rest};
-use super::park::Park;
+use super::park::{LoopSignal, Park};
 use super::{App, LoopConfig, LoopStats, NetIo};
 use crate::clock;
 
@@ -55,46 +55,6 @@ pub fn kick() {
             signal.kick();
         }
     });
-}
-
-/// How the tasks of a shard reach its sleeping loop.
-#[derive(Debug, Default)]
-pub(crate) struct LoopSignal {
-    kicked: Cell<bool>,
-    /// The loop's waker while it sleeps.
-    waker: RefCell<Option<Waker>>,
-}
-
-impl LoopSignal {
-    fn kick(&self) {
-        self.kicked.set(true);
-        if let Some(waker) = self.waker.borrow_mut().take() {
-            waker.wake();
-        }
-    }
-
-    /// The loop is about to sleep with `waker`: returns true if a kick came
-    /// since its last turn (then it must not).
-    pub(crate) fn sleep(&self, waker: &Waker) -> bool {
-        if self.kicked.get() {
-            return true;
-        }
-        let mut slot = self.waker.borrow_mut();
-        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
-            *slot = Some(waker.clone());
-        }
-        false
-    }
-
-    /// The loop woke: kicks need not wake it.
-    pub(crate) fn awake(&self) {
-        self.waker.borrow_mut().take();
-    }
-
-    /// A turn begins: it sees whatever the kicks were for.
-    fn turned(&self) {
-        self.kicked.set(false);
-    }
 }
 
 /// Makes `signal` this thread's loop while it lives.

@@ -10,23 +10,23 @@
 //! and a [`TimerFd`] for its next deadline: tokio's timers tick in
 //! milliseconds, a pacer's next frame or a coalescing pause is microseconds
 //! away. A task that queued output on the shard wakes the loop through its
-//! [`LoopSignal`](super::driver::LoopSignal).
+//! [`LoopSignal`].
 //!
 //! Edge-triggered readiness is cleared when it is seen, before the turn
 //! that takes the input: what arrives after that signals again, so nothing
 //! is lost between a turn that found nothing and the sleep after it.
 
+use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::task::Poll;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use fairway_nic::{TimerFd, thread_cpu_time};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
-use super::driver::LoopSignal;
 use crate::clock;
 use fairway_stack::time::Instant;
 
@@ -161,5 +161,45 @@ fn poll_timer(
             *armed = None;
             return Poll::Ready(Ok(Woke::Deadline));
         }
+    }
+}
+
+/// How the tasks of a shard reach its sleeping loop.
+#[derive(Debug, Default)]
+pub(crate) struct LoopSignal {
+    kicked: Cell<bool>,
+    /// The loop's waker while it sleeps.
+    waker: RefCell<Option<Waker>>,
+}
+
+impl LoopSignal {
+    pub(crate) fn kick(&self) {
+        self.kicked.set(true);
+        if let Some(waker) = self.waker.borrow_mut().take() {
+            waker.wake();
+        }
+    }
+
+    /// The loop is about to sleep with `waker`: returns true if a kick came
+    /// since its last turn (then it must not).
+    pub(crate) fn sleep(&self, waker: &Waker) -> bool {
+        if self.kicked.get() {
+            return true;
+        }
+        let mut slot = self.waker.borrow_mut();
+        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *slot = Some(waker.clone());
+        }
+        false
+    }
+
+    /// The loop woke: kicks need not wake it.
+    pub(crate) fn awake(&self) {
+        self.waker.borrow_mut().take();
+    }
+
+    /// A turn begins: it sees whatever the kicks were for.
+    pub(crate) fn turned(&self) {
+        self.kicked.set(false);
     }
 }

@@ -32,7 +32,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ProducesTickets, ServerSessionMemoryCache, StoresServerSessions};
 use rustls::{ServerConfig, version};
 
-pub use transport::{CHUNK, HANDSHAKE_TIMEOUT, Tls, TlsCounters};
+pub use transport::{CHUNK, Tls, TlsCounters};
 
 /// TLS sessions kept for resumption by session id (TLS 1.2), server-wide.
 const SESSION_CACHE: usize = 4096;

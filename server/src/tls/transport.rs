@@ -59,9 +59,6 @@ pub struct TlsCounters {
     pub handshakes_evicted: u64,
 }
 
-/// How long a handshake may take by default.
-pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// One TLS connection's state.
 struct Session<C> {
     conn: C,
@@ -138,7 +135,7 @@ where
             tls_listeners: Vec::new(),
             sessions: Vec::new(),
             counters: TlsCounters::default(),
-            handshake_timeout: HANDSHAKE_TIMEOUT.into(),
+            handshake_timeout: crate::config::HANDSHAKE_TIMEOUT.into(),
             max_handshaking: usize::MAX,
             handshaking: VecDeque::new(),
             handshaking_now: 0,
