@@ -41,7 +41,7 @@ pub(crate) mod reactor;
 
 use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::task::Poll;
 
 use fairway_stack::time::Instant;
@@ -140,28 +140,12 @@ where
     builder.http1().timer(Timer::new()).keep_alive(true).header_read_timeout(limits.header_timeout);
     let builder = match limits.http2 {
         Some((streams, header_list)) => {
-            let h2 = &mut builder.http2();
-            h2.timer(Timer::new())
-                .max_concurrent_streams(streams)
-                .max_header_list_size(header_list)
-                .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
-                .initial_stream_window_size(HTTP2_STREAM_WINDOW)
-                .initial_connection_window_size(HTTP2_CONNECTION_WINDOW);
+            http2_limits!(builder.http2(), streams, header_list);
             builder
         }
         None => builder.http1_only(),
     };
-    let mut conn = pin!(builder.serve_connection(stream, service));
-    let mut drain = pin!(draining());
-    let mut told = false;
-    poll_fn(|cx| {
-        if !told && drain.as_mut().poll(cx).is_ready() {
-            told = true;
-            conn.as_mut().graceful_shutdown();
-        }
-        conn.as_mut().poll(cx)
-    })
-    .await
+    until_drained(builder.serve_connection(stream, service), |conn| conn.graceful_shutdown()).await
 }
 
 /// Serves HTTP/1.1 only on `stream` with hyper until the connection ends,
@@ -180,17 +164,7 @@ where
 {
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(Timer::new()).keep_alive(true).header_read_timeout(limits().header_timeout);
-    let mut conn = pin!(builder.serve_connection(stream, service));
-    let mut drain = pin!(draining());
-    let mut told = false;
-    poll_fn(|cx| {
-        if !told && drain.as_mut().poll(cx).is_ready() {
-            told = true;
-            conn.as_mut().graceful_shutdown();
-        }
-        conn.as_mut().poll(cx)
-    })
-    .await
+    until_drained(builder.serve_connection(stream, service), |conn| conn.graceful_shutdown()).await
 }
 
 /// Serves HTTP/2 only on `stream` (the connection preface comes first),
@@ -206,20 +180,38 @@ where
 {
     let (streams, header_list) = limits().http2.unwrap_or((100, 16 * 1024));
     let mut builder = hyper::server::conn::http2::Builder::new(LocalExec);
-    builder
-        .timer(Timer::new())
-        .max_concurrent_streams(streams)
-        .max_header_list_size(header_list)
-        .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
-        .initial_stream_window_size(HTTP2_STREAM_WINDOW)
-        .initial_connection_window_size(HTTP2_CONNECTION_WINDOW);
-    let mut conn = pin!(builder.serve_connection(stream, service));
+    http2_limits!(builder, streams, header_list);
+    until_drained(builder.serve_connection(stream, service), |conn| conn.graceful_shutdown()).await
+}
+
+/// HTTP/2's settings and defences on a builder (hyper's, or hyper-util's
+/// automatic one's HTTP/2 half: the same methods on two types): the
+/// shard's timer, at most `streams` concurrent streams, header lists of
+/// at most `header_list` bytes, rapid resets refused, and the windows.
+macro_rules! http2_limits {
+    ($builder:expr, $streams:expr, $header_list:expr) => {
+        $builder
+            .timer(Timer::new())
+            .max_concurrent_streams($streams)
+            .max_header_list_size($header_list)
+            .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
+            .initial_stream_window_size(HTTP2_STREAM_WINDOW)
+            .initial_connection_window_size(HTTP2_CONNECTION_WINDOW)
+    };
+}
+use http2_limits;
+
+/// Runs a hyper connection to its end, asking it to shut down gracefully
+/// (`shutdown`: hyper's `graceful_shutdown`) once the server drains: the
+/// requests in progress are answered, then it closes.
+async fn until_drained<C: Future>(conn: C, mut shutdown: impl FnMut(Pin<&mut C>)) -> C::Output {
+    let mut conn = pin!(conn);
     let mut drain = pin!(draining());
     let mut told = false;
     poll_fn(|cx| {
         if !told && drain.as_mut().poll(cx).is_ready() {
             told = true;
-            conn.as_mut().graceful_shutdown();
+            shutdown(conn.as_mut());
         }
         conn.as_mut().poll(cx)
     })

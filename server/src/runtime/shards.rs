@@ -81,10 +81,7 @@ where
     F: FnOnce(u16, io::Result<LoopStats>, Option<(T, A)>) -> X + Send + 'static,
     X: Send + 'static,
 {
-    std::thread::Builder::new().name(format!("fairway-shard-{index}")).spawn(move || {
-        if pin {
-            pin_to_core(usize::from(index));
-        }
+    shard_thread(index, pin, move || {
         let (mut transport, mut net, mut app) = match build() {
             Ok(parts) => parts,
             Err(err) => return finish(index, Err(err), None),
@@ -126,10 +123,7 @@ where
     F: FnOnce(u16, io::Result<LoopStats>, Option<(T, A)>) -> X + Send + 'static,
     X: Send + 'static,
 {
-    std::thread::Builder::new().name(format!("fairway-shard-{index}")).spawn(move || {
-        if pin {
-            pin_to_core(usize::from(index));
-        }
+    shard_thread(index, pin, move || {
         let options = tokio::runtime::LocalOptions::default();
         let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build_local(options) {
             Ok(runtime) => runtime,
@@ -156,6 +150,21 @@ where
                 Err(e) => panic!("shard {index}: its loop was cancelled: {e}"),
             },
         }
+    })
+}
+
+/// Starts shard `index`'s thread, `fairway-shard-{index}`, pinned to core
+/// `index` when `pin` is set and there is such a core, running `body`.
+fn shard_thread<X: Send + 'static>(
+    index: u16,
+    pin: bool,
+    body: impl FnOnce() -> X + Send + 'static,
+) -> io::Result<JoinHandle<X>> {
+    std::thread::Builder::new().name(format!("fairway-shard-{index}")).spawn(move || {
+        if pin {
+            pin_to_core(usize::from(index));
+        }
+        body()
     })
 }
 
